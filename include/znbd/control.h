@@ -1,0 +1,35 @@
+/* znbd: the zone control socket, for what NBD cannot carry.
+ *
+ * A Unix stream socket (mode 0600) speaking one request line, one or
+ * more reply lines.  The grammar is in man/nbdkit-zoned-plugin.pod
+ * (ZONE CONTROL SOCKET); requests:
+ *   report [ZONE [COUNT]] | open|close|finish|reset ZONE|all |
+ *   readonly ZONE | offline ZONE | online ZONE | stats
+ * Replies start "ok" or "error ERRNO-NAME message".  No NBD code here.
+ */
+#ifndef ZNBD_CONTROL_H
+#define ZNBD_CONTROL_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "znbd/dev.h"
+
+/* Execute one request LINE (no newline needed) against D and write the
+ * reply lines to OUT.  A bad line gets an "error EINVAL ..." reply and
+ * changes nothing.  Returns 0 if the reply was "ok", else -1 with errno
+ * of the refusal. */
+int znbd_control_exec(struct znbd_dev *d, const char *line, FILE *out);
+
+struct znbd_control;
+
+/* Listen on PATH (replacing a stale socket) and serve requests on a
+ * thread of its own, one client at a time.  Start it after any fork.
+ * Returns NULL with errno and a message in ERR. */
+struct znbd_control *znbd_control_start(struct znbd_dev *d, const char *path,
+                                        char *err, size_t errlen);
+
+/* Stop the thread, close and unlink the socket.  C may be NULL. */
+void znbd_control_stop(struct znbd_control *c);
+
+#endif

@@ -1,0 +1,148 @@
+/* znbd: the device every front-end serves — a RAM store, optionally with
+ * null_blk-faithful zones on top, and the mapping of zones onto NBD's
+ * standard commands (man/nbdkit-zoned-plugin.pod, ZONES OVER NBD).
+ *
+ * Offsets and lengths are bytes.  Front-ends validate NBD ranges and
+ * alignment before calling (nbdkit does part of it); these functions still
+ * refuse a misaligned or out-of-range request with EINVAL so a front-end
+ * bug cannot corrupt state.  Errors are returned as -1 with errno set to
+ * the Linux value null_blk would give; front-ends map them to the wire
+ * (znbd_dev_wire_errno()).  Safe to call from many threads at once.
+ */
+#ifndef ZNBD_DEV_H
+#define ZNBD_DEV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "znbd/params.h"
+
+/* Zone types and conditions use Linux's numbering
+ * (include/uapi/linux/blkzoned.h), so they can be shown as blkzone does. */
+enum znbd_zone_type {
+  ZNBD_ZONE_TYPE_CONVENTIONAL = 0x1,
+  ZNBD_ZONE_TYPE_SEQWRITE_REQ = 0x2,
+};
+enum znbd_zone_cond {
+  ZNBD_ZONE_COND_NOT_WP = 0x0,
+  ZNBD_ZONE_COND_EMPTY = 0x1,
+  ZNBD_ZONE_COND_IMP_OPEN = 0x2,
+  ZNBD_ZONE_COND_EXP_OPEN = 0x3,
+  ZNBD_ZONE_COND_CLOSED = 0x4,
+  ZNBD_ZONE_COND_READONLY = 0xd,
+  ZNBD_ZONE_COND_FULL = 0xe,
+  ZNBD_ZONE_COND_OFFLINE = 0xf,
+};
+
+#define ZNBD_WP_INVALID UINT64_MAX
+
+/* One zone as reported.  Bytes.  wp is ZNBD_WP_INVALID for conventional,
+ * READONLY and OFFLINE zones. */
+struct znbd_zone_info {
+  uint64_t start, len, capacity, wp;
+  enum znbd_zone_type type;
+  enum znbd_zone_cond cond;
+};
+
+/* Zone management operations (null_blk REQ_OP_ZONE_*). */
+enum znbd_zone_op {
+  ZNBD_ZONE_OP_OPEN,
+  ZNBD_ZONE_OP_CLOSE,
+  ZNBD_ZONE_OP_FINISH,
+  ZNBD_ZONE_OP_RESET,
+  ZNBD_ZONE_OP_SET_READONLY, /* null_blk configfs zone_readonly */
+  ZNBD_ZONE_OP_SET_OFFLINE,  /* null_blk configfs zone_offline */
+  ZNBD_ZONE_OP_ONLINE,       /* back to EMPTY from READONLY/OFFLINE */
+};
+#define ZNBD_ALL_ZONES UINT32_MAX /* with RESET only: reset-all */
+
+/* Counters, for `stats` and tests. */
+struct znbd_dev_stats {
+  uint32_t nr_imp_open, nr_exp_open, nr_closed; /* active = sum */
+  uint64_t allocated;                           /* store bytes held */
+};
+
+struct znbd_dev;
+
+/* Build a device from finished params (znbd_params_finish() done), with
+ * zone_readonly/zone_offline applied.  Returns NULL with errno ENOMEM or
+ * EINVAL and a message in ERR. */
+struct znbd_dev *znbd_dev_new(const struct znbd_params *p, char *err,
+                              size_t errlen);
+void znbd_dev_free(struct znbd_dev *d);
+
+const struct znbd_params *znbd_dev_params(const struct znbd_dev *d);
+uint64_t znbd_dev_size(const struct znbd_dev *d);
+uint32_t znbd_dev_nr_zones(const struct znbd_dev *d); /* 0: not zoned */
+
+/* The geometry as one machine-readable line of key=value pairs (NBD
+ * export description), e.g. "znbd model=host-managed size=4294967296
+ * zone_size=67108864 zone_capacity=67108864 nr_zones=64 nr_conv=4
+ * max_open=0 max_active=0 blocksize=512"; sizes in bytes; model=none
+ * for a plain RAM disk.  Writes at most LEN bytes incl. NUL; returns the
+ * length it needed (snprintf-style). */
+int znbd_dev_describe(const struct znbd_dev *d, char *buf, size_t len);
+
+/* Read LEN bytes at OFF.  Errors: EINVAL (range/alignment), EIO (OFFLINE
+ * zone; past the wp with zone_read_past_wp=error). */
+int znbd_dev_read(struct znbd_dev *d, void *buf, uint64_t len, uint64_t off);
+
+/* Write flags. */
+#define ZNBD_WRITE_NOWAIT 0x1 /* ahead of wp: fail with EAGAIN, don't wait */
+
+/* Write LEN bytes from BUF at OFF; BUF NULL writes zeros without
+ * allocating (NBD WRITE_ZEROES).  Sequential zones follow null_blk's write
+ * rules; a request spanning zones is all-or-nothing.  With
+ * pipeline_zoned_writes a write ahead of the wp waits for it
+ * (zone_write_timeout ms) unless ZNBD_WRITE_NOWAIT.  A failed write
+ * changes no byte, wp, condition or counter.  Errors: EINVAL, EIO (wp,
+ * capacity or condition), ETOOMANYREFS (open limit), EOVERFLOW (active
+ * limit), EAGAIN (NOWAIT and ahead of wp), ETIMEDOUT is not returned (a
+ * timed-out wait is EIO), ENOMEM. */
+int znbd_dev_write(struct znbd_dev *d, const void *buf, uint64_t len,
+                   uint64_t off, unsigned flags);
+
+/* Zone append: write LEN bytes at the wp of the zone starting at
+ * ZONE_START; *WRITTEN gets the byte offset used.  Errors as write, plus
+ * EIO for conventional zones. */
+int znbd_dev_append(struct znbd_dev *d, const void *buf, uint64_t len,
+                    uint64_t zone_start, uint64_t *written);
+
+/* NBD TRIM: whole sequential zones covered are reset (the whole device:
+ * reset-all), partly covered sequential zones are left alone, conventional
+ * ranges and a non-zoned device have their pages freed.  Errors: EINVAL. */
+int znbd_dev_trim(struct znbd_dev *d, uint64_t len, uint64_t off);
+
+/* base:allocation: call FN for consecutive extents covering
+ * [OFF, OFF+LEN) with NBD_STATE_* bits in FLAGS (1 = HOLE, 2 = ZERO).
+ * Sequential zones: [start, wp) data (0), [wp, end) HOLE|ZERO;
+ * conventional zones and non-zoned devices: store allocation.
+ * Stops at FN's first non-zero result and returns it. */
+int znbd_dev_extents(struct znbd_dev *d, uint64_t off, uint64_t len,
+                     int (*fn)(void *opaque, uint64_t off, uint64_t len,
+                               uint32_t flags),
+                     void *opaque);
+
+/* Zone management on zone index ZONE (or ZNBD_ALL_ZONES for reset-all),
+ * with null_blk's result on every condition.  Errors: EINVAL (not zoned,
+ * bad index), EIO (condition), ETOOMANYREFS, EOVERFLOW. */
+int znbd_dev_zone_op(struct znbd_dev *d, enum znbd_zone_op op, uint32_t zone);
+
+/* Copy up to NR zones from index FIRST into OUT.  Returns the number
+ * copied (0 past the end or when not zoned). */
+uint32_t znbd_dev_report(struct znbd_dev *d, uint32_t first, uint32_t nr,
+                         struct znbd_zone_info *out);
+
+/* Index of the zone holding byte OFF (OFF < size, zoned device).
+ * Power-of-2 zone sizes use a shift. */
+uint32_t znbd_dev_zone_index(const struct znbd_dev *d, uint64_t off);
+
+void znbd_dev_stats(struct znbd_dev *d, struct znbd_dev_stats *out);
+
+/* Map a Linux errno from this API to what NBD can carry: ETOOMANYREFS and
+ * EOVERFLOW (zone resources) -> ENOSPC, EAGAIN/ETIMEDOUT -> EIO,
+ * EIO/EINVAL/ENOMEM/ENOSPC/EPERM unchanged, else EIO. */
+int znbd_dev_wire_errno(int err);
+
+#endif

@@ -1,0 +1,25 @@
+#!/bin/sh
+# Install everything znbd needs to build, serve, test and benchmark, on
+# Debian 12 as root.  Idempotent.  ZNBD_DEPS=build installs only what the
+# build and the default served disk need.
+set -e
+export DEBIAN_FRONTEND=noninteractive
+build="autoconf automake libtool make gcc pkg-config perl
+  nbdkit nbdkit-plugin-dev libnbd-dev libnbd-bin liburing-dev"
+test="python3 python3-libnbd fio qemu-utils nbd-client util-linux
+  clang clang-format e2fsprogs gnuplot-nox procps
+  qemu-system-x86 linux-image-amd64 busybox-static libguestfs-tools"
+pkgs="$build"
+[ "${ZNBD_DEPS:-all}" = build ] || pkgs="$build $test"
+missing=
+for p in $pkgs; do
+  dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q 'ok installed' ||
+    missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+  echo "install-deps: need root to install:$missing" >&2
+  exit 1
+fi
+apt-get update -q
+apt-get install -y -q --no-install-recommends $missing

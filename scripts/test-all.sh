@@ -1,0 +1,50 @@
+#!/bin/bash
+# Set up and run every znbd test on a fresh Debian 12 machine as root:
+# installs the dependencies, builds (plain and with ASan+UBSan), checks
+# the formatting, runs `make check` (unit, NBD integration against every
+# front-end, server, client), the sanitizer build's tests and the kernel
+# client tests in a qemu guest (`make check-vm`).  The last line is
+# "N passed, N failed[, N skipped]"; the exit status is non-zero if any
+# test failed.  ZNBD_SKIP_VM=1 leaves the guest tests out (they are then
+# counted as skipped).
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+# The nbd Python module (nbdsh, tests) is Debian's: put /usr/bin first.
+export PATH=/usr/bin:/usr/sbin:/bin:/sbin:$PATH
+
+"$top/scripts/install-deps.sh" || { echo "install-deps failed"; echo "0 passed, 1 failed"; exit 1; }
+
+extra_pass=0 extra_fail=0 extra_skip=0
+step() { # step NAME CMD...: run a step that counts as one test
+  local name=$1; shift
+  if "$@"; then echo "PASS: $name"; extra_pass=$((extra_pass + 1))
+  else echo "FAIL: $name"; extra_fail=$((extra_fail + 1)); fi
+}
+
+step build env BUILD="$top/build" "$top/scripts/build.sh"
+step check-format make -s -C "$top/build" check-format
+make -C "$top/build" -k check
+if [ "${ZNBD_SKIP_VM:-0}" = 1 ]; then
+  echo "SKIP: check-vm (ZNBD_SKIP_VM=1)"; extra_skip=$((extra_skip + 1))
+else
+  make -C "$top/build" -k check-vm
+fi
+# Sanitizers: the unit tests and the NBD suite, ASan+UBSan.
+step build-sanitizers env BUILD="$top/build-san" "$top/scripts/build.sh" --enable-sanitizers
+if [ -f "$top/build-san/Makefile" ]; then
+  make -C "$top/build-san/tests/unit" -k check
+  make -C "$top/build-san/tests/nbd" -k check
+fi
+
+# Count every automake test result (.trs) of both builds.
+count() { cat /dev/null $(find "$top/build" "$top/build-san" -name '*.trs' 2>/dev/null) |
+  grep -c "^:test-result: $1" ; }
+pass=$(( $(count PASS) + $(count XFAIL) + extra_pass ))
+fail=$(( $(count FAIL) + $(count XPASS) + $(count ERROR) + extra_fail ))
+skip=$(( $(count SKIP) + extra_skip ))
+echo "failed tests:"; grep -l -E '^:test-result: (FAIL|XPASS|ERROR)' \
+  $(find "$top/build" "$top/build-san" -name '*.trs' 2>/dev/null) /dev/null | sed 's/\.trs$/.log/'
+if [ "$skip" -gt 0 ]; then echo "$pass passed, $fail failed, $skip skipped"
+else echo "$pass passed, $fail failed"; fi
+[ "$fail" -eq 0 ]
