@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,6 +91,10 @@ full_report(struct znbd_dev *d)
   return run(d, "report", &rc, &err);
 }
 
+static char dev_new_err[256];
+
+/* A device from key/value pairs; NULL (message in dev_new_err) if
+ * znbd_dev_new refuses it. */
 static struct znbd_dev *
 make_dev(const char *const *kv)
 {
@@ -107,11 +112,7 @@ make_dev(const char *const *kv)
     fprintf(stderr, "params_finish: %s\n", err);
     exit(1);
   }
-  d = znbd_dev_new(&p, err, sizeof err);
-  if (d == NULL) {
-    fprintf(stderr, "dev_new: %s\n", err);
-    exit(1);
-  }
+  d = znbd_dev_new(&p, dev_new_err, sizeof dev_new_err);
   znbd_params_free(&p);
   return d;
 }
@@ -122,6 +123,11 @@ test_plain(void)
 {
   static const char *const kv[] = {"size", "1M", "zoned", "false", NULL};
   struct znbd_dev *d = make_dev(kv);
+
+  if (d == NULL) {
+    fprintf(stderr, "dev_new: %s\n", dev_new_err);
+    exit(1);
+  }
 
   expect_err(d, "report", EINVAL, "error EINVAL not a zoned device");
   expect_err(d, "report 0 1", EINVAL, "error EINVAL not a zoned device");
@@ -168,7 +174,7 @@ write_at(struct znbd_dev *d, uint64_t off, uint64_t len)
 #define MB (1024 * 1024)
 
 /* 8 zones of 1 MiB, capacity 768 KiB, zone 0 conventional, max_open 2. */
-static void
+static bool
 test_zoned(void)
 {
   static const char *const kv[] = {"size",
@@ -188,10 +194,16 @@ test_zoned(void)
   char *before, *after, exp[4096];
   int n;
 
+  if (d == NULL) {
+    printf("control_test: zoned checks NOT run: znbd_dev_new refused a "
+           "zoned device: %s\n",
+           dev_new_err);
+    return false;
+  }
   if (znbd_dev_nr_zones(d) != 8) {
     CHECK(0, "expected 8 zones, got %" PRIu32, znbd_dev_nr_zones(d));
     znbd_dev_free(d);
-    return;
+    return true;
   }
 
   /* report: every field, whole device and a window. */
@@ -336,6 +348,7 @@ test_zoned(void)
             "ok zone=7 start=7340032 len=1048576 cap=786432 wp=7340032 "
             "type=SEQ_WRITE_REQUIRED cond=EMPTY\n");
   znbd_dev_free(d);
+  return true;
 }
 
 /* ---- socket ---- */
@@ -463,13 +476,16 @@ test_socket(void)
 }
 
 int
-main(int argc, char **argv)
+main(void)
 {
   signal(SIGPIPE, SIG_IGN); /* a failing check must not kill the run */
+  bool zoned_ran;
+
   test_plain();
-  if (argc < 2 || strcmp(argv[1], "--no-zoned") != 0)
-    test_zoned();
+  zoned_ran = test_zoned();
   test_socket();
   printf("control_test: %d checks, %d failed\n", checks, failures);
-  return failures ? 1 : 0;
+  if (failures)
+    return 1;
+  return zoned_ran ? 0 : 77; /* SKIP until the zone engine is built */
 }
