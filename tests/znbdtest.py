@@ -20,7 +20,7 @@ import sys
 import nbd
 
 __all__ = [
-    "nbd", "errno", "os", "sys", "uri", "connect", "check", "check_eq",
+    "nbd", "errno", "os", "random", "sys", "uri", "connect", "check", "check_eq",
     "expect_errno", "extents", "pattern", "say", "TestFailure", "HOLE",
     "ZERO", "KiB", "MiB",
 ]

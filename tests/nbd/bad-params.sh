@@ -5,6 +5,7 @@
 require_znbd_frontend "parameter checking"
 
 expect_start_failure size zoned=false
+expect_start_failure size size=0 zoned=false
 expect_start_failure size size=foo zoned=false
 expect_start_failure size size=64MiB zoned=false
 expect_start_failure size size=1.5M zoned=false
