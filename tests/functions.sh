@@ -117,7 +117,7 @@ trap 'exit 143' TERM
 _plugin_path() {
   local p
   for p in "${ZNBD_PLUGIN:-}" "$top_builddir/zoned.so" \
-    "$top_builddir/plugin/.libs/zoned.so"; do
+    "$top_builddir/plugin/.libs/nbdkit-zoned-plugin.so"; do
     if [ -n "$p" ] && [ -f "$p" ]; then
       echo "$p"
       return 0
@@ -139,7 +139,7 @@ _frontend_cmd() {
   plugin)
     require nbdkit
     plugin=$(_plugin_path) ||
-      skip "front-end plugin: zoned.so is not built (looked in $top_builddir and $top_builddir/plugin/.libs)"
+      skip "front-end plugin: zoned.so is not built yet (no $top_builddir/zoned.so)"
     if [ "$ZNBD_SANITIZERS" = yes ]; then
       # nbdkit itself is not instrumented: ASan's runtime must come first.
       _cmd=(env "LD_PRELOAD=$(gcc -print-file-name=libasan.so)"

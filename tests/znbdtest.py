@@ -20,7 +20,7 @@ import sys
 import nbd
 
 __all__ = [
-    "nbd", "errno", "os", "sys", "uri", "connect", "check", "check_eq",
+    "nbd", "errno", "os", "random", "sys", "uri", "connect", "check", "check_eq",
     "expect_errno", "extents", "pattern", "say", "TestFailure", "HOLE",
     "ZERO", "KiB", "MiB",
 ]
@@ -83,15 +83,16 @@ def check_eq(got, want, msg):
 
 
 def expect_errno(want, msg, fn, *args, **kw):
-    """FN(*ARGS) must fail with nbd.Error whose errno is WANT (an errno
-    module constant: the error the server sent, as libnbd reports it)."""
+    """FN(*ARGS) must fail with nbd.Error whose errno number is WANT (an
+    errno module constant: the error the server sent, as libnbd reports
+    it)."""
     try:
         fn(*args, **kw)
     except nbd.Error as e:
-        if e.errno != want:
+        # nbd.Error: .errnum is the number, .errno its name (or None).
+        if e.errnum != want:
             raise TestFailure("%s: failed with errno %s (%s), want %s" % (
-                msg, e.errno and errno.errorcode.get(e.errno, e.errno),
-                e.string, errno.errorcode[want]))
+                msg, e.errno or e.errnum, e.string, errno.errorcode[want]))
         say("%s -> %s" % (msg, errno.errorcode[want]))
         return
     raise TestFailure("%s: succeeded, want %s" % (msg, errno.errorcode[want]))

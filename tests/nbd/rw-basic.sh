@@ -3,7 +3,8 @@
 # written, FUA writes, flush, cache, write-zeroes (with and without
 # NO_HOLE) and trim read back as zeros, partial-page trim/zero leave the
 # rest of the page intact, and the export advertises what the plugin
-# promises (size, flush, FUA, trim, zero, cache, multi-conn, writable).
+# promises (size, flush, FUA, trim, zero, fast zero, cache, DF,
+# multi-conn, writable).
 . "$(dirname "$0")/../functions.sh"
 
 start_frontend size=4M zoned=false
@@ -12,7 +13,8 @@ from znbdtest import *
 h = connect()
 check_eq(h.get_size(), 4 * MiB, "export size 4 MiB")
 check(not h.is_read_only(), "export is writable")
-for name in ("can_flush", "can_fua", "can_trim", "can_zero", "can_multi_conn", "can_cache"):
+for name in ("can_flush", "can_fua", "can_trim", "can_zero", "can_fast_zero",
+             "can_multi_conn", "can_cache", "can_df"):
     check(getattr(h, name)(), name)
 
 check_eq(h.pread(64 * KiB, 0), bytes(64 * KiB), "never-written range reads zeros")
@@ -38,6 +40,8 @@ h.zero(1 * KiB, 33 * KiB, nbd.CMD_FLAG_NO_HOLE)
 want[33 * KiB:34 * KiB] = bytes(1 * KiB)
 h.zero(512, 40 * KiB + 1536, nbd.CMD_FLAG_FUA)
 want[40 * KiB + 1536:40 * KiB + 2048] = bytes(512)
+h.zero(8 * KiB, 48 * KiB, nbd.CMD_FLAG_FAST_ZERO)
+want[48 * KiB:56 * KiB] = bytes(8 * KiB)
 check_eq(h.pread(256 * KiB, 0), bytes(want), "zeroed ranges read zeros, neighbours intact")
 
 # Trim: whole pages and a partial page (only those bytes become zero).
@@ -58,6 +62,18 @@ d = pattern(4 * KiB, 4)
 h.pwrite(d, 4 * MiB - 4 * KiB)
 check_eq(h.pread(4 * KiB, 4 * MiB - 4 * KiB), d, "last 4 KiB of the device")
 check_eq(h.pread(4 * KiB, 4 * MiB - 8 * KiB), bytes(4 * KiB), "block before the last still zero")
+
+# DF (don't fragment) structured read: the same bytes.
+buf = bytearray(64 * KiB)
+chunks = []
+def chunk(sub, off, status, err):
+    chunks.append((off, len(sub), status))
+    if status == nbd.READ_DATA:
+        buf[off:off + len(sub)] = sub
+    return 0
+res = h.pread_structured(64 * KiB, 0, chunk, nbd.CMD_FLAG_DF)
+check_eq(bytes(res), bytes(want[:64 * KiB]), "structured read with DF flag")
+check_eq(chunks, [(0, 64 * KiB, nbd.READ_DATA)], "DF read: one data chunk")
 
 h.cache(64 * KiB, 0)
 say("cache")
