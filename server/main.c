@@ -234,8 +234,8 @@ main(int argc, char **argv)
   s.cfg.params = &p;
   s.cfg.size = znbd_dev_size(dev);
   s.cfg.blocksize = p.blocksize ? p.blocksize : 512;
-  s.cfg.holes_ok =
-      !(znbd_dev_nr_zones(dev) > 0 && p.zone_read_past_wp != ZNBD_READ_PAST_WP_ZERO);
+  s.cfg.holes_ok = !(znbd_dev_nr_zones(dev) > 0 &&
+                     p.zone_read_past_wp != ZNBD_READ_PAST_WP_ZERO);
   int dlen = znbd_dev_describe(dev, NULL, 0);
   s.cfg.description = malloc((size_t)dlen + 1);
   if (!s.cfg.description)
@@ -324,7 +324,7 @@ main(int argc, char **argv)
   pid_t child = -1;
   if (run) {
     char *uri;
-    char *q_exp = s.cfg.export_name;
+    const char *q_exp = s.cfg.export_name;
     int r;
     if (unix_path)
       r = asprintf(&uri, "nbd+unix:///%s?socket=%s", q_exp, unix_path);

@@ -37,7 +37,7 @@ struct hwq {
   struct io_uring ring;
   int efd;
   uint64_t efd_val;
-  pthread_mutex_t lock; /* list, free */
+  pthread_mutex_t lock;   /* list, free */
   struct rq *head, *tail; /* to dispatch */
   struct rq *free;        /* free tags */
   struct rq *rqs;
@@ -81,8 +81,7 @@ mq_new(struct server *s, char *err, size_t errlen)
   m->max_attempts = m->nq * depth;
   m->nr_zones = znbd_dev_nr_zones(s->cfg.dev);
   m->nr_conv = p->zone_nr_conv;
-  m->zone_lock = s->sched_deadline && !p->no_zone_write_lock &&
-                 m->nr_zones > 0;
+  m->zone_lock = s->sched_deadline && !p->no_zone_write_lock && m->nr_zones > 0;
   pthread_mutex_init(&m->zlock, NULL);
   if (m->zone_lock && !(m->zones = calloc(m->nr_zones, sizeof *m->zones)))
     goto oom;

@@ -98,8 +98,7 @@ info_reply(struct nbdc *c, struct buf *out, uint32_t opt, uint16_t type)
   }
   case NBD_INFO_NAME:
   case NBD_INFO_DESCRIPTION: {
-    const char *str =
-        type == NBD_INFO_NAME ? s->export_name : s->description;
+    const char *str = type == NBD_INFO_NAME ? s->export_name : s->description;
     uint32_t n = (uint32_t)strlen(str);
     uint8_t *p = buf_reserve(out, 22 + n);
     put64(p, NBD_REP_MAGIC);
@@ -218,7 +217,8 @@ opt_meta(struct nbdc *c, uint32_t opt, const uint8_t *d, uint32_t len,
     uint32_t qlen = get32(d + pos);
     const uint8_t *q = d + pos + 4;
     pos += 4 + qlen;
-    if (str_is(q, qlen, "base:allocation") || (!set && str_is(q, qlen, "base:")))
+    if (str_is(q, qlen, "base:allocation") ||
+        (!set && str_is(q, qlen, "base:")))
       alloc = true;
     else if (zoned && (str_is(q, qlen, ZNBD_ZONECTX_NAME) ||
                        (!set && str_is(q, qlen, "x-znbd:"))))
@@ -306,8 +306,8 @@ do_option(struct nbdc *c, uint32_t opt, const uint8_t *d, uint32_t len,
 
 /* Returns bytes consumed (0 with *need set when incomplete). */
 static size_t
-handshake_step(struct nbdc *c, const uint8_t *in, size_t len,
-               struct buf *out, size_t *need)
+handshake_step(struct nbdc *c, const uint8_t *in, size_t len, struct buf *out,
+               size_t *need)
 {
   if (c->phase == PH_CFLAGS) {
     if (len < 4) {
@@ -383,8 +383,8 @@ nbd_reply_error(const struct nbdc *c, const struct nbd_req *r, uint32_t err,
     return;
   }
   uint16_t n = msg ? (uint16_t)strnlen(msg, 200) : 0;
-  uint8_t *p = chunk(out, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_ERROR,
-                     r->cookie, 6u + n);
+  uint8_t *p =
+      chunk(out, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_ERROR, r->cookie, 6u + n);
   put32(p, err);
   put16(p + 4, n);
   if (n)
@@ -562,8 +562,7 @@ nbdc_feed(struct nbdc *c, const uint8_t *in, size_t len, struct buf *out,
       continue;
     }
     size_t used = 0;
-    int rc = request_step(c, in + pos, len - pos, out, fn, opaque, &used,
-                          need);
+    int rc = request_step(c, in + pos, len - pos, out, fn, opaque, &used, need);
     if (rc != RQ_DONE)
       break;
     pos += used;
@@ -673,13 +672,13 @@ exec_read(const struct nbdc *c, const struct nbd_req *r, struct buf *out)
       goto fail;
     pos += n;
   }
-  if (pos < end && read_data_chunk(c, r, pos, (uint32_t)(end - pos), out,
-                                   &last) == -1)
+  if (pos < end &&
+      read_data_chunk(c, r, pos, (uint32_t)(end - pos), out, &last) == -1)
     goto fail;
 done:
   put16(out->p + last + 4, NBD_REPLY_FLAG_DONE);
   return;
-fail: {
+fail : {
   int e = errno;
   out->len = start;
   reply_errno(c, r, e, out);
@@ -709,8 +708,8 @@ exec_zero(const struct nbdc *c, const struct nbd_req *r, unsigned wflags)
 /* Block status descriptors being built into one chunk. */
 struct bs {
   struct buf *out;
-  size_t hdr;  /* offset of the chunk header in out */
-  uint32_t n;  /* descriptors */
+  size_t hdr; /* offset of the chunk header in out */
+  uint32_t n; /* descriptors */
   uint32_t max;
   uint64_t end;
   uint64_t last_flags_pos; /* offset of the previous descriptor */
@@ -763,17 +762,16 @@ zone_extents(struct znbd_dev *d, struct bs *b, uint64_t off)
       return 0;
     for (uint32_t i = 0; i < n; i++, z++) {
       struct znbd_zone_info *q = &zi[i];
-      uint32_t st = (q->cond & ZNBD_ZONECTX_COND_MASK) |
-                    ((q->type << ZNBD_ZONECTX_TYPE_SHIFT) &
-                     ZNBD_ZONECTX_TYPE_MASK);
+      uint32_t st =
+          (q->cond & ZNBD_ZONECTX_COND_MASK) |
+          ((q->type << ZNBD_ZONECTX_TYPE_SHIFT) & ZNBD_ZONECTX_TYPE_MASK);
       uint64_t zs = q->start, ze = q->start + q->len;
       if (zs < off)
         zs = off;
       if (zs >= b->end)
         return 0;
       bool split = q->type == ZNBD_ZONE_TYPE_SEQWRITE_REQ &&
-                   q->wp != ZNBD_WP_INVALID &&
-                   q->cond != ZNBD_ZONE_COND_FULL;
+                   q->wp != ZNBD_WP_INVALID && q->cond != ZNBD_ZONE_COND_FULL;
       int rc;
       if (split && q->wp > zs) {
         rc = bs_add(b, zs, (q->wp < ze ? q->wp : ze) - zs, st);
@@ -806,8 +804,7 @@ exec_block_status(const struct nbdc *c, const struct nbd_req *r,
     uint8_t *p = chunk(out, 0, NBD_REPLY_TYPE_BLOCK_STATUS, r->cookie, 0);
     put32(p, (uint32_t)ctx);
     buf_commit(out, NBD_CHUNK_HEADER_SIZE + 4);
-    struct bs b = {.out = out, .hdr = last, .max = max,
-                   .end = r->off + r->len};
+    struct bs b = {.out = out, .hdr = last, .max = max, .end = r->off + r->len};
     if (ctx == CTX_ID_ALLOC) {
       if (znbd_dev_extents(d, r->off, r->len, alloc_add, &b) < 0) {
         out->len = start;
@@ -819,8 +816,8 @@ exec_block_status(const struct nbdc *c, const struct nbd_req *r,
     if (b.n == 0) { /* never empty: report the range as plain data */
       bs_add(&b, r->off, r->len, 0);
     }
-    put32(out->p + last + 16, (uint32_t)(out->len - last -
-                                         NBD_CHUNK_HEADER_SIZE));
+    put32(out->p + last + 16,
+          (uint32_t)(out->len - last - NBD_CHUNK_HEADER_SIZE));
   }
   put16(out->p + last + 4, NBD_REPLY_FLAG_DONE);
   return 0;

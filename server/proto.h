@@ -69,9 +69,9 @@ typedef int (*nbdc_submit_fn)(void *opaque, struct nbdc *c,
  * connection must close (c->phase == PH_CLOSED: flush OUT then close).
  * Returns the bytes consumed; *NEED is the total size of the next
  * incomplete message at IN + return value (0 if unknown/not needed). */
-size_t nbdc_feed(struct nbdc *c, const uint8_t *in, size_t len,
-                 struct buf *out, size_t out_high, nbdc_submit_fn fn,
-                 void *opaque, size_t *need);
+size_t nbdc_feed(struct nbdc *c, const uint8_t *in, size_t len, struct buf *out,
+                 size_t out_high, nbdc_submit_fn fn, void *opaque,
+                 size_t *need);
 
 /* Execution flags. */
 #define EXEC_NOWAIT 0x1  /* writes ahead of the wp fail (ZNBD_WRITE_NOWAIT) */

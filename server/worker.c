@@ -82,8 +82,8 @@ get_sqe(struct io_uring *ring)
 }
 
 void
-arm_timeout(struct io_uring *ring, struct __kernel_timespec *ts,
-            uint64_t nsec, uint64_t ud)
+arm_timeout(struct io_uring *ring, struct __kernel_timespec *ts, uint64_t nsec,
+            uint64_t ud)
 {
   ts->tv_sec = (long long)(nsec / 1000000000);
   ts->tv_nsec = (long long)(nsec % 1000000000);
@@ -242,8 +242,7 @@ queue_recv(struct conn *c)
     c->in_cap = cap;
   }
   struct io_uring_sqe *sqe = get_sqe(&c->w->ring);
-  io_uring_prep_recv(sqe, c->fd, c->in + c->in_tail, c->in_cap - c->in_tail,
-                     0);
+  io_uring_prep_recv(sqe, c->fd, c->in + c->in_tail, c->in_cap - c->in_tail, 0);
   io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)c | UD_RECV);
   c->receiving = true;
 }
@@ -351,12 +350,12 @@ conn_process(struct conn *c)
   c->stalled = false;
   if (c->in_tail > c->in_head && !c->flush_close) {
     size_t need;
-    size_t n = nbdc_feed(&c->proto, c->in + c->in_head,
-                         c->in_tail - c->in_head, &c->out[c->fill], OUT_HIGH,
-                         submit, c, &need);
+    size_t n = nbdc_feed(&c->proto, c->in + c->in_head, c->in_tail - c->in_head,
+                         &c->out[c->fill], OUT_HIGH, submit, c, &need);
     c->in_head += n;
     c->need = need;
-    if (c->in_head == c->in_tail)
+    /* A recv in flight writes at in_tail: only rewind when idle. */
+    if (c->in_head == c->in_tail && !c->receiving)
       c->in_head = c->in_tail = 0;
     if (c->proto.phase == PH_CLOSED)
       c->flush_close = true;
@@ -399,8 +398,7 @@ on_recv(struct conn *c, int res)
       return;
     }
     /* EOF or error.  When stopping, answer what was received first. */
-    if (res == 0 && c->w->stopping && c->proto.phase == PH_TRANS &&
-        !c->dead) {
+    if (res == 0 && c->w->stopping && c->proto.phase == PH_TRANS && !c->dead) {
       c->proto.stopping = true;
       conn_process(c);
       c->flush_close = true;
