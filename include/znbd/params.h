@@ -23,11 +23,11 @@ enum znbd_read_past_wp {
 };
 
 struct znbd_params {
-  uint64_t size;         /* device size, bytes (key size; required) */
-  bool zoned;            /* host-managed zoned device (default true) */
-  uint32_t blocksize;    /* logical block, bytes: 512 or 4096 (default 512) */
-  bool memory_backed;    /* keep data (default true); false: null_blk-like */
-  uint64_t zone_size;    /* bytes, multiple of blocksize (default 256 MiB) */
+  uint64_t size;          /* device size, bytes (key size; required) */
+  bool zoned;             /* host-managed zoned device (default true) */
+  uint32_t blocksize;     /* logical block, bytes: 512 or 4096 (default 512) */
+  bool memory_backed;     /* keep data (default true); false: null_blk-like */
+  uint64_t zone_size;     /* bytes, multiple of blocksize (default 256 MiB) */
   uint64_t zone_capacity; /* bytes, <= zone_size; 0 = zone_size */
   uint32_t zone_nr_conv;  /* conventional zones at the start (default 0) */
   uint32_t zone_max_open; /* 0 = no limit */
@@ -36,8 +36,8 @@ struct znbd_params {
   char *zone_readonly;      /* zone list "3,7-9" applied at start, or NULL */
   char *zone_offline;       /* zone list, or NULL */
   enum znbd_read_past_wp zone_read_past_wp;
-  uint64_t completion_nsec; /* delay before each request completes, ns */
-  bool pipeline_zoned_writes; /* writes ahead of the wp wait (default true) */
+  uint64_t completion_nsec;    /* delay before each request completes, ns */
+  bool pipeline_zoned_writes;  /* writes ahead of the wp wait (default true) */
   uint32_t zone_write_timeout; /* ms a pipelined write may wait (default 500) */
   char *zone_control;          /* path of the zone control socket, or NULL */
 
@@ -61,6 +61,7 @@ int znbd_params_set(struct znbd_params *p, const char *key, const char *value,
                     char *err, size_t errlen);
 
 /* Check the combination and derive nr_zones, after all keys are set.
+ * When zoned, a zone_capacity of 0 is replaced by zone_size.
  * Clamps as null_blk does (zone_nr_conv, zone_max_open, zone_max_active;
  * see ../shared zone-rules) and reports each clamp through NOTE (may be
  * NULL).  Returns 0, or -1 with errno EINVAL and a message naming the

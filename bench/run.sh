@@ -1,0 +1,350 @@
+#!/bin/bash
+# znbd benchmark driver (`make bench`).  See bench/README.md.
+#
+# Starts every server itself (a fresh one for every measured fio run, on a
+# Unix socket in a mktemp -d directory), runs fio's nbd engine with JSON
+# output, interleaves the servers of a table (A, B, C, A, B, C, ...) for
+# ROUNDS rounds, and hands the raw runs to report.py, which prints medians
+# with min-max and ratios to the anchor measured in the same run, and
+# writes bench/results/<date>-<host>.md plus PNG plots (gnuplot).
+#
+# Environment:
+#   BUILD=DIR        build tree (default: <top>/build)
+#   BENCH_QUICK=1    1-2 s runs, 1 round, small ranges; results go to
+#                    bench/results/tmp/ (not committed)
+#   BENCH_PARTS="ram zoned submit order peers scale"   parts to run
+#   BENCH_ROUNDS=N   override the number of rounds
+#   BENCH_OUT=DIR    override the results directory
+set -u
+export PATH=/usr/bin:/usr/sbin:/bin:/sbin:$PATH # Debian's python3 (json only)
+export LC_ALL=C
+
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/.." && pwd)
+build=${BUILD:-$top/build}
+quick=${BENCH_QUICK:-0}
+parts=${BENCH_PARTS:-ram zoned submit order peers scale}
+
+if [ "$quick" = 1 ]; then
+  rounds=${BENCH_ROUNDS:-1}
+  R=1            # seconds per measured run (headline rows)
+  RM=1           # seconds per run in the bio/mq matrix and scale rows
+  RO=2           # zone write ordering runs (the slow config needs time)
+  FILL=64M       # prefilled range for reads and rewrites
+  FRESH=1G       # range written once by "fresh" write runs
+  outdir=${BENCH_OUT:-$top/bench/results/tmp}
+else
+  rounds=${BENCH_ROUNDS:-3}
+  R=3
+  RM=2
+  RO=4
+  FILL=256M
+  FRESH=2G
+  outdir=${BENCH_OUT:-$top/bench/results}
+fi
+
+command -v fio >/dev/null || { echo "bench: fio is missing (scripts/install-deps.sh)" >&2; exit 1; }
+command -v nbdkit >/dev/null || { echo "bench: nbdkit is missing (scripts/install-deps.sh)" >&2; exit 1; }
+
+# Front-ends built by this tree (they may not exist yet: rows then say
+# "n/a (not built)").
+zoned_so=
+for f in "$build/zoned.so" "$build/plugin/.libs/zoned.so" "$build/plugin/zoned.so"; do
+  [ -f "$f" ] && { zoned_so=$f; break; }
+done
+znbd=
+for f in "$build/server/znbd" "$build/znbd"; do
+  [ -x "$f" ] && { znbd=$f; break; }
+done
+
+work=$(mktemp -d /tmp/znbd-bench.XXXXXX)
+raw=$work/raw.tsv
+: >"$raw"
+SRV_PID= SRV_DIR=
+cleanup() {
+  [ -n "$SRV_PID" ] && kill -KILL "$SRV_PID" 2>/dev/null
+  [ "${BENCH_KEEP:-0}" = 1 ] && echo "bench: raw data kept in $work" >&2 || rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---------------------------------------------------------------- servers
+# A server spec is "KIND ARGS...": KIND is nbdkit (ARGS are plugin and
+# parameters; @ZONED@ is the zoned.so path) or znbd (options, key=value).
+declare -A SRV
+SRV[null]="nbdkit null size=4G"
+SRV[memory]="nbdkit memory size=4G"
+SRV[zoned.so-ram]="nbdkit @ZONED@ size=4G zoned=false"
+SRV[zoned.so-zoned]="nbdkit @ZONED@ size=4G zoned=true zone_size=64M pipeline_zoned_writes=true"
+SRV[zoned.so-po2]="nbdkit @ZONED@ size=4G zoned=true zone_size=64M pipeline_zoned_writes=true"
+SRV[zoned.so-npo2]="nbdkit @ZONED@ size=4G zoned=true zone_size=96M pipeline_zoned_writes=true"
+SRV[znbd-bio]="znbd --queue-mode=bio size=4G zoned=false"
+SRV[znbd-mq]="znbd --queue-mode=mq --scheduler none size=4G zoned=false"
+SRV[znbd-bio-zoned]="znbd --queue-mode=bio size=4G zoned=true zone_size=64M"
+# Zone write ordering: null_blk's published setup, over one connection.
+ord="zoned=true size=4G zone_size=1M completion_nsec=100000 hw_queue_depth=64 submit_queues=1"
+SRV[null-ord]="nbdkit null size=4G"
+SRV[mq-none]="znbd --queue-mode=mq --scheduler none $ord pipeline_zoned_writes=false"
+SRV[mq-deadline]="znbd --queue-mode=mq --scheduler mq-deadline $ord pipeline_zoned_writes=false"
+SRV[mq-deadline-nzwl]="znbd --queue-mode=mq --scheduler mq-deadline $ord no_zone_write_lock=true pipeline_zoned_writes=false"
+SRV[mq-deadline-pipe]="znbd --queue-mode=mq --scheduler mq-deadline $ord pipeline_zoned_writes=true"
+SRV[zoned.so-pipe]="nbdkit @ZONED@ zoned=true size=4G zone_size=1M completion_nsec=100000 pipeline_zoned_writes=true"
+# Scale: 1 TiB, 64 MiB zones.
+big="size=1T zoned=true zone_size=64M"
+SRV[null-1T]="nbdkit null size=1T"
+SRV[memory-1T]="nbdkit memory size=1T"
+SRV[zoned.so-1T]="nbdkit @ZONED@ $big pipeline_zoned_writes=true"
+SRV[znbd-bio-1T]="znbd --queue-mode=bio $big"
+SRV[znbd-mq-1T]="znbd --queue-mode=mq --scheduler none $big pipeline_zoned_writes=true"
+
+srv_available() { # NAME: 0 if its binary is built
+  case ${SRV[$1]} in
+    *@ZONED@*) [ -n "$zoned_so" ] ;;
+    znbd*) [ -n "$znbd" ] ;;
+    *) return 0 ;;
+  esac
+}
+
+start_server() { # NAME: sets SRV_PID, SRV_DIR, URI; 1 if it did not come up
+  local w i
+  read -ra w <<<"${SRV[$1]//@ZONED@/$zoned_so}"
+  SRV_DIR=$(mktemp -d "$work/srv.XXXXXX")
+  local sock=$SRV_DIR/sock pidf=$SRV_DIR/pid
+  case ${w[0]} in
+    nbdkit) nbdkit -f -U "$sock" -P "$pidf" "${w[@]:1}" >"$SRV_DIR/log" 2>&1 & ;;
+    znbd) "$znbd" -f -U "$sock" -P "$pidf" "${w[@]:1}" >"$SRV_DIR/log" 2>&1 & ;;
+  esac
+  SRV_PID=$!
+  URI="nbd+unix:///?socket=$sock"
+  for ((i = 0; i < 2000; i++)); do
+    [ -s "$pidf" ] && [ -S "$sock" ] && return 0
+    kill -0 "$SRV_PID" 2>/dev/null || break
+    sleep 0.005
+  done
+  echo "bench: server $1 did not start: $(tail -3 "$SRV_DIR/log" | tr '\n' ' ')" >&2
+  stop_server
+  return 1
+}
+
+stop_server() {
+  local i
+  [ -n "$SRV_PID" ] || return 0
+  kill -TERM "$SRV_PID" 2>/dev/null
+  for ((i = 0; i < 500; i++)); do
+    kill -0 "$SRV_PID" 2>/dev/null || break
+    sleep 0.01
+  done
+  kill -KILL "$SRV_PID" 2>/dev/null
+  wait "$SRV_PID" 2>/dev/null
+  rm -rf "$SRV_DIR"
+  SRV_PID= SRV_DIR=
+}
+
+ticks() { # utime+stime of the server process (all threads), clock ticks
+  local s
+  s=$(cat "/proc/$SRV_PID/stat" 2>/dev/null) || { echo 0; return; }
+  s=${s##*) }
+  read -ra f <<<"$s"
+  # After "pid (comm) " the fields start at 3 (state): 14 and 15 are
+  # f[11] and f[12].
+  echo $((f[11] + f[12]))
+}
+
+status_kib() { # FIELD (VmRSS, VmHWM): of the server, KiB
+  awk -v k="$1:" '$1 == k { print $2 }' "/proc/$SRV_PID/status" 2>/dev/null || echo 0
+}
+
+fio_run() { # OUTFILE TIMEOUT ARGS...: one fio run against $URI
+  local out=$1 t=$2
+  shift 2
+  timeout "$t" fio --name=bench --ioengine=nbd --uri="$URI" --group_reporting \
+    --output-format=json --output="$out" "$@" >"$out.stdout" 2>"$out.stderr"
+}
+
+prefill() { # SIZE: sequential 128 KiB writes over [0, SIZE), not measured
+  fio_run "$SRV_DIR/fill.json" 120 --rw=write --bs=128k --iodepth=8 --size="$1"
+}
+
+record() { # PART ROW WORKLOAD ROUND STATUS JSON TICKS HWM RSS EXTRA
+  local IFS=$'\t'
+  echo "$*" >>"$raw"
+}
+
+# measure PART ROW WORKLOAD ROUND PREP FIOARGS...: one measured run on a
+# fresh server.  PREP is "none" or "fill" (prefill $FILL).
+measure() {
+  local part=$1 row=$2 wl=$3 round=$4 prep=$5 t0 t1 out
+  shift 5
+  if ! srv_available "$row"; then
+    record "$part" "$row" "$wl" "$round" na - 0 0 0 -
+    return
+  fi
+  out=$work/$part.$row.$wl.$round.json
+  if ! start_server "$row"; then
+    record "$part" "$row" "$wl" "$round" fail - 0 0 0 "server did not start"
+    return
+  fi
+  if [ "$prep" = fill ] && ! prefill "$FILL"; then
+    record "$part" "$row" "$wl" "$round" fail - 0 0 0 "prefill failed"
+    stop_server
+    return
+  fi
+  t0=$(ticks)
+  if fio_run "$out" 300 "$@"; then
+    t1=$(ticks)
+    record "$part" "$row" "$wl" "$round" ok "$out" $((t1 - t0)) "$(status_kib VmHWM)" "$(status_kib VmRSS)" -
+  else
+    record "$part" "$row" "$wl" "$round" fail "$out" 0 0 0 "fio: $(grep -m1 -i err "$out.stderr" "$out" 2>/dev/null | head -c 160 | tr '\t\n' '  ')"
+  fi
+  stop_server
+  printf '.' >&2
+}
+
+# matrix PART "ROWS" WORKLOAD...: every workload ("name|prep|fio args"),
+# every row, interleaved, $rounds rounds.
+matrix() {
+  local part=$1 rows=$2 r w row name prep args
+  shift 2
+  echo "bench: part $part (${rounds} rounds, rows: $rows)" >&2
+  for ((r = 1; r <= rounds; r++)); do
+    for w in "$@"; do
+      IFS='|' read -r name prep args <<<"$w"
+      for row in $rows; do
+        # shellcheck disable=SC2086
+        measure "$part" "$row" "$name" "$r" "$prep" $args
+      done
+    done
+  done
+  echo >&2
+}
+
+# ------------------------------------------------------------------ parts
+part_ram() { # issue 2: RAM disks against the anchors
+  local rows="null memory zoned.so-ram"
+  matrix ram "$rows" \
+    "randread-4k-qd1|fill|--rw=randread --bs=4k --iodepth=1 --size=$FILL --time_based --runtime=$R" \
+    "randread-4k-qd32|fill|--rw=randread --bs=4k --iodepth=32 --size=$FILL --time_based --runtime=$R" \
+    "randwrite-4k-qd1-fresh|none|--rw=randwrite --bs=4k --iodepth=1 --size=$FRESH --runtime=$R" \
+    "randwrite-4k-qd32-fresh|none|--rw=randwrite --bs=4k --iodepth=32 --size=$FRESH --runtime=$R" \
+    "randwrite-4k-qd1-rewrite|fill|--rw=randwrite --bs=4k --iodepth=1 --size=$FILL --time_based --runtime=$R" \
+    "randwrite-4k-qd32-rewrite|fill|--rw=randwrite --bs=4k --iodepth=32 --size=$FILL --time_based --runtime=$R" \
+    "read-128k-qd32|fill|--rw=read --bs=128k --iodepth=32 --size=$FILL --time_based --runtime=$R" \
+    "write-128k-qd32-fresh|none|--rw=write --bs=128k --iodepth=32 --size=$FRESH --runtime=$R" \
+    "write-128k-qd32-rewrite|fill|--rw=write --bs=128k --iodepth=32 --size=$FILL --time_based --runtime=$R"
+  rss_rows ram "memory zoned.so-ram znbd-bio" 1G
+}
+
+# rss_rows PART "ROWS" SIZE: RSS empty, after writing SIZE from offset 0
+# (sequential 128 KiB writes) and after trimming it again (whole 64 MiB
+# requests: on a zoned export that resets the zones).
+rss_rows() {
+  local part=$1 rows=$2 size=$3 r row e w h t st t0 t1 i
+  echo "bench: part $part RSS ($rounds rounds, rows: $rows)" >&2
+  for ((r = 1; r <= rounds; r++)); do
+    for row in $rows; do
+      if ! srv_available "$row"; then
+        record "$part" "$row" "rss-$size" "$r" na - 0 0 0 -
+        continue
+      fi
+      t0=$(date +%s%N)
+      if ! start_server "$row"; then
+        record "$part" "$row" "rss-$size" "$r" fail - 0 0 0 "server did not start"
+        continue
+      fi
+      # Start-up: until the socket accepts a full NBD handshake.
+      for ((i = 0; i < 1000; i++)); do
+        nbdinfo --size "$URI" >/dev/null 2>&1 && break
+        sleep 0.01
+      done
+      t1=$(date +%s%N)
+      e=$(status_kib VmRSS)
+      st=ok
+      fio_run "$SRV_DIR/w.json" 300 --rw=write --bs=128k --iodepth=8 --size="$size" || st=fail
+      w=$(status_kib VmRSS) h=$(status_kib VmHWM)
+      fio_run "$SRV_DIR/t.json" 300 --rw=trim --bs=64m --iodepth=1 --size="$size" || st=fail
+      t=$(status_kib VmRSS)
+      record "$part" "$row" "rss-$size" "$r" "$st" - 0 "$h" "$t" \
+        "startup_ms=$(((t1 - t0) / 1000000));empty_kib=$e;written_kib=$w;hwm_kib=$h;trimmed_kib=$t"
+      stop_server
+      printf '.' >&2
+    done
+  done
+  echo >&2
+}
+
+part_zoned() { # issue 3: zoned.so zoned mode, po2 vs npo2
+  matrix zoned "null zoned.so-po2 zoned.so-npo2" \
+    "write-4k-qd32|none|--rw=write --bs=4k --iodepth=32 --size=$FRESH --runtime=$R" \
+    "randread-4k-qd32|fill|--rw=randread --bs=4k --iodepth=32 --size=$FILL --time_based --runtime=$R"
+}
+
+part_submit() { # issue 5 / issue 7 part 2: bio vs mq on a RAM disk
+  local ws=() rw bs qd
+  for bs in 4k 128k; do
+    for qd in 1 32 128; do
+      for rw in read randread write randwrite; do
+        ws+=("$rw-$bs-qd$qd|fill|--rw=$rw --bs=$bs --iodepth=$qd --size=$FILL --time_based --runtime=$RM")
+      done
+    done
+  done
+  matrix submit "null znbd-bio znbd-mq" "${ws[@]}"
+}
+
+part_order() { # issue 7 part 1: zone write ordering (one pass over 1 MiB zones)
+  matrix order "null-ord mq-none mq-deadline mq-deadline-nzwl mq-deadline-pipe zoned.so-pipe" \
+    "write-4k-qd64-batch16|none|--rw=write --bs=4k --iodepth=64 --iodepth_batch=16 --zonemode=strided --zonesize=1M --zonerange=1M --size=4G --runtime=$RO"
+}
+
+part_peers() { # issue 7 part 4
+  matrix peers "null memory zoned.so-ram zoned.so-zoned znbd-bio znbd-mq znbd-bio-zoned" \
+    "randread-4k-qd32|fill|--rw=randread --bs=4k --iodepth=32 --size=$FILL --time_based --runtime=$R" \
+    "write-4k-qd32|none|--rw=write --bs=4k --iodepth=32 --size=$FRESH --runtime=$R"
+}
+
+part_scale() { # issue 7 part 5: 1 TiB, 64 MiB zones
+  rss_rows scale "memory-1T zoned.so-1T znbd-bio-1T" 1G
+  local ws=() n
+  for n in 1 2 4; do
+    ws+=("randread-4k-qd32-conn$n|fill|--rw=randread --bs=4k --iodepth=32 --numjobs=$n --size=$FILL --time_based --runtime=$RM")
+  done
+  matrix scale "null-1T zoned.so-1T znbd-bio-1T znbd-mq-1T" "${ws[@]}"
+}
+
+# ------------------------------------------------------------------- main
+host=$(hostname -s)
+stamp=$(date -u +%Y-%m-%d)
+commit=$(git -C "$top" describe --always --dirty 2>/dev/null || echo unknown)
+{
+  echo "date=$(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+  echo "host=$host"
+  echo "kernel=$(uname -r)"
+  echo "commit=$commit"
+  echo "cpus=$(nproc)"
+  echo "loadavg_start=$(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "fio=$(fio --version)"
+  echo "nbdkit=$(nbdkit --version | head -1)"
+  echo "clk_tck=$(getconf CLK_TCK)"
+  echo "profile=$([ "$quick" = 1 ] && echo quick || echo default)"
+  echo "rounds=$rounds"
+  echo "runtime_s=$R (bio/mq matrix and connections: $RM, zone ordering: $RO)"
+  echo "fill=$FILL fresh=$FRESH"
+  echo "zoned_so=${zoned_so:-not built}"
+  echo "znbd=${znbd:-not built}"
+  echo "parts=$parts"
+} >"$work/meta"
+t_start=$(date +%s)
+for p in $parts; do
+  case $p in
+    ram | zoned | submit | order | peers | scale) "part_$p" ;;
+    *) echo "bench: unknown part $p" >&2; exit 2 ;;
+  esac
+done
+{
+  echo "loadavg_end=$(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "elapsed_s=$(($(date +%s) - t_start))"
+  echo "srv_spec_prefix=" # marker: server specs follow
+} >>"$work/meta"
+for k in "${!SRV[@]}"; do echo "srv.$k=${SRV[$k]//@ZONED@/zoned.so}"; done | sort >>"$work/meta"
+
+mkdir -p "$outdir"
+/usr/bin/python3 "$here/report.py" "$work" "$outdir/$stamp-$host"

@@ -1,0 +1,829 @@
+/* znbd: the zone control socket — line protocol parser and executor, and
+ * the Unix socket server that feeds it (include/znbd/control.h).
+ *
+ * Grammar and replies: man/znbd-zone-control.pod.  Everything here goes
+ * through include/znbd/dev.h; no NBD or nbdkit code.  Offsets and lengths
+ * in replies are bytes.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "znbd/control.h"
+#include "znbd/dev.h"
+
+#define MAX_WORDS 4
+#define LINE_MAX_LEN 4096 /* longer request lines are refused */
+#define REPORT_BATCH 256  /* zones copied per znbd_dev_report() call */
+
+/* ---- names ---------------------------------------------------------- */
+
+static const char *
+errno_name(int e)
+{
+  switch (e) {
+  case EINVAL:
+    return "EINVAL";
+  case EIO:
+    return "EIO";
+  case ETOOMANYREFS:
+    return "ETOOMANYREFS";
+  case EOVERFLOW:
+    return "EOVERFLOW";
+  case ENOMEM:
+    return "ENOMEM";
+  case ENOSPC:
+    return "ENOSPC";
+  case EPERM:
+    return "EPERM";
+  case EAGAIN:
+    return "EAGAIN";
+  case ETIMEDOUT:
+    return "ETIMEDOUT";
+  case ENOENT:
+    return "ENOENT";
+  default:
+    return "EIO";
+  }
+}
+
+static const char *
+cond_name(enum znbd_zone_cond c)
+{
+  switch (c) {
+  case ZNBD_ZONE_COND_NOT_WP:
+    return "NOT_WP";
+  case ZNBD_ZONE_COND_EMPTY:
+    return "EMPTY";
+  case ZNBD_ZONE_COND_IMP_OPEN:
+    return "IMP_OPEN";
+  case ZNBD_ZONE_COND_EXP_OPEN:
+    return "EXP_OPEN";
+  case ZNBD_ZONE_COND_CLOSED:
+    return "CLOSED";
+  case ZNBD_ZONE_COND_READONLY:
+    return "READONLY";
+  case ZNBD_ZONE_COND_FULL:
+    return "FULL";
+  case ZNBD_ZONE_COND_OFFLINE:
+    return "OFFLINE";
+  }
+  return "UNKNOWN";
+}
+
+static const char *
+type_name(enum znbd_zone_type t)
+{
+  switch (t) {
+  case ZNBD_ZONE_TYPE_CONVENTIONAL:
+    return "CONVENTIONAL";
+  case ZNBD_ZONE_TYPE_SEQWRITE_REQ:
+    return "SEQ_WRITE_REQUIRED";
+  }
+  return "UNKNOWN";
+}
+
+static const char *
+op_word(enum znbd_zone_op op)
+{
+  switch (op) {
+  case ZNBD_ZONE_OP_OPEN:
+    return "open";
+  case ZNBD_ZONE_OP_CLOSE:
+    return "close";
+  case ZNBD_ZONE_OP_FINISH:
+    return "finish";
+  case ZNBD_ZONE_OP_RESET:
+    return "reset";
+  case ZNBD_ZONE_OP_SET_READONLY:
+    return "readonly";
+  case ZNBD_ZONE_OP_SET_OFFLINE:
+    return "offline";
+  case ZNBD_ZONE_OP_ONLINE:
+    return "online";
+  }
+  return "?";
+}
+
+/* ---- replies -------------------------------------------------------- */
+
+/* "error ENAME message\n"; sets errno to E and returns -1. */
+static int __attribute__((format(printf, 3, 4)))
+reply_error(FILE *out, int e, const char *fmt, ...)
+{
+  va_list ap;
+
+  fprintf(out, "error %s ", errno_name(e));
+  va_start(ap, fmt);
+  vfprintf(out, fmt, ap);
+  va_end(ap);
+  fputc('\n', out);
+  errno = e;
+  return -1;
+}
+
+/* The fields of one zone, no newline: the report line format. */
+static void
+print_zone(FILE *out, uint32_t idx, const struct znbd_zone_info *z)
+{
+  fprintf(out,
+          "zone=%" PRIu32 " start=%" PRIu64 " len=%" PRIu64 " cap=%" PRIu64,
+          idx, z->start, z->len, z->capacity);
+  if (z->wp == ZNBD_WP_INVALID)
+    fputs(" wp=-", out);
+  else
+    fprintf(out, " wp=%" PRIu64, z->wp);
+  fprintf(out, " type=%s cond=%s", type_name(z->type), cond_name(z->cond));
+}
+
+/* ---- parsing -------------------------------------------------------- */
+
+/* Split LINE into at most MAX_WORDS words (copied into BUF).  Returns the
+ * number of words, or -1 if there are more. */
+static int
+split(const char *line, char *buf, size_t buflen, char *words[MAX_WORDS])
+{
+  size_t n = strlen(line);
+  int nw = 0;
+  char *p, *save = NULL, *w;
+
+  if (n >= buflen)
+    n = buflen - 1;
+  memcpy(buf, line, n);
+  buf[n] = '\0';
+  for (p = buf; (w = strtok_r(p, " \t\r\n", &save)) != NULL; p = NULL) {
+    if (nw == MAX_WORDS)
+      return -1;
+    words[nw++] = w;
+  }
+  return nw;
+}
+
+/* A zone index or count: decimal digits only, no sign, < UINT32_MAX. */
+static int
+parse_u32(const char *s, uint32_t *out)
+{
+  uint64_t v = 0;
+
+  if (*s == '\0' || strlen(s) > 10)
+    return -1;
+  for (; *s; s++) {
+    if (*s < '0' || *s > '9')
+      return -1;
+    v = v * 10 + (uint64_t)(*s - '0');
+  }
+  if (v >= UINT32_MAX)
+    return -1;
+  *out = (uint32_t)v;
+  return 0;
+}
+
+static int
+get_zone(struct znbd_dev *d, uint32_t idx, struct znbd_zone_info *z)
+{
+  return znbd_dev_report(d, idx, 1, z) == 1 ? 0 : -1;
+}
+
+/* Parse WORD as a zone index of D, or reply with the error. */
+static int
+parse_zone(struct znbd_dev *d, const char *word, uint32_t *zone, FILE *out)
+{
+  uint32_t nr = znbd_dev_nr_zones(d);
+
+  if (nr == 0)
+    return reply_error(out, EINVAL, "not a zoned device");
+  if (parse_u32(word, zone) == -1)
+    return reply_error(out, EINVAL,
+                       "bad zone '%s': expected a zone index 0..%" PRIu32, word,
+                       nr - 1);
+  if (*zone >= nr)
+    return reply_error(out, EINVAL,
+                       "zone %" PRIu32 " out of range: the device has %" PRIu32
+                       " zones",
+                       *zone, nr);
+  return 0;
+}
+
+/* ---- commands ------------------------------------------------------- */
+
+static int
+cmd_report(struct znbd_dev *d, int nw, char **w, FILE *out)
+{
+  uint32_t nr = znbd_dev_nr_zones(d), first = 0, count, i, got;
+  struct znbd_zone_info zones[REPORT_BATCH];
+
+  if (nw > 3)
+    return reply_error(out, EINVAL, "usage: report [ZONE [COUNT]]");
+  if (nr == 0)
+    return reply_error(out, EINVAL, "not a zoned device");
+  if (nw >= 2 && parse_zone(d, w[1], &first, out) == -1)
+    return -1;
+  count = nr - first;
+  if (nw == 3) {
+    uint32_t c;
+    if (parse_u32(w[2], &c) == -1 || c == 0)
+      return reply_error(
+          out, EINVAL, "bad count '%s': expected a number of zones >= 1", w[2]);
+    if (c < count)
+      count = c;
+  }
+  fprintf(out, "ok %" PRIu32 "\n", count);
+  for (i = 0; i < count; i += got) {
+    uint32_t want = count - i < REPORT_BATCH ? count - i : REPORT_BATCH;
+    uint32_t j;
+
+    got = znbd_dev_report(d, first + i, want, zones);
+    if (got == 0) /* cannot happen: FIRST + COUNT <= nr_zones */
+      break;
+    for (j = 0; j < got; j++) {
+      print_zone(out, first + i + j, &zones[j]);
+      fputc('\n', out);
+    }
+  }
+  return 0;
+}
+
+/* Explain a refused zone operation on zone IDX (state Z before it) into
+ * MSG (no errno name, no newline). */
+static void
+op_error_msg(struct znbd_dev *d, enum znbd_zone_op op, uint32_t idx,
+             const struct znbd_zone_info *z, int e, char *msg, size_t len)
+{
+  const struct znbd_params *p = znbd_dev_params(d);
+  struct znbd_dev_stats st;
+
+  switch (e) {
+  case ETOOMANYREFS:
+    znbd_dev_stats(d, &st);
+    snprintf(
+        msg, len,
+        "zone %" PRIu32 ": %s refused: open zone limit reached "
+        "(max_open=%" PRIu32 ", imp_open=%" PRIu32 ", exp_open=%" PRIu32 ")",
+        idx, op_word(op), p->zone_max_open, st.nr_imp_open, st.nr_exp_open);
+    break;
+  case EOVERFLOW:
+    znbd_dev_stats(d, &st);
+    snprintf(msg, len,
+             "zone %" PRIu32 ": %s refused: active zone limit reached "
+             "(max_active=%" PRIu32 ", active=%" PRIu32 ")",
+             idx, op_word(op), p->zone_max_active,
+             st.nr_imp_open + st.nr_exp_open + st.nr_closed);
+    break;
+  case EIO:
+    if (z->type == ZNBD_ZONE_TYPE_CONVENTIONAL)
+      snprintf(msg, len, "zone %" PRIu32 ": %s refused: conventional zone", idx,
+               op_word(op));
+    else
+      snprintf(msg, len, "zone %" PRIu32 ": %s refused in condition %s", idx,
+               op_word(op), cond_name(z->cond));
+    break;
+  default:
+    snprintf(msg, len, "zone %" PRIu32 " (%s): %s failed: %s", idx,
+             cond_name(z->cond), op_word(op), strerror(e));
+    break;
+  }
+}
+
+/* One operation on one zone; on success "ok " + the zone's new state. */
+static int
+op_one(struct znbd_dev *d, enum znbd_zone_op op, uint32_t idx, FILE *out)
+{
+  struct znbd_zone_info before, after;
+
+  if (get_zone(d, idx, &before) == -1)
+    return reply_error(out, EINVAL, "zone %" PRIu32 " out of range", idx);
+  if (znbd_dev_zone_op(d, op, idx) == -1) {
+    int e = errno;
+    char msg[256];
+    op_error_msg(d, op, idx, &before, e, msg, sizeof msg);
+    return reply_error(out, e, "%s", msg);
+  }
+  if (get_zone(d, idx, &after) == -1)
+    return reply_error(out, EIO, "zone %" PRIu32 " vanished", idx);
+  fputs("ok ", out);
+  print_zone(out, idx, &after);
+  fputc('\n', out);
+  return 0;
+}
+
+static bool
+is_open(enum znbd_zone_cond c)
+{
+  return c == ZNBD_ZONE_COND_IMP_OPEN || c == ZNBD_ZONE_COND_EXP_OPEN;
+}
+
+/* Apply OP to every zone whose condition (at the time of the scan)
+ * satisfies PRED, in index order.  Stops at the first refusal. */
+static int
+op_matching(struct znbd_dev *d, enum znbd_zone_op op,
+            bool (*pred)(enum znbd_zone_cond), uint32_t *done, FILE *out)
+{
+  uint32_t nr = znbd_dev_nr_zones(d), i, j, got;
+  struct znbd_zone_info zones[REPORT_BATCH];
+
+  for (i = 0; i < nr; i += got) {
+    got = znbd_dev_report(d, i, REPORT_BATCH, zones);
+    if (got == 0)
+      break;
+    for (j = 0; j < got; j++) {
+      if (!pred(zones[j].cond))
+        continue;
+      if (znbd_dev_zone_op(d, op, i + j) == -1) {
+        int e = errno;
+        char msg[256];
+        op_error_msg(d, op, i + j, &zones[j], e, msg, sizeof msg);
+        return reply_error(out, e, "%s all stopped after %" PRIu32 " zones: %s",
+                           op_word(op), *done, msg);
+      }
+      (*done)++;
+    }
+  }
+  return 0;
+}
+
+static bool
+pred_open(enum znbd_zone_cond c)
+{
+  return is_open(c);
+}
+static bool
+pred_closed(enum znbd_zone_cond c)
+{
+  return c == ZNBD_ZONE_COND_CLOSED;
+}
+
+/* reset all: null_blk's reset-all; close/finish/open all: the ZBC "ALL"
+ * bit (SBC-4 ZBC CLOSE/FINISH/OPEN ZONE with ALL=1). */
+static int
+op_all(struct znbd_dev *d, enum znbd_zone_op op, FILE *out)
+{
+  uint32_t nr = znbd_dev_nr_zones(d), done = 0, i, j, got;
+  struct znbd_zone_info zones[REPORT_BATCH];
+  struct znbd_dev_stats st;
+  const struct znbd_params *p = znbd_dev_params(d);
+
+  if (nr == 0)
+    return reply_error(out, EINVAL, "not a zoned device");
+
+  switch (op) {
+  case ZNBD_ZONE_OP_RESET:
+    /* Count what reset-all will reset, for the reply. */
+    for (i = 0; i < nr; i += got) {
+      got = znbd_dev_report(d, i, REPORT_BATCH, zones);
+      if (got == 0)
+        break;
+      for (j = 0; j < got; j++)
+        if (zones[j].type == ZNBD_ZONE_TYPE_SEQWRITE_REQ &&
+            zones[j].cond != ZNBD_ZONE_COND_EMPTY &&
+            zones[j].cond != ZNBD_ZONE_COND_READONLY &&
+            zones[j].cond != ZNBD_ZONE_COND_OFFLINE)
+          done++;
+    }
+    if (znbd_dev_zone_op(d, ZNBD_ZONE_OP_RESET, ZNBD_ALL_ZONES) == -1)
+      return reply_error(out, errno, "reset all failed: %s", strerror(errno));
+    break;
+  case ZNBD_ZONE_OP_CLOSE:
+    if (op_matching(d, op, pred_open, &done, out) == -1)
+      return -1;
+    break;
+  case ZNBD_ZONE_OP_FINISH:
+    /* Open zones first: finishing them frees the open slots that
+     * finishing a CLOSED zone needs (null_blk's open check). */
+    if (op_matching(d, op, pred_open, &done, out) == -1 ||
+        op_matching(d, op, pred_closed, &done, out) == -1)
+      return -1;
+    break;
+  case ZNBD_ZONE_OP_OPEN:
+    /* ZBC: refused, changing nothing, if the CLOSED and EXP_OPEN zones
+     * would not all fit under the open limit. */
+    znbd_dev_stats(d, &st);
+    if (p->zone_max_open != 0 &&
+        (uint64_t)st.nr_exp_open + st.nr_closed > p->zone_max_open)
+      return reply_error(out, ETOOMANYREFS,
+                         "open all refused: %" PRIu32 " closed + %" PRIu32
+                         " explicitly open zones exceed max_open=%" PRIu32,
+                         st.nr_closed, st.nr_exp_open, p->zone_max_open);
+    if (op_matching(d, op, pred_closed, &done, out) == -1)
+      return -1;
+    break;
+  default:
+    return reply_error(out, EINVAL, "%s takes a zone index, not 'all'",
+                       op_word(op));
+  }
+  fprintf(out, "ok all count=%" PRIu32 "\n", done);
+  return 0;
+}
+
+static int
+cmd_stats(struct znbd_dev *d, FILE *out)
+{
+  uint32_t nr = znbd_dev_nr_zones(d), i, j, got;
+  uint32_t conv = 0, empty = 0, full = 0, ro = 0, off = 0;
+  struct znbd_zone_info zones[REPORT_BATCH];
+  struct znbd_dev_stats st;
+  const struct znbd_params *p = znbd_dev_params(d);
+
+  znbd_dev_stats(d, &st);
+  for (i = 0; i < nr; i += got) {
+    got = znbd_dev_report(d, i, REPORT_BATCH, zones);
+    if (got == 0)
+      break;
+    for (j = 0; j < got; j++) {
+      switch (zones[j].cond) {
+      case ZNBD_ZONE_COND_NOT_WP:
+        conv++;
+        break;
+      case ZNBD_ZONE_COND_EMPTY:
+        empty++;
+        break;
+      case ZNBD_ZONE_COND_FULL:
+        full++;
+        break;
+      case ZNBD_ZONE_COND_READONLY:
+        ro++;
+        break;
+      case ZNBD_ZONE_COND_OFFLINE:
+        off++;
+        break;
+      default:
+        break;
+      }
+    }
+  }
+  fprintf(out,
+          "ok zones=%" PRIu32 " conv=%" PRIu32 " empty=%" PRIu32
+          " imp_open=%" PRIu32 " exp_open=%" PRIu32 " closed=%" PRIu32
+          " full=%" PRIu32 " readonly=%" PRIu32 " offline=%" PRIu32
+          " active=%" PRIu32 " max_open=%" PRIu32 " max_active=%" PRIu32
+          " allocated=%" PRIu64 "\n",
+          nr, conv, empty, st.nr_imp_open, st.nr_exp_open, st.nr_closed, full,
+          ro, off, st.nr_imp_open + st.nr_exp_open + st.nr_closed,
+          nr ? p->zone_max_open : 0, nr ? p->zone_max_active : 0, st.allocated);
+  return 0;
+}
+
+static const struct {
+  const char *word;
+  enum znbd_zone_op op;
+  bool all; /* takes "all" */
+} ops[] = {
+    {"open", ZNBD_ZONE_OP_OPEN, true},
+    {"close", ZNBD_ZONE_OP_CLOSE, true},
+    {"finish", ZNBD_ZONE_OP_FINISH, true},
+    {"reset", ZNBD_ZONE_OP_RESET, true},
+    {"readonly", ZNBD_ZONE_OP_SET_READONLY, false},
+    {"offline", ZNBD_ZONE_OP_SET_OFFLINE, false},
+    {"online", ZNBD_ZONE_OP_ONLINE, false},
+};
+
+int
+znbd_control_exec(struct znbd_dev *d, const char *line, FILE *out)
+{
+  char buf[LINE_MAX_LEN + 1];
+  char *w[MAX_WORDS];
+  int nw;
+  size_t i;
+
+  if (strlen(line) > LINE_MAX_LEN)
+    return reply_error(out, EINVAL, "request longer than %d bytes",
+                       LINE_MAX_LEN);
+  nw = split(line, buf, sizeof buf, w);
+  if (nw == 0)
+    return reply_error(out, EINVAL, "empty request");
+  if (nw == -1)
+    return reply_error(out, EINVAL, "too many words in request");
+
+  if (strcmp(w[0], "report") == 0)
+    return cmd_report(d, nw, w, out);
+  if (strcmp(w[0], "stats") == 0) {
+    if (nw != 1)
+      return reply_error(out, EINVAL, "usage: stats");
+    return cmd_stats(d, out);
+  }
+  for (i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+    uint32_t zone;
+
+    if (strcmp(w[0], ops[i].word) != 0)
+      continue;
+    if (nw != 2)
+      return reply_error(out, EINVAL, "usage: %s ZONE%s", ops[i].word,
+                         ops[i].all ? "|all" : "");
+    if (strcmp(w[1], "all") == 0) {
+      if (!ops[i].all)
+        return reply_error(out, EINVAL, "%s takes a zone index, not 'all'",
+                           ops[i].word);
+      return op_all(d, ops[i].op, out);
+    }
+    if (parse_zone(d, w[1], &zone, out) == -1)
+      return -1;
+    return op_one(d, ops[i].op, zone, out);
+  }
+  return reply_error(out, EINVAL,
+                     "unknown request '%.32s': expected report, open, close, "
+                     "finish, reset, readonly, offline, online or stats",
+                     w[0]);
+}
+
+/* ---- the socket server ---------------------------------------------- */
+
+struct znbd_control {
+  struct znbd_dev *dev;
+  char *path;
+  int listen_fd;
+  int wake[2];  /* a byte on wake[1] tells the thread to stop */
+  dev_t st_dev; /* the socket file we created, to unlink only that */
+  ino_t st_ino;
+  pthread_t thread;
+};
+
+/* Wait for EVENTS on FD or a stop request.  Returns 1 ready, 0 stop. */
+static int
+wait_fd(struct znbd_control *c, int fd, short events)
+{
+  struct pollfd p[2] = {{.fd = fd, .events = events},
+                        {.fd = c->wake[0], .events = POLLIN}};
+
+  for (;;) {
+    if (poll(p, 2, -1) == -1) {
+      if (errno == EINTR)
+        continue;
+      return 0;
+    }
+    if (p[1].revents)
+      return 0;
+    if (p[0].revents)
+      return 1;
+  }
+}
+
+/* Send all of BUF; -1 when the client is gone or we are stopping. */
+static int
+send_all(struct znbd_control *c, int fd, const char *buf, size_t len)
+{
+  while (len > 0) {
+    ssize_t r = send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (r == -1) {
+      if (errno == EINTR)
+        continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        if (!wait_fd(c, fd, POLLOUT))
+          return -1;
+        continue;
+      }
+      return -1;
+    }
+    buf += r;
+    len -= (size_t)r;
+  }
+  return 0;
+}
+
+/* Execute LINE and send its reply. */
+static int
+serve_line(struct znbd_control *c, int fd, const char *line)
+{
+  char *reply = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&reply, &len);
+  int r;
+
+  if (m == NULL) {
+    static const char nomem[] = "error ENOMEM out of memory\n";
+    return send_all(c, fd, nomem, sizeof nomem - 1);
+  }
+  znbd_control_exec(c->dev, line, m);
+  fclose(m);
+  r = send_all(c, fd, reply, len);
+  free(reply);
+  return r;
+}
+
+/* Serve one client until it hangs up or we stop. */
+static void
+serve_client(struct znbd_control *c, int fd)
+{
+  char buf[LINE_MAX_LEN + 2];
+  size_t have = 0;
+  bool skipping = false; /* discarding the rest of an over-long line */
+
+  for (;;) {
+    ssize_t r;
+    char *nl;
+
+    if (!wait_fd(c, fd, POLLIN))
+      return;
+    r = recv(fd, buf + have, sizeof buf - 1 - have, MSG_DONTWAIT);
+    if (r == -1) {
+      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
+        continue;
+      return;
+    }
+    if (r == 0) { /* hang-up: a last line without newline still counts */
+      if (have > 0 && !skipping) {
+        buf[have] = '\0';
+        serve_line(c, fd, buf);
+      }
+      return;
+    }
+    have += (size_t)r;
+    buf[have] = '\0';
+    while ((nl = memchr(buf, '\n', have)) != NULL) {
+      size_t used = (size_t)(nl - buf) + 1;
+      *nl = '\0';
+      if (!skipping && serve_line(c, fd, buf) == -1)
+        return;
+      skipping = false;
+      memmove(buf, buf + used, have - used);
+      have -= used;
+      buf[have] = '\0';
+    }
+    if (have == sizeof buf - 1) { /* no newline in a full buffer */
+      if (!skipping) {
+        char msg[80];
+        snprintf(msg, sizeof msg, "error EINVAL request longer than %d bytes\n",
+                 LINE_MAX_LEN);
+        if (send_all(c, fd, msg, strlen(msg)) == -1)
+          return;
+      }
+      skipping = true;
+      have = 0;
+    }
+  }
+}
+
+static void *
+control_thread(void *arg)
+{
+  struct znbd_control *c = arg;
+
+  while (wait_fd(c, c->listen_fd, POLLIN)) {
+    int fd = accept4(c->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd == -1)
+      continue; /* EAGAIN, ECONNABORTED, EINTR, EMFILE: try again */
+    serve_client(c, fd);
+    close(fd);
+  }
+  return NULL;
+}
+
+/* Remove a stale socket at PATH; refuse a live one or a non-socket. */
+static int
+clear_stale(const char *path, char *err, size_t errlen)
+{
+  struct stat st;
+  struct sockaddr_un addr = {.sun_family = AF_UNIX};
+  int fd, r, e;
+
+  if (lstat(path, &st) == -1) {
+    if (errno == ENOENT)
+      return 0;
+    e = errno;
+    snprintf(err, errlen, "zone_control: %s: %s", path, strerror(e));
+    errno = e;
+    return -1;
+  }
+  if (!S_ISSOCK(st.st_mode)) {
+    snprintf(err, errlen, "zone_control: %s exists and is not a socket", path);
+    errno = EEXIST;
+    return -1;
+  }
+  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd == -1) {
+    e = errno;
+    snprintf(err, errlen, "zone_control: socket: %s", strerror(e));
+    errno = e;
+    return -1;
+  }
+  memcpy(addr.sun_path, path, strlen(path) + 1);
+  r = connect(fd, (struct sockaddr *)&addr, sizeof addr);
+  close(fd);
+  if (r == 0) {
+    snprintf(err, errlen,
+             "zone_control: %s is in use by another running server", path);
+    errno = EADDRINUSE;
+    return -1;
+  }
+  if (unlink(path) == -1 && errno != ENOENT) {
+    e = errno;
+    snprintf(err, errlen, "zone_control: removing stale %s: %s", path,
+             strerror(e));
+    errno = e;
+    return -1;
+  }
+  return 0;
+}
+
+static void
+control_free(struct znbd_control *c)
+{
+  if (c->listen_fd >= 0)
+    close(c->listen_fd);
+  if (c->wake[0] >= 0)
+    close(c->wake[0]);
+  if (c->wake[1] >= 0)
+    close(c->wake[1]);
+  free(c->path);
+  free(c);
+}
+
+struct znbd_control *
+znbd_control_start(struct znbd_dev *d, const char *path, char *err,
+                   size_t errlen)
+{
+  struct sockaddr_un addr = {.sun_family = AF_UNIX};
+  struct znbd_control *c;
+  struct stat st;
+  int e;
+
+  if (path == NULL || *path == '\0' || strlen(path) >= sizeof addr.sun_path) {
+    snprintf(err, errlen,
+             "zone_control: socket path must be 1 to %zu bytes long",
+             sizeof addr.sun_path - 1);
+    errno = path && *path ? ENAMETOOLONG : EINVAL;
+    return NULL;
+  }
+  memcpy(addr.sun_path, path, strlen(path) + 1);
+
+  c = calloc(1, sizeof *c);
+  if (c == NULL || (c->path = strdup(path)) == NULL) {
+    free(c);
+    snprintf(err, errlen, "zone_control: out of memory");
+    errno = ENOMEM;
+    return NULL;
+  }
+  c->dev = d;
+  c->listen_fd = c->wake[0] = c->wake[1] = -1;
+
+  if (clear_stale(path, err, errlen) == -1)
+    goto fail_errno;
+  if (pipe2(c->wake, O_CLOEXEC) == -1)
+    goto fail_sys;
+  c->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (c->listen_fd == -1)
+    goto fail_sys;
+  /* Linux creates the socket file with the socket inode's mode (less the
+   * umask), so it is never more open than 0600, even for a moment; the
+   * chmod below then makes it exactly 0600 whatever the umask. */
+  if (fchmod(c->listen_fd, 0600) == -1 ||
+      bind(c->listen_fd, (struct sockaddr *)&addr, sizeof addr) == -1)
+    goto fail_sys;
+  if (chmod(path, 0600) == -1 || stat(path, &st) == -1 ||
+      listen(c->listen_fd, 4) == -1) {
+    e = errno;
+    unlink(path);
+    errno = e;
+    goto fail_sys;
+  }
+  c->st_dev = st.st_dev;
+  c->st_ino = st.st_ino;
+  e = pthread_create(&c->thread, NULL, control_thread, c);
+  if (e != 0) {
+    unlink(path);
+    errno = e;
+    goto fail_sys;
+  }
+  return c;
+
+fail_sys:
+  e = errno;
+  snprintf(err, errlen, "zone_control: %s: %s", path, strerror(e));
+  control_free(c);
+  errno = e;
+  return NULL;
+fail_errno:
+  e = errno;
+  control_free(c);
+  errno = e;
+  return NULL;
+}
+
+void
+znbd_control_stop(struct znbd_control *c)
+{
+  struct stat st;
+  char b = 1;
+
+  if (c == NULL)
+    return;
+  while (write(c->wake[1], &b, 1) == -1 && errno == EINTR)
+    ;
+  pthread_join(c->thread, NULL);
+  /* Unlink only the socket we made, not a successor's. */
+  if (lstat(c->path, &st) == 0 && st.st_dev == c->st_dev &&
+      st.st_ino == c->st_ino)
+    unlink(c->path);
+  control_free(c);
+}

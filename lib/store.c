@@ -1,0 +1,348 @@
+/* znbd: the sparse RAM store (include/znbd/store.h).
+ *
+ * Design, and why:
+ *
+ * - The data lives in ONE anonymous mapping of the whole device size,
+ *   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE.  Nothing is allocated up
+ *   front: the kernel allocates a (zeroed) page in the page fault of the
+ *   first write that touches it.  This is brd's allocate-on-first-write,
+ *   except that the kernel's page-fault path does the allocation, so we
+ *   take no lock of our own: writers on different pages never contend
+ *   (nbdkit's memory plugin serialises allocation behind one mutex; issue 2
+ *   asks us to beat it).  NORESERVE lets a store larger than RAM + swap
+ *   start (like brd, the memory is only needed when written).
+ *
+ * - madvise(MADV_NOHUGEPAGE) on the data: with transparent huge pages a
+ *   single 4 KiB write could fault in a 2 MiB page, so RSS would no longer
+ *   follow the data actually written.
+ *
+ * - An allocation bitmap, 1 bit per 4 KiB page, in its own NORESERVE
+ *   mapping, so a 1 TiB store (32 MiB of bitmap) starts instantly and only
+ *   the bitmap words actually used become resident.  Bits are set and
+ *   cleared with atomic fetch_or / fetch_and on 64-bit words, and the old
+ *   values they return keep an exact atomic count of allocated pages.
+ *
+ * - Invariant: a page whose bit is clear reads as zeros and its bytes in
+ *   the mapping are zero (or not present).  Reads check the bitmap per page
+ *   and memset zeros for clear pages WITHOUT touching the mapping, so reads
+ *   never allocate.  Writes copy the data first and set the bit after
+ *   (release), so a reader never sees a set bit before the data.
+ *
+ * - Zero/trim: pages covered whole get their bits cleared, then the run is
+ *   given back with madvise(MADV_DONTNEED), which really drops RSS and
+ *   makes the pages read as zeros again (anonymous private memory).  Only
+ *   runs that had a bit set are madvised, so trimming an empty 1 TiB device
+ *   is cheap.  Partial pages have exactly the requested bytes zeroed, and
+ *   only if the page is allocated (a clear page is already zero).
+ *
+ * - Requests that overlap and run concurrently have no defined order (as
+ *   in NBD); the store stays consistent (bit clear => zeros) except that a
+ *   write racing a whole-page zero of the same page may leave its bit set
+ *   over a dropped (zero) page: it then reads zero and is counted as
+ *   allocated until it is written or zeroed again.
+ *
+ * - Allocation failure: with NORESERVE the kernel cannot refuse a page
+ *   fault with an error; when memory runs out the OOM killer acts instead.
+ *   znbd_store_write() therefore never fails with ENOMEM in practice.
+ *
+ * - memory_backed=false: no mapping at all; writes are dropped, reads give
+ *   zeros, nothing is ever allocated.
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "znbd/store.h"
+
+#define PAGE ((uint64_t)ZNBD_STORE_PAGE_SIZE)
+#define WORD_BITS 64
+
+struct znbd_store {
+  uint64_t size;   /* bytes */
+  uint64_t npages; /* ceil(size / PAGE) */
+  bool memory_backed;
+  uint8_t *data;           /* npages * PAGE bytes, or NULL */
+  size_t data_len;         /* bytes mapped at data */
+  _Atomic uint64_t *bits;  /* npages bits, or NULL */
+  size_t bits_len;         /* bytes mapped at bits */
+  _Atomic uint64_t nalloc; /* pages whose bit is set */
+};
+
+static void *
+map_noreserve(size_t len)
+{
+  void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED)
+    return NULL;
+  /* Keep RSS proportional to what is written (see above).  Best effort:
+   * kernels without THP refuse this with EINVAL, which is harmless. */
+  (void)madvise(p, len, MADV_NOHUGEPAGE);
+  return p;
+}
+
+struct znbd_store *
+znbd_store_new(uint64_t size, bool memory_backed)
+{
+  if (size == 0) {
+    errno = EINVAL;
+    return NULL;
+  }
+  struct znbd_store *s = calloc(1, sizeof *s);
+  if (!s)
+    return NULL;
+  s->size = size;
+  s->npages = size / PAGE + (size % PAGE != 0);
+  s->memory_backed = memory_backed;
+  atomic_init(&s->nalloc, 0);
+  if (!memory_backed)
+    return s;
+
+  uint64_t nwords = (s->npages + WORD_BITS - 1) / WORD_BITS;
+  if (s->npages > SIZE_MAX / PAGE || nwords > SIZE_MAX / 8) {
+    free(s);
+    errno = ENOMEM;
+    return NULL;
+  }
+  s->data_len = (size_t)(s->npages * PAGE);
+  s->bits_len = (size_t)(nwords * 8);
+  s->data = map_noreserve(s->data_len);
+  if (!s->data)
+    goto fail;
+  s->bits = map_noreserve(s->bits_len);
+  if (!s->bits)
+    goto fail;
+  return s;
+
+fail:;
+  int e = errno;
+  if (s->data)
+    munmap(s->data, s->data_len);
+  free(s);
+  errno = e;
+  return NULL;
+}
+
+void
+znbd_store_free(struct znbd_store *s)
+{
+  if (!s)
+    return;
+  if (s->data)
+    munmap(s->data, s->data_len);
+  if (s->bits)
+    munmap((void *)s->bits, s->bits_len);
+  free(s);
+}
+
+static inline bool
+page_allocated(const struct znbd_store *s, uint64_t page)
+{
+  uint64_t w =
+      atomic_load_explicit(&s->bits[page / WORD_BITS], memory_order_acquire);
+  return (w >> (page % WORD_BITS)) & 1;
+}
+
+/* Mask of bits [lo, hi) within one word, 0 <= lo < hi <= 64. */
+static inline uint64_t
+bit_mask(unsigned lo, unsigned hi)
+{
+  uint64_t m = hi == WORD_BITS ? ~UINT64_C(0) : (UINT64_C(1) << hi) - 1;
+  return m & ~((UINT64_C(1) << lo) - 1);
+}
+
+/* First page in [page, end) whose allocation state differs from ALLOC,
+ * or END.  Skips whole words at a time. */
+static uint64_t
+scan_run(const struct znbd_store *s, uint64_t page, uint64_t end, bool alloc)
+{
+  while (page < end) {
+    uint64_t wi = page / WORD_BITS;
+    unsigned lo = page % WORD_BITS;
+    uint64_t w = atomic_load_explicit(&s->bits[wi], memory_order_acquire);
+    if (alloc)
+      w = ~w;
+    /* Bits set in w now mark pages in the other state. */
+    w &= bit_mask(lo, WORD_BITS);
+    if (w) {
+      uint64_t p = wi * WORD_BITS + (unsigned)__builtin_ctzll(w);
+      return p < end ? p : end;
+    }
+    page = (wi + 1) * WORD_BITS;
+  }
+  return end;
+}
+
+void
+znbd_store_read(struct znbd_store *s, void *buf, uint64_t len, uint64_t off)
+{
+  uint8_t *out = buf;
+  if (!s->memory_backed) {
+    memset(out, 0, len);
+    return;
+  }
+  uint64_t end = off + len;
+  while (off < end) {
+    uint64_t page = off / PAGE;
+    bool alloc = page_allocated(s, page);
+    /* Extend over following pages in the same state. */
+    uint64_t last_page = (end - 1) / PAGE + 1;
+    uint64_t run_end = scan_run(s, page + 1, last_page, alloc) * PAGE;
+    if (run_end > end)
+      run_end = end;
+    uint64_t n = run_end - off;
+    if (alloc)
+      memcpy(out, s->data + off, n);
+    else
+      memset(out, 0, n); /* never touch the mapping: no allocation */
+    out += n;
+    off += n;
+  }
+}
+
+/* Set the bits of pages [first, last) and count the newly set ones. */
+static void
+set_bits(struct znbd_store *s, uint64_t first, uint64_t last)
+{
+  uint64_t added = 0;
+  while (first < last) {
+    uint64_t wi = first / WORD_BITS;
+    unsigned lo = first % WORD_BITS;
+    uint64_t hi64 = last - wi * WORD_BITS;
+    unsigned hi = hi64 > WORD_BITS ? WORD_BITS : (unsigned)hi64;
+    uint64_t m = bit_mask(lo, hi);
+    /* Skip the atomic RMW when all bits are already set (rewrites). */
+    uint64_t cur = atomic_load_explicit(&s->bits[wi], memory_order_relaxed);
+    if ((cur & m) != m) {
+      uint64_t old =
+          atomic_fetch_or_explicit(&s->bits[wi], m, memory_order_release);
+      added += (uint64_t)__builtin_popcountll(~old & m);
+    }
+    first = wi * WORD_BITS + hi;
+  }
+  if (added)
+    atomic_fetch_add_explicit(&s->nalloc, added, memory_order_relaxed);
+}
+
+int
+znbd_store_write(struct znbd_store *s, const void *buf, uint64_t len,
+                 uint64_t off)
+{
+  if (!s->memory_backed || len == 0)
+    return 0;
+  /* Data first, then the bits (release): a reader that sees the bit sees
+   * the data.  The page fault of the first touch allocates the page. */
+  memcpy(s->data + off, buf, len);
+  set_bits(s, off / PAGE, (off + len - 1) / PAGE + 1);
+  return 0;
+}
+
+/* Clear the bits of pages [first, last), give back the pages that were
+ * allocated, and uncount them. */
+static void
+free_pages(struct znbd_store *s, uint64_t first, uint64_t last)
+{
+  uint64_t removed = 0;
+  uint64_t run_start = 0, run_end = 0; /* pending madvise run, pages */
+  while (first < last) {
+    uint64_t wi = first / WORD_BITS;
+    unsigned lo = first % WORD_BITS;
+    uint64_t hi64 = last - wi * WORD_BITS;
+    unsigned hi = hi64 > WORD_BITS ? WORD_BITS : (unsigned)hi64;
+    uint64_t m = bit_mask(lo, hi);
+    uint64_t cur = atomic_load_explicit(&s->bits[wi], memory_order_relaxed);
+    uint64_t old = 0;
+    if (cur & m)
+      old = atomic_fetch_and_explicit(&s->bits[wi], ~m, memory_order_acq_rel);
+    if (old & m) {
+      removed += (uint64_t)__builtin_popcountll(old & m);
+      /* Only pages inside the request: neighbours may be in use. */
+      uint64_t a = wi * WORD_BITS + lo, b = wi * WORD_BITS + hi;
+      if (run_end == a) {
+        run_end = b;
+      } else {
+        if (run_end > run_start)
+          madvise(s->data + run_start * PAGE, (run_end - run_start) * PAGE,
+                  MADV_DONTNEED);
+        run_start = a;
+        run_end = b;
+      }
+    }
+    first = wi * WORD_BITS + hi;
+  }
+  if (run_end > run_start)
+    madvise(s->data + run_start * PAGE, (run_end - run_start) * PAGE,
+            MADV_DONTNEED);
+  if (removed)
+    atomic_fetch_sub_explicit(&s->nalloc, removed, memory_order_relaxed);
+}
+
+/* Zero bytes [off, off+len) inside one page, if that page is allocated. */
+static void
+zero_partial(struct znbd_store *s, uint64_t off, uint64_t len)
+{
+  if (page_allocated(s, off / PAGE))
+    memset(s->data + off, 0, len);
+}
+
+void
+znbd_store_zero(struct znbd_store *s, uint64_t len, uint64_t off)
+{
+  if (!s->memory_backed || len == 0)
+    return;
+  uint64_t end = off + len;
+  /* A page counts as covered whole when the range reaches its end or the
+   * end of the store (the last page may be short). */
+  uint64_t first = (off + PAGE - 1) / PAGE;                /* first whole */
+  uint64_t last = end == s->size ? s->npages : end / PAGE; /* past whole */
+  if (first >= last) {
+    /* No whole page: one or two partial pages. */
+    uint64_t pend = (off / PAGE + 1) * PAGE;
+    if (end <= pend) {
+      zero_partial(s, off, len);
+    } else {
+      zero_partial(s, off, pend - off);
+      zero_partial(s, pend, end - pend);
+    }
+    return;
+  }
+  if (off < first * PAGE)
+    zero_partial(s, off, first * PAGE - off);
+  if (last * PAGE < end)
+    zero_partial(s, last * PAGE, end - last * PAGE);
+  free_pages(s, first, last);
+}
+
+int
+znbd_store_extents(struct znbd_store *s, uint64_t off, uint64_t len,
+                   int (*fn)(void *opaque, uint64_t off, uint64_t len,
+                             bool allocated),
+                   void *opaque)
+{
+  if (len == 0)
+    return 0;
+  if (!s->memory_backed)
+    return fn(opaque, off, len, false);
+  uint64_t end = off + len;
+  uint64_t last_page = (end - 1) / PAGE + 1;
+  while (off < end) {
+    uint64_t page = off / PAGE;
+    bool alloc = page_allocated(s, page);
+    uint64_t run_end = scan_run(s, page + 1, last_page, alloc) * PAGE;
+    if (run_end > end)
+      run_end = end;
+    int r = fn(opaque, off, run_end - off, alloc);
+    if (r)
+      return r;
+    off = run_end;
+  }
+  return 0;
+}
+
+uint64_t
+znbd_store_allocated(const struct znbd_store *s)
+{
+  return atomic_load_explicit(&s->nalloc, memory_order_relaxed) * PAGE;
+}

@@ -1,0 +1,400 @@
+/* znbd: nbdkit plugin `zoned` — a brd-like sparse RAM disk with null_blk's
+ * zone rules, over NBD (man/nbdkit-zoned-plugin.pod).
+ *
+ *   nbdkit ./zoned.so size=4G zone_size=64M zone_nr_conv=4
+ *   nbdkit ./zoned.so size=1G zoned=false
+ *
+ * All device logic is in lib/ (include/znbd/dev.h); this file only maps
+ * nbdkit's callbacks onto it.  Parameters are parsed by lib/params.c, so
+ * the plugin and the znbd server accept exactly the same words.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NBDKIT_API_VERSION 2
+#include <nbdkit-plugin.h>
+
+#include "znbd/control.h"
+#include "znbd/dev.h"
+#include "znbd/params.h"
+
+#define THREAD_MODEL NBDKIT_THREAD_MODEL_PARALLEL
+
+/* Largest request we advertise (NBD's interoperable default), bytes. */
+#define MAX_REQUEST (32 * 1024 * 1024)
+
+static struct znbd_params params;
+static bool params_ready;
+static struct znbd_dev *dev;
+static struct znbd_control *control; /* zone_control socket, or NULL */
+
+static void
+zoned_load(void)
+{
+  znbd_params_init(&params);
+  params_ready = true;
+}
+
+static void
+zoned_unload(void)
+{
+  znbd_control_stop(control);
+  control = NULL;
+  znbd_dev_free(dev);
+  dev = NULL;
+  if (params_ready)
+    znbd_params_free(&params);
+}
+
+static int
+zoned_config(const char *key, const char *value)
+{
+  char err[256];
+  if (znbd_params_set(&params, key, value, err, sizeof err) < 0) {
+    nbdkit_error("%s", err);
+    return -1;
+  }
+  return 0;
+}
+
+/* Clamps (null_blk's) are worth seeing without -v, but are not errors. */
+static void
+note(const char *msg)
+{
+  fprintf(stderr, "nbdkit: zoned: note: %s\n", msg);
+}
+
+static int
+zoned_config_complete(void)
+{
+  char err[256];
+  if (znbd_params_finish(&params, note, err, sizeof err) < 0) {
+    nbdkit_error("%s", err);
+    return -1;
+  }
+  if (params.hw_queue_depth != 64 || params.submit_queues != 1 ||
+      params.no_zone_write_lock)
+    note("hw_queue_depth, submit_queues and no_zone_write_lock only "
+         "affect znbd's mq mode; the plugin ignores them");
+  return 0;
+}
+
+/* Build the device before nbdkit forks so a bad size stops start-up. */
+static int
+zoned_get_ready(void)
+{
+  char err[256];
+  dev = znbd_dev_new(&params, err, sizeof err);
+  if (!dev) {
+    nbdkit_error("%s", err);
+    return -1;
+  }
+  return 0;
+}
+
+/* The zone control socket runs on a thread of its own: start it after
+ * nbdkit's fork (threads do not survive fork). */
+static int
+zoned_after_fork(void)
+{
+  if (params.zone_control) {
+    char err[256];
+    control = znbd_control_start(dev, params.zone_control, err, sizeof err);
+    if (!control) {
+      nbdkit_error("%s", err);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static void
+zoned_dump_plugin(void)
+{
+  printf("zoned_size_syntax=nbdkit\n");
+  printf("zoned_blocksizes=512,4096\n");
+  printf("zoned_max_request=%d\n", MAX_REQUEST);
+  printf("zoned_page_size=4096\n");
+  printf("zoned_zone_control=yes\n");
+}
+
+static void *
+zoned_open(int readonly)
+{
+  return NBDKIT_HANDLE_NOT_NEEDED;
+}
+
+static int64_t
+zoned_get_size(void *handle)
+{
+  return (int64_t)znbd_dev_size(dev);
+}
+
+static int
+zoned_block_size(void *handle, uint32_t *minimum, uint32_t *preferred,
+                 uint32_t *maximum)
+{
+  *minimum = params.blocksize;
+  *preferred = params.blocksize > 4096 ? params.blocksize : 4096;
+  *maximum = MAX_REQUEST;
+  return 0;
+}
+
+static const char *
+zoned_export_description(void *handle)
+{
+  char buf[512];
+  znbd_dev_describe(dev, buf, sizeof buf);
+  return nbdkit_strdup_intern(buf);
+}
+
+static int
+zoned_can_write(void *handle)
+{
+  return 1;
+}
+
+static int
+zoned_can_flush(void *handle)
+{
+  return 1;
+}
+
+static int
+zoned_can_trim(void *handle)
+{
+  return 1;
+}
+
+static int
+zoned_can_zero(void *handle)
+{
+  return 1;
+}
+
+static int
+zoned_can_fast_zero(void *handle)
+{
+  return 1;
+}
+
+static int
+zoned_can_extents(void *handle)
+{
+  return 1;
+}
+
+static int
+zoned_can_fua(void *handle)
+{
+  return NBDKIT_FUA_NATIVE;
+}
+
+static int
+zoned_can_cache(void *handle)
+{
+  return NBDKIT_CACHE_NATIVE;
+}
+
+/* Any connection sees every completed write: it is all one RAM store. */
+static int
+zoned_can_multi_conn(void *handle)
+{
+  return 1;
+}
+
+/* Linux errno names for the log (strerror is vague for zone errors). */
+static const char *
+errno_name(int e)
+{
+  switch (e) {
+  case EINVAL:
+    return "EINVAL";
+  case EIO:
+    return "EIO";
+  case ENOMEM:
+    return "ENOMEM";
+  case ENOSPC:
+    return "ENOSPC";
+  case EPERM:
+    return "EPERM";
+  case EAGAIN:
+    return "EAGAIN";
+  case ETOOMANYREFS:
+    return "ETOOMANYREFS (too many open zones)";
+  case EOVERFLOW:
+    return "EOVERFLOW (too many active zones)";
+  case ETIMEDOUT:
+    return "ETIMEDOUT";
+  default:
+    return "?";
+  }
+}
+
+/* Log the exact reason, then set errno to what NBD can carry. */
+static int
+fail(const char *op, uint32_t count, uint64_t offset, int e)
+{
+  nbdkit_error("%s: %" PRIu32 " bytes at %" PRIu64 ": %s: %s", op, count,
+               offset, errno_name(e), strerror(e));
+  errno = znbd_dev_wire_errno(e);
+  return -1;
+}
+
+/* nbdkit 1.32 advertises .block_size but does not enforce it. */
+static int
+check_aligned(const char *op, uint32_t count, uint64_t offset)
+{
+  if ((offset | count) % params.blocksize) {
+    nbdkit_error("%s: %" PRIu32 " bytes at %" PRIu64
+                 ": not aligned to blocksize %" PRIu32,
+                 op, count, offset, params.blocksize);
+    errno = EINVAL;
+    return -1;
+  }
+  return 0;
+}
+
+/* completion_nsec: null_blk's per-request completion delay. */
+static void
+complete_delay(void)
+{
+  uint64_t ns = params.completion_nsec;
+  if (ns)
+    nbdkit_nanosleep((unsigned)(ns / 1000000000), (unsigned)(ns % 1000000000));
+}
+
+static int
+zoned_pread(void *handle, void *buf, uint32_t count, uint64_t offset,
+            uint32_t flags)
+{
+  if (check_aligned("pread", count, offset) < 0)
+    return -1;
+  int r = znbd_dev_read(dev, buf, count, offset);
+  int e = errno;
+  complete_delay();
+  return r < 0 ? fail("pread", count, offset, e) : 0;
+}
+
+static int
+zoned_pwrite(void *handle, const void *buf, uint32_t count, uint64_t offset,
+             uint32_t flags)
+{
+  if (check_aligned("pwrite", count, offset) < 0)
+    return -1;
+  /* FUA: RAM is as durable as it gets once the write has returned. */
+  int r = znbd_dev_write(dev, buf, count, offset, 0);
+  int e = errno;
+  complete_delay();
+  return r < 0 ? fail("pwrite", count, offset, e) : 0;
+}
+
+static int
+zoned_zero(void *handle, uint32_t count, uint64_t offset, uint32_t flags)
+{
+  if (check_aligned("zero", count, offset) < 0)
+    return -1;
+  /* Zeroing never allocates and is always fast, so MAY_TRIM and
+   * FAST_ZERO need nothing special: freed pages read back as zeros. */
+  int r = znbd_dev_write(dev, NULL, count, offset, 0);
+  int e = errno;
+  complete_delay();
+  return r < 0 ? fail("zero", count, offset, e) : 0;
+}
+
+static int
+zoned_trim(void *handle, uint32_t count, uint64_t offset, uint32_t flags)
+{
+  if (check_aligned("trim", count, offset) < 0)
+    return -1;
+  int r = znbd_dev_trim(dev, count, offset);
+  int e = errno;
+  complete_delay();
+  return r < 0 ? fail("trim", count, offset, e) : 0;
+}
+
+static int
+zoned_flush(void *handle, uint32_t flags)
+{
+  complete_delay();
+  return 0;
+}
+
+static int
+zoned_cache(void *handle, uint32_t count, uint64_t offset, uint32_t flags)
+{
+  /* Everything is in RAM already. */
+  return check_aligned("cache", count, offset);
+}
+
+static int
+add_extent(void *opaque, uint64_t off, uint64_t len, uint32_t flags)
+{
+  uint32_t type = 0;
+  if (flags & 1)
+    type |= NBDKIT_EXTENT_HOLE;
+  if (flags & 2)
+    type |= NBDKIT_EXTENT_ZERO;
+  return nbdkit_add_extent(opaque, off, len, type) < 0 ? -1 : 0;
+}
+
+static int
+zoned_extents(void *handle, uint32_t count, uint64_t offset, uint32_t flags,
+              struct nbdkit_extents *extents)
+{
+  if (check_aligned("extents", count, offset) < 0)
+    return -1;
+  /* With REQ_ONE nbdkit keeps only the first extent; we still report all
+   * of [offset, offset+count) as it is cheap (a bitmap scan). */
+  int r = znbd_dev_extents(dev, offset, count, add_extent, extents);
+  if (r < 0) {
+    int e = errno;
+    if (e == 0)
+      e = EIO;
+    return fail("extents", count, offset, e);
+  }
+  return 0;
+}
+
+static struct nbdkit_plugin plugin = {
+    .name = "zoned",
+    .longname = "znbd zoned RAM disk (null_blk zone semantics)",
+    .version = PACKAGE_VERSION,
+    .description = "Sparse RAM disk with optional null_blk-faithful zones",
+    .load = zoned_load,
+    .unload = zoned_unload,
+    .config = zoned_config,
+    .config_complete = zoned_config_complete,
+    .config_help = znbd_params_help,
+    .magic_config_key = "size",
+    .get_ready = zoned_get_ready,
+    .after_fork = zoned_after_fork,
+    .dump_plugin = zoned_dump_plugin,
+    .open = zoned_open,
+    .get_size = zoned_get_size,
+    .block_size = zoned_block_size,
+    .export_description = zoned_export_description,
+    .can_write = zoned_can_write,
+    .can_flush = zoned_can_flush,
+    .can_trim = zoned_can_trim,
+    .can_zero = zoned_can_zero,
+    .can_fast_zero = zoned_can_fast_zero,
+    .can_extents = zoned_can_extents,
+    .can_fua = zoned_can_fua,
+    .can_cache = zoned_can_cache,
+    .can_multi_conn = zoned_can_multi_conn,
+    .pread = zoned_pread,
+    .pwrite = zoned_pwrite,
+    .flush = zoned_flush,
+    .trim = zoned_trim,
+    .zero = zoned_zero,
+    .cache = zoned_cache,
+    .extents = zoned_extents,
+    .errno_is_preserved = 1,
+};
+
+NBDKIT_REGISTER_PLUGIN(plugin)

@@ -1,0 +1,352 @@
+/* Unit test of lib/params.c: nbdkit size syntax, booleans, zone lists,
+ * per-key validation with messages naming the key, null_blk's clamps
+ * (reported through the note callback) and derived nr_zones. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "znbd/params.h"
+#include "check.h"
+
+static void
+test_size(void)
+{
+  static const struct {
+    const char *s;
+    uint64_t v;
+  } ok[] = {
+      {"0", 0},
+      {"512", 512},
+      {"1b", 1},
+      {"1B", 1},
+      {"1s", 512},
+      {"8S", 4096},
+      {"4k", 4096},
+      {"4K", 4096},
+      {"64M", 64ull << 20},
+      {"64m", 64ull << 20},
+      {"1G", 1ull << 30},
+      {"3g", 3ull << 30},
+      {"2T", 2ull << 40},
+      {"1P", 1ull << 50},
+      {"15E", 15ull << 60},
+      {"18446744073709551615", UINT64_MAX},
+  };
+  for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+    uint64_t v = 1234;
+    int r = znbd_parse_size(ok[i].s, &v);
+    CHECK_EQ(r, 0);
+    CHECK_EQ(v, ok[i].v);
+    if (r != 0 || v != ok[i].v)
+      fprintf(stderr, "  size '%s'\n", ok[i].s);
+  }
+  static const char *const bad[] = {"",   "64MiB", "1.5M", "M",  "-1", " 1",
+                                    "1 ", "1KB",   "0x10", "1Q", "k1", "+5"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    uint64_t v = 1234;
+    errno = 0;
+    int r = znbd_parse_size(bad[i], &v);
+    CHECK(r == -1 && errno == EINVAL && v == 1234);
+    if (!(r == -1 && errno == EINVAL))
+      fprintf(stderr, "  size '%s' accepted\n", bad[i]);
+  }
+  static const char *const range[] = {"16E", "18446744073709551616",
+                                      "17179869184G"};
+  for (size_t i = 0; i < sizeof range / sizeof range[0]; i++) {
+    uint64_t v;
+    errno = 0;
+    CHECK(znbd_parse_size(range[i], &v) == -1 && errno == ERANGE);
+  }
+  printf("size syntax: %zu accepted, %zu malformed, %zu overflow\n",
+         sizeof ok / sizeof ok[0], sizeof bad / sizeof bad[0],
+         sizeof range / sizeof range[0]);
+}
+
+static void
+test_bool(void)
+{
+  static const char *const t[] = {"1", "true", "TRUE", "yes", "On"};
+  static const char *const f[] = {"0", "false", "No", "off", "OFF"};
+  for (int i = 0; i < 5; i++) {
+    bool b = false;
+    CHECK(znbd_parse_bool(t[i], &b) == 0 && b);
+    b = true;
+    CHECK(znbd_parse_bool(f[i], &b) == 0 && !b);
+  }
+  bool b;
+  errno = 0;
+  CHECK(znbd_parse_bool("maybe", &b) == -1 && errno == EINVAL);
+  CHECK(znbd_parse_bool("", &b) == -1);
+  CHECK(znbd_parse_bool("2", &b) == -1);
+  printf("booleans: 10 accepted, 3 refused\n");
+}
+
+struct zl {
+  uint32_t z[32];
+  int n;
+  int stop_after;
+};
+
+static int
+zl_add(void *opaque, uint32_t zone)
+{
+  struct zl *l = opaque;
+  if (l->n < 32)
+    l->z[l->n] = zone;
+  l->n++;
+  return l->n == l->stop_after ? 5 : 0;
+}
+
+static void
+test_zone_list(void)
+{
+  struct zl l = {.n = 0, .stop_after = -1};
+  CHECK_EQ(znbd_parse_zone_list("3,7-9", 10, zl_add, &l), 0);
+  CHECK_EQ(l.n, 4);
+  CHECK(l.z[0] == 3 && l.z[1] == 7 && l.z[2] == 8 && l.z[3] == 9);
+
+  l = (struct zl){.n = 0, .stop_after = -1};
+  CHECK_EQ(znbd_parse_zone_list("9,0,5-5", 10, zl_add, &l), 0);
+  CHECK(l.n == 3 && l.z[0] == 9 && l.z[1] == 0 && l.z[2] == 5);
+
+  static const char *const bad[] = {"",     "9-7", "3,",   ",3",   "3-", "a",
+                                    "1,,2", "10",  "3 ,4", "0-10", "-1"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    l = (struct zl){.n = 0, .stop_after = -1};
+    errno = 0;
+    int r = znbd_parse_zone_list(bad[i], 10, zl_add, &l);
+    CHECK(r == -1 && errno == EINVAL);
+    /* A bad list calls nothing. */
+    CHECK_EQ(l.n, 0);
+    if (r != -1)
+      fprintf(stderr, "  list '%s' accepted\n", bad[i]);
+  }
+  /* FN's first non-zero result stops the walk and is returned. */
+  l = (struct zl){.n = 0, .stop_after = 2};
+  CHECK_EQ(znbd_parse_zone_list("1-6", 10, zl_add, &l), 5);
+  CHECK_EQ(l.n, 2);
+  printf("zone lists: ranges, order, %zu malformed, early stop\n",
+         sizeof bad / sizeof bad[0]);
+}
+
+/* Set KEY=VALUE and expect failure with errno E and KEY in the message. */
+static void
+expect_set_fail(const char *key, const char *value, int e)
+{
+  struct znbd_params p;
+  char err[256];
+  znbd_params_init(&p);
+  errno = 0;
+  int r = znbd_params_set(&p, key, value, err, sizeof err);
+  CHECK(r == -1 && errno == e);
+  CHECK(strstr(err, key) != NULL);
+  if (r != -1 || !strstr(err, key))
+    fprintf(stderr, "  %s=%s: r=%d err='%s'\n", key, value, r, err);
+  znbd_params_free(&p);
+}
+
+static char notes[1024];
+static void
+note(const char *msg)
+{
+  strncat(notes, msg, sizeof notes - strlen(notes) - 2);
+  strcat(notes, "\n");
+}
+
+/* Build params from "k=v" words; returns finish()'s result. */
+static int
+build(struct znbd_params *p, char *err, size_t errlen, const char *words[])
+{
+  znbd_params_init(p);
+  notes[0] = '\0';
+  for (int i = 0; words[i]; i++) {
+    char key[64];
+    const char *eq = strchr(words[i], '=');
+    snprintf(key, sizeof key, "%.*s", (int)(eq - words[i]), words[i]);
+    if (znbd_params_set(p, key, eq + 1, err, errlen) < 0)
+      return -2;
+  }
+  return znbd_params_finish(p, note, err, errlen);
+}
+
+static void
+expect_finish_fail(const char *name, const char *words[])
+{
+  struct znbd_params p;
+  char err[256] = "";
+  errno = 0;
+  int r = build(&p, err, sizeof err, words);
+  CHECK(r == -1 && errno == EINVAL && strstr(err, name) != NULL);
+  if (r != -1 || !strstr(err, name))
+    fprintf(stderr, "  expected failure naming %s: r=%d err='%s'\n", name, r,
+            err);
+  znbd_params_free(&p);
+}
+
+static void
+test_set(void)
+{
+  struct znbd_params p;
+  char err[256];
+  znbd_params_init(&p);
+  CHECK(p.zoned && p.memory_backed && p.pipeline_zoned_writes);
+  CHECK_EQ(p.blocksize, 512);
+  CHECK_EQ(p.zone_size, 256ull << 20);
+  CHECK_EQ(p.zone_write_timeout, 500);
+  CHECK_EQ(p.hw_queue_depth, 64);
+  CHECK_EQ(p.submit_queues, 1);
+  CHECK(p.zone_read_past_wp == ZNBD_READ_PAST_WP_ZERO);
+
+  CHECK_EQ(znbd_params_set(&p, "size", "4G", err, sizeof err), 0);
+  CHECK_EQ(p.size, 4ull << 30);
+  CHECK_EQ(znbd_params_set(&p, "blocksize", "4096", err, sizeof err), 0);
+  CHECK_EQ(p.blocksize, 4096);
+  CHECK_EQ(znbd_params_set(&p, "zone_read_past_wp", "ones", err, 256), 0);
+  CHECK(p.zone_read_past_wp == ZNBD_READ_PAST_WP_ONES);
+  CHECK_EQ(znbd_params_set(&p, "zone_read_past_wp", "error", err, 256), 0);
+  CHECK(p.zone_read_past_wp == ZNBD_READ_PAST_WP_ERROR);
+  CHECK_EQ(znbd_params_set(&p, "completion_nsec", "250000", err, 256), 0);
+  CHECK_EQ(p.completion_nsec, 250000);
+  CHECK_EQ(znbd_params_set(&p, "zone_control", "/tmp/x.sock", err, 256), 0);
+  CHECK(p.zone_control && strcmp(p.zone_control, "/tmp/x.sock") == 0);
+  CHECK_EQ(znbd_params_set(&p, "zone_readonly", "3,7-9", err, 256), 0);
+  CHECK(p.zone_readonly && strcmp(p.zone_readonly, "3,7-9") == 0);
+  CHECK_EQ(znbd_params_set(&p, "no_zone_write_lock", "yes", err, 256), 0);
+  CHECK(p.no_zone_write_lock);
+  CHECK_EQ(znbd_params_set(&p, "zone_max_open", "14", err, 256), 0);
+  CHECK_EQ(p.zone_max_open, 14);
+  znbd_params_free(&p);
+  CHECK(p.zone_readonly == NULL && p.zone_control == NULL);
+
+  expect_set_fail("size", "64MiB", EINVAL);
+  expect_set_fail("size", "1.5M", EINVAL);
+  expect_set_fail("zone_size", "12x", EINVAL);
+  expect_set_fail("zone_capacity", "-1", EINVAL);
+  expect_set_fail("blocksize", "1024", EINVAL);
+  expect_set_fail("blocksize", "4k", EINVAL);
+  expect_set_fail("zoned", "maybe", EINVAL);
+  expect_set_fail("memory_backed", "2", EINVAL);
+  expect_set_fail("zone_nr_conv", "-3", EINVAL);
+  expect_set_fail("zone_max_open", "4294967296", EINVAL);
+  expect_set_fail("zone_read_past_wp", "ff", EINVAL);
+  expect_set_fail("zone_readonly", "3,,4", EINVAL);
+  expect_set_fail("zone_offline", "x", EINVAL);
+  expect_set_fail("completion_nsec", "1ms", EINVAL);
+  expect_set_fail("zone_control", "", EINVAL);
+  expect_set_fail("no_such_key", "1", ENOENT);
+  printf("set: defaults, every kind of value, 16 refusals naming the key\n");
+}
+
+static void
+test_finish(void)
+{
+  struct znbd_params p;
+  char err[256];
+
+  /* Geometry. */
+  const char *w1[] = {"size=4G", "zone_size=64M", "zone_nr_conv=4", NULL};
+  CHECK_EQ(build(&p, err, sizeof err, w1), 0);
+  CHECK_EQ(p.nr_zones, 64);
+  CHECK_EQ(p.zone_nr_conv, 4);
+  CHECK_EQ(p.zone_capacity, 64ull << 20); /* 0 = zone_size */
+  CHECK(notes[0] == '\0');
+  znbd_params_free(&p);
+
+  /* npo2 zone size, smaller last zone: ceil(1000M / 96M) = 11. */
+  const char *w2[] = {"size=1000M", "zone_size=96M", "zone_capacity=80M", NULL};
+  CHECK_EQ(build(&p, err, sizeof err, w2), 0);
+  CHECK_EQ(p.nr_zones, 11);
+  CHECK_EQ(p.zone_capacity, 80ull << 20);
+  znbd_params_free(&p);
+
+  /* zoned=false: no zones, zone keys irrelevant. */
+  const char *w3[] = {"size=1G", "zoned=false", "zone_size=3", NULL};
+  CHECK_EQ(build(&p, err, sizeof err, w3), 0);
+  CHECK_EQ(p.nr_zones, 0);
+  znbd_params_free(&p);
+
+  /* Clamps, as null_blk, each reported. */
+  const char *c1[] = {"size=16M", "zone_size=1M", "zone_nr_conv=100", NULL};
+  CHECK_EQ(build(&p, err, sizeof err, c1), 0);
+  CHECK_EQ(p.zone_nr_conv, 15);
+  CHECK(strstr(notes, "zone_nr_conv") != NULL);
+  znbd_params_free(&p);
+
+  const char *c2[] = {"size=16M", "zone_size=1M", "zone_max_active=16",
+                      "zone_max_open=20", NULL};
+  CHECK_EQ(build(&p, err, sizeof err, c2), 0);
+  CHECK_EQ(p.zone_max_active, 0);
+  CHECK_EQ(p.zone_max_open, 0);
+  CHECK(strstr(notes, "zone_max_active") && strstr(notes, "zone_max_open"));
+  znbd_params_free(&p);
+
+  const char *c3[] = {"size=16M", "zone_size=1M", "zone_max_active=4",
+                      "zone_max_open=8", NULL};
+  CHECK_EQ(build(&p, err, sizeof err, c3), 0);
+  CHECK_EQ(p.zone_max_active, 4);
+  CHECK_EQ(p.zone_max_open, 4);
+  CHECK(strstr(notes, "zone_max_open") != NULL);
+  znbd_params_free(&p);
+
+  /* 2 conventional zones leave 14 sequential: max_open 14 -> 0. */
+  const char *c4[] = {"size=16M", "zone_size=1M", "zone_nr_conv=2",
+                      "zone_max_open=14", NULL};
+  CHECK_EQ(build(&p, err, sizeof err, c4), 0);
+  CHECK_EQ(p.zone_max_open, 0);
+  znbd_params_free(&p);
+
+  const char *c5[] = {"size=16M", "zone_size=1M", "zone_max_open=5",
+                      "zone_max_active=6", NULL};
+  CHECK_EQ(build(&p, err, sizeof err, c5), 0);
+  CHECK(p.zone_max_open == 5 && p.zone_max_active == 6);
+  CHECK(notes[0] == '\0');
+  znbd_params_free(&p);
+
+  /* Zone lists within range and not conventional. */
+  const char *l1[] = {"size=16M",        "zone_size=1M",
+                      "zone_nr_conv=2",  "zone_readonly=2,5-6",
+                      "zone_offline=15", NULL};
+  CHECK_EQ(build(&p, err, sizeof err, l1), 0);
+  znbd_params_free(&p);
+
+  /* Refusals naming the parameter. */
+  const char *f1[] = {"zoned=false", NULL};
+  expect_finish_fail("size", f1);
+  const char *f2[] = {"size=1000", "zoned=false", NULL};
+  expect_finish_fail("size", f2);
+  const char *f3[] = {"size=16M", "blocksize=4096", "zone_size=6k", NULL};
+  expect_finish_fail("zone_size", f3);
+  const char *f4[] = {"size=16M", "zone_size=1M", "zone_capacity=2M", NULL};
+  expect_finish_fail("zone_capacity", f4);
+  const char *f5[] = {"size=16M", "zone_size=1M", "zone_capacity=1000", NULL};
+  expect_finish_fail("zone_capacity", f5);
+  const char *f6[] = {"size=16M", "zone_size=32M", NULL};
+  expect_finish_fail("zone_size", f6);
+  const char *f7[] = {"size=16M", "zone_size=0", NULL};
+  expect_finish_fail("zone_size", f7);
+  const char *f8[] = {"size=16M", "zone_size=1M", "zone_readonly=16", NULL};
+  expect_finish_fail("zone_readonly", f8);
+  const char *f9[] = {"size=16M", "zone_size=1M", "zone_nr_conv=2",
+                      "zone_offline=1", NULL};
+  expect_finish_fail("zone_offline", f9);
+  const char *f10[] = {"size=1G", "zoned=false", "zone_readonly=1", NULL};
+  expect_finish_fail("zone_readonly", f10);
+  const char *f11[] = {"size=1G", "hw_queue_depth=0", NULL};
+  expect_finish_fail("hw_queue_depth", f11);
+  const char *f12[] = {"size=1G", "submit_queues=0", NULL};
+  expect_finish_fail("submit_queues", f12);
+  printf("finish: geometry, npo2, clamps with notes, lists, 12 refusals\n");
+}
+
+int
+main(void)
+{
+  test_size();
+  test_bool();
+  test_zone_list();
+  test_set();
+  test_finish();
+  CHECK(strstr(znbd_params_help, "zone_max_active=") != NULL);
+  return check_done("params_test");
+}
