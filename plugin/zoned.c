@@ -18,6 +18,7 @@
 #define NBDKIT_API_VERSION 2
 #include <nbdkit-plugin.h>
 
+#include "znbd/control.h"
 #include "znbd/dev.h"
 #include "znbd/params.h"
 
@@ -29,6 +30,7 @@
 static struct znbd_params params;
 static bool params_ready;
 static struct znbd_dev *dev;
+static struct znbd_control *control; /* zone_control socket, or NULL */
 
 static void
 zoned_load(void)
@@ -40,6 +42,8 @@ zoned_load(void)
 static void
 zoned_unload(void)
 {
+  znbd_control_stop(control);
+  control = NULL;
   znbd_dev_free(dev);
   dev = NULL;
   if (params_ready)
@@ -98,8 +102,12 @@ static int
 zoned_after_fork(void)
 {
   if (params.zone_control) {
-    nbdkit_error("zone_control: the zone control socket is not built yet");
-    return -1;
+    char err[256];
+    control = znbd_control_start(dev, params.zone_control, err, sizeof err);
+    if (!control) {
+      nbdkit_error("%s", err);
+      return -1;
+    }
   }
   return 0;
 }
@@ -111,7 +119,7 @@ zoned_dump_plugin(void)
   printf("zoned_blocksizes=512,4096\n");
   printf("zoned_max_request=%d\n", MAX_REQUEST);
   printf("zoned_page_size=4096\n");
-  printf("zoned_zoned=%s\n", "false-only");
+  printf("zoned_zone_control=yes\n");
 }
 
 static void *
