@@ -6,6 +6,15 @@
 . "$(dirname "$0")/../functions.sh"
 require_python_nbd
 
+# nbdkit 1.32.5 itself aborts ("connections.c:402: raw_send_socket:
+# Assertion `sock >= 0' failed") when a client vanishes while several of
+# its worker threads still have replies to send — with nbdkit's own memory
+# plugin too (4 runs in 5 here), so not a zoned.so bug.  One worker thread
+# per connection avoids that race; the plugin still sees the disconnect
+# with requests queued.
+if [ "$ZNBD_FRONTEND" = plugin ] || [ "$ZNBD_FRONTEND" = memory ]; then
+  ZNBD_NBDKIT_OPTS="${ZNBD_NBDKIT_OPTS:-} --threads=1"
+fi
 start_frontend size=32M zoned=false
 nbd_py <<'EOF'
 from znbdtest import *
