@@ -165,7 +165,7 @@ static const struct row rows[] = {
     {"offline: READONLY -> OFFLINE", 0, "ro1", "off1", 0, "noeeeeee", 0, 0, 0,
      NULL},
     {"offline again -> EMPTY", 0, "off1", "off1", 0, "neeeeeee", 0, 0, 0, NULL},
-    {"readonly: conventional zone -> EINVAL (configfs)", 0, "", "ro0", EINVAL,
+    {"readonly: conventional zone -> EIO", 0, "", "ro0", EIO,
      "neeeeeee", 0, 0, 0, NULL},
     {"online: READONLY -> EMPTY", 0, "w1+2 ro1", "on1", 0, "neeeeeee", 0, 0, 0,
      "- 0 0 0 0 0 0 0"},
