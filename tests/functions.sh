@@ -145,7 +145,8 @@ _frontend_cmd() {
       _cmd=(env "LD_PRELOAD=$(gcc -print-file-name=libasan.so)"
         "ASAN_OPTIONS=detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}")
     fi
-    _cmd+=(nbdkit --exit-with-parent -f -U "$sock" -P "$pidfile" "$plugin" "$@")
+    # shellcheck disable=SC2206 # ZNBD_NBDKIT_OPTS: extra nbdkit options, split on spaces
+    _cmd+=(nbdkit --exit-with-parent -f -U "$sock" -P "$pidfile" ${ZNBD_NBDKIT_OPTS:-} "$plugin" "$@")
     ;;
   bio | mq)
     server=$(_server_path) ||
@@ -157,7 +158,8 @@ _frontend_cmd() {
     ;;
   memory)
     require nbdkit
-    _cmd=(nbdkit --exit-with-parent -f -U "$sock" -P "$pidfile" memory)
+    # shellcheck disable=SC2206
+    _cmd=(nbdkit --exit-with-parent -f -U "$sock" -P "$pidfile" ${ZNBD_NBDKIT_OPTS:-} memory)
     for a in "$@"; do
       case "$a" in size=*) _cmd+=("$a") ;; esac
     done
