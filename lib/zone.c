@@ -540,9 +540,11 @@ zone_op_locked(struct znbd_zones *zs, struct znbd_zone *z, enum znbd_zone_op op,
   enum znbd_zone_cond fault;
 
   if (z->type == ZNBD_ZONE_TYPE_CONVENTIONAL) {
-    /* configfs zone_readonly/zone_offline refuse conventional zones with
-     * EINVAL; zone management ops fail with EIO. */
-    errno = op >= ZNBD_ZONE_OP_SET_READONLY ? EINVAL : EIO;
+    /* Zone management ops fail with EIO.  configfs zone_readonly and
+     * zone_offline refuse conventional zones too (with EINVAL, as a bad
+     * attribute value); here it is an op refused by the zone's type, so
+     * EIO like the others (dev.h). */
+    errno = EIO;
     return -1;
   }
   if (faulty && op < ZNBD_ZONE_OP_SET_READONLY) {

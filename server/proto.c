@@ -711,6 +711,7 @@ struct bs {
   size_t hdr; /* offset of the chunk header in out */
   uint32_t n; /* descriptors */
   uint32_t max;
+  bool merge; /* join equal neighbours (not across zones) */
   uint64_t end;
   uint64_t last_flags_pos; /* offset of the previous descriptor */
 };
@@ -725,7 +726,7 @@ bs_add(void *opaque, uint64_t off, uint64_t len, uint32_t flags)
     len = b->end - off;
   if (len == 0)
     return 0;
-  if (b->n && get32(b->out->p + b->last_flags_pos + 4) == flags &&
+  if (b->n && b->merge && get32(b->out->p + b->last_flags_pos + 4) == flags &&
       (uint64_t)get32(b->out->p + b->last_flags_pos) + len <= UINT32_MAX &&
       b->max > 1) {
     put32(b->out->p + b->last_flags_pos,

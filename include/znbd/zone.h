@@ -170,7 +170,7 @@ typedef void (*znbd_zone_discard_fn)(void *opaque, uint64_t off, uint64_t len);
 /* Zone management on zone index ZNO (the engine locks it), null_blk's
  * null_zone_mgmt() and configfs zone_readonly/zone_offline:
  *   any op but SET_READONLY/SET_OFFLINE/ONLINE on READONLY/OFFLINE: EIO;
- *   conventional zone: EIO (SET_*, ONLINE: EINVAL, as configfs);
+ *   conventional zone: EIO (SET_*, ONLINE too; configfs says EINVAL);
  *   OPEN: EXP_OPEN no-op; FULL EIO; EMPTY active + open checks; CLOSED open
  *     check; IMP_OPEN free; -> EXP_OPEN;
  *   CLOSE: CLOSED no-op; EMPTY, FULL EIO; open -> EMPTY (wp = start) or

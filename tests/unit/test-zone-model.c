@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "znbd/dev.h"
+#include "znbd/params.h"
 #include "znbd/zone.h"
 
 #define BLK 512ULL
@@ -182,10 +184,7 @@ m_mgmt(struct model *m, enum znbd_zone_op op, unsigned i)
   int e, fault;
 
   if (z->conv)
-    return op == ZNBD_ZONE_OP_SET_READONLY || op == ZNBD_ZONE_OP_SET_OFFLINE ||
-                   op == ZNBD_ZONE_OP_ONLINE
-               ? EINVAL
-               : EIO;
+    return EIO;
   if (op == ZNBD_ZONE_OP_SET_READONLY || op == ZNBD_ZONE_OP_SET_OFFLINE) {
     fault = op == ZNBD_ZONE_OP_SET_READONLY ? M_RO : M_OFF;
     if (z->cond == fault) {
@@ -508,6 +507,332 @@ run(const char *name, const struct znbd_zone_geometry *g, uint64_t seed,
   return 0;
 }
 
+/* ---- through lib/dev.c: the same model plus the data ------------------ */
+
+/* Bytes a read of zone I returns from the data (the rest is past the wp). */
+static uint64_t
+m_data_end(const struct model *m, unsigned i)
+{
+  const struct mzone *z = &m->z[i];
+  if (z->conv)
+    return z->start + z->len;
+  if (z->cond == M_RO)
+    return z->start + z->cap;
+  return z->wp < z->start + z->cap ? z->wp : z->start + z->cap;
+}
+
+/* Zero the image of zone I (reset, back to EMPTY). */
+static void
+img_zero_zone(const struct model *m, uint8_t *img, unsigned i)
+{
+  memset(img + m->z[i].start, 0, m->z[i].len);
+}
+
+static int
+dev_check_zone(const struct model *m, struct znbd_dev *d, const uint8_t *img,
+               unsigned i, int past, uint8_t *buf, char *why, size_t n)
+{
+  const struct mzone *z = &m->z[i];
+  int r = znbd_dev_read(d, buf, z->len, z->start);
+  int e = r ? errno : 0;
+
+  if (z->cond == M_OFF || (past < 0 && m_data_end(m, i) < z->start + z->len)) {
+    if (e != EIO) {
+      snprintf(why, n, "zone %u read: errno %d, want EIO", i, e);
+      return -1;
+    }
+    return 0;
+  }
+  if (e) {
+    snprintf(why, n, "zone %u read failed: %s", i, strerror(e));
+    return -1;
+  }
+  uint64_t dend = m_data_end(m, i) - z->start;
+  if (memcmp(buf, img + z->start, dend) != 0) {
+    snprintf(why, n, "zone %u data below the wp differs", i);
+    return -1;
+  }
+  for (uint64_t k = dend; k < z->len; k++)
+    if (buf[k] != (past ? 0xff : 0)) {
+      snprintf(why, n, "zone %u byte %" PRIu64 " past the wp is 0x%02x", i, k,
+               buf[k]);
+      return -1;
+    }
+  return 0;
+}
+
+struct ext_chk {
+  const struct model *m;
+  const uint8_t *img;
+  uint64_t next;
+  int past_flags, bad;
+};
+
+static int
+ext_cb(void *opaque, uint64_t off, uint64_t len, uint32_t flags)
+{
+  struct ext_chk *c = opaque;
+  const struct model *m = c->m;
+  unsigned i = (unsigned)(off / m->zsize);
+  const struct mzone *z = &m->z[i];
+
+  if (off != c->next || len == 0 || off + len > z->start + z->len)
+    c->bad = 1; /* not contiguous, or crossing a zone */
+  c->next = off + len;
+  if (z->conv) {
+    if (flags == 3) {
+      for (uint64_t k = 0; k < len; k++)
+        if (c->img[off + k])
+          c->bad = 1; /* a "zero" extent with data */
+    } else if (flags != 0)
+      c->bad = 1;
+    return 0;
+  }
+  uint64_t dend = m_data_end(m, i);
+  if (z->cond == M_OFF)
+    c->bad |= flags != 1;
+  else if (off + len <= dend)
+    c->bad |= flags != 0;
+  else if (off >= dend)
+    c->bad |= flags != (uint32_t)c->past_flags;
+  else
+    c->bad = 1;
+  return 0;
+}
+
+static struct znbd_dev *
+dev_make(const char *const *kv, struct znbd_zone_geometry *g, int *past)
+{
+  struct znbd_params p;
+  char err[256];
+  struct znbd_dev *d;
+
+  znbd_params_init(&p);
+  for (; kv[0]; kv += 2)
+    if (znbd_params_set(&p, kv[0], kv[1], err, sizeof err) < 0) {
+      fprintf(stderr, "%s=%s: %s\n", kv[0], kv[1], err);
+      exit(1);
+    }
+  if (znbd_params_finish(&p, NULL, err, sizeof err) < 0) {
+    fprintf(stderr, "params: %s\n", err);
+    exit(1);
+  }
+  *g = (struct znbd_zone_geometry){.size = p.size,
+                                   .zone_size = p.zone_size,
+                                   .zone_capacity = p.zone_capacity,
+                                   .nr_conv = p.zone_nr_conv,
+                                   .max_open = p.zone_max_open,
+                                   .max_active = p.zone_max_active,
+                                   .zone_full = p.zone_full};
+  *past = p.zone_read_past_wp == ZNBD_READ_PAST_WP_ONES    ? 1
+          : p.zone_read_past_wp == ZNBD_READ_PAST_WP_ERROR ? -1
+                                                           : 0;
+  d = znbd_dev_new(&p, err, sizeof err);
+  if (!d) {
+    fprintf(stderr, "dev_new: %s\n", err);
+    exit(1);
+  }
+  znbd_params_free(&p);
+  return d;
+}
+
+static int
+run_dev(const char *name, const char *const *kv, uint64_t seed,
+        unsigned long ops)
+{
+  struct znbd_zone_geometry g;
+  struct model m;
+  int past;
+  struct znbd_dev *d = dev_make(kv, &g, &past);
+  uint8_t *img, *buf, *rbuf;
+  char why[200];
+  unsigned long step, nops[5] = {0};
+  int fail = 0;
+
+  rng = seed * 0x9E3779B97F4A7C15ULL + 7;
+  m_init(&m, &g);
+  img = calloc(1, m.size);
+  buf = malloc(m.size);
+  rbuf = malloc(m.size);
+  if (!img || !buf || !rbuf)
+    abort();
+
+  for (step = 0; step < ops && !fail; step++) {
+    unsigned i = m.nconv + (unsigned)below(m.n - m.nconv), k, lo, hi;
+    uint64_t off = 0, len = 0, r = below(100), moff = 0, doff = 0;
+    int me = 0, de = 0;
+    const char *what;
+    struct model before = m;
+
+    if (r < 55) {
+      struct mzone *z = &m.z[i];
+      uint64_t room = z->start + z->cap - z->wp;
+      what = "write";
+      if (below(10) < 7 && z->cond != M_RO && z->cond != M_OFF &&
+          z->wp < m.size) {
+        off = z->wp;
+        len = (1 + below(room / BLK + 1)) * BLK;
+        if (below(4) == 0)
+          len += room; /* spanning */
+      } else {
+        off = below(m.size / BLK) * BLK;
+        len = (1 + below(m.zsize / BLK)) * BLK;
+      }
+      if (len > m.size - off)
+        len = m.size - off;
+      bool zeros = below(5) == 0;
+      for (uint64_t b = 0; b < len; b++)
+        buf[b] = zeros ? 0 : (uint8_t)rnd();
+      me = m_write(&m, off, len);
+      de = znbd_dev_write(d, zeros ? NULL : buf, len, off, 0) ? errno : 0;
+      if (me == 0)
+        memcpy(img + off, buf, len);
+      nops[0]++;
+    } else if (r < 62) {
+      what = "append";
+      off = m.z[i].start;
+      len = (1 + below(m.z[i].cap / BLK / 2 + 1)) * BLK;
+      for (uint64_t b = 0; b < len; b++)
+        buf[b] = (uint8_t)rnd();
+      me = m_append(&m, i, len, &moff);
+      de = znbd_dev_append(d, buf, len, m.z[i].start, &doff) ? errno : 0;
+      if (me == 0) {
+        memcpy(img + moff, buf, len);
+        if (doff != moff) {
+          snprintf(why, sizeof why,
+                   "append wrote at %" PRIu64 ", want %" PRIu64, doff, moff);
+          fail = 1;
+        }
+      }
+      nops[1]++;
+    } else if (r < 72) {
+      /* NBD TRIM: whole sequential zones reset, partial ones left alone,
+       * conventional ranges zeroed, the whole device a reset-all. */
+      what = "trim";
+      if (below(20) == 0)
+        off = 0, len = m.size;
+      else {
+        off = below(m.size / BLK) * BLK;
+        len = (1 + below(2 * m.zsize / BLK)) * BLK;
+        if (below(2))
+          off = m.z[i].start, len = m.zsize * (1 + below(2));
+        if (len > m.size - off)
+          len = m.size - off;
+      }
+      de = znbd_dev_trim(d, len, off) ? errno : 0;
+      for (uint64_t p = off; p < off + len;) {
+        unsigned zi = (unsigned)(p / m.zsize);
+        struct mzone *z = &m.z[zi];
+        uint64_t e =
+            z->start + z->len < off + len ? z->start + z->len : off + len;
+        if (z->conv)
+          memset(img + p, 0, e - p);
+        else if (p == z->start && e == z->start + z->len && z->cond != M_RO &&
+                 z->cond != M_OFF) {
+          m_set(&m, zi, M_EMPTY);
+          z->wp = z->start;
+          img_zero_zone(&m, img, zi);
+        }
+        p = e;
+      }
+      nops[2]++;
+    } else {
+      static const enum znbd_zone_op all[] = {
+          ZNBD_ZONE_OP_OPEN,         ZNBD_ZONE_OP_CLOSE,
+          ZNBD_ZONE_OP_FINISH,       ZNBD_ZONE_OP_RESET,
+          ZNBD_ZONE_OP_SET_READONLY, ZNBD_ZONE_OP_SET_OFFLINE,
+          ZNBD_ZONE_OP_ONLINE};
+      enum znbd_zone_op op = all[below(r < 97 ? 4 : 7)];
+      what = op_names[op == ZNBD_ZONE_OP_SET_READONLY  ? 7
+                      : op == ZNBD_ZONE_OP_SET_OFFLINE ? 8
+                      : op == ZNBD_ZONE_OP_ONLINE      ? 9
+                                                       : 2 + (unsigned)op];
+      if (below(30) == 0) {
+        what = "reset-all";
+        m_reset_all(&m);
+        for (k = m.nconv; k < m.n; k++)
+          if (before.z[k].cond != m.z[k].cond && m.z[k].cond == M_EMPTY)
+            img_zero_zone(&m, img, k);
+        de =
+            znbd_dev_zone_op(d, ZNBD_ZONE_OP_RESET, ZNBD_ALL_ZONES) ? errno : 0;
+      } else {
+        me = m_mgmt(&m, op, i);
+        de = znbd_dev_zone_op(d, op, i) ? errno : 0;
+        /* Data goes when a zone is reset or comes back EMPTY. */
+        if (me == 0 && m.z[i].cond == M_EMPTY &&
+            (op == ZNBD_ZONE_OP_RESET || before.z[i].cond == M_RO ||
+             before.z[i].cond == M_OFF))
+          img_zero_zone(&m, img, i);
+      }
+      nops[3]++;
+    }
+    if (!fail && me != de) {
+      snprintf(why, sizeof why, "errno %d (%s), model %d (%s)", de,
+               strerror(de), me, strerror(me));
+      fail = 1;
+    }
+    /* Check the zones the request touched, everything now and then. */
+    lo = (unsigned)((len ? off : m.z[i].start) / m.zsize);
+    hi = (unsigned)(((len ? off + len : m.z[i].start + 1) - 1) / m.zsize);
+    if (step % 512 == 0 || strcmp(what, "reset-all") == 0 ||
+        (strcmp(what, "trim") == 0 && len == m.size))
+      lo = 0, hi = m.n - 1;
+    for (k = lo; k <= hi && !fail; k++)
+      fail = dev_check_zone(&m, d, img, k, past, rbuf, why, sizeof why) < 0;
+    if (!fail) {
+      struct znbd_dev_stats st;
+      znbd_dev_stats(d, &st);
+      if (st.nr_imp_open != m.io || st.nr_exp_open != m.eo ||
+          st.nr_closed != m.cl) {
+        snprintf(why, sizeof why, "stats IO/EO/CL %u/%u/%u, model %u/%u/%u",
+                 st.nr_imp_open, st.nr_exp_open, st.nr_closed, m.io, m.eo,
+                 m.cl);
+        fail = 1;
+      }
+    }
+    if (!fail) {
+      struct znbd_zone_info zi[MAXZ];
+      uint32_t nz = znbd_dev_report(d, 0, MAXZ, zi);
+      for (k = 0; k < nz && !fail; k++) {
+        const struct mzone *z = &m.z[k];
+        int valid = !z->conv && z->cond != M_RO && z->cond != M_OFF;
+        if (m_cond_of(zi[k].cond) != z->cond ||
+            (valid ? zi[k].wp != z->wp : zi[k].wp != ZNBD_WP_INVALID)) {
+          snprintf(why, sizeof why, "report zone %u cond 0x%x wp %" PRIu64, k,
+                   zi[k].cond, zi[k].wp);
+          fail = 1;
+        }
+      }
+      if (!fail && nz != m.n) {
+        snprintf(why, sizeof why, "report gave %u zones", nz);
+        fail = 1;
+      }
+    }
+    if (!fail && step % 64 == 0) {
+      struct ext_chk c = {&m, img, 0, past == 0 ? 3 : 1, 0};
+      if (znbd_dev_extents(d, 0, m.size, ext_cb, &c) != 0 || c.bad ||
+          c.next != m.size) {
+        snprintf(why, sizeof why, "extents disagree with the model");
+        fail = 1;
+      }
+    }
+    if (fail)
+      fprintf(stderr,
+              "FAIL dev %s seed %" PRIu64 " step %lu: %s zone %u off %" PRIu64
+              " len %" PRIu64 ": %s\n",
+              name, seed, step, what, i, off, len, why);
+  }
+  if (!fail)
+    printf("ok   dev %-30s seed %-3" PRIu64 " %lu ops (%lu writes, %lu "
+           "appends, %lu trims, %lu zone ops), data checked\n",
+           name, seed, ops, nops[0], nops[1], nops[2], nops[3]);
+  znbd_dev_free(d);
+  free(img);
+  free(buf);
+  free(rbuf);
+  return fail ? -1 : 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -556,6 +881,64 @@ main(int argc, char **argv)
     }
     for (size_t s = 0; s < sizeof seeds / sizeof seeds[0]; s++)
       fail |= run(cfg[c].name, &cfg[c].g, seeds[s], ops);
+  }
+
+  /* Through lib/dev.c, with data: 512-byte blocks, pipelining off (a
+   * write ahead of the wp fails at once, as the model expects). */
+  static const char *const dev_a[] = {"size",
+                                      "40K",
+                                      "zone_size",
+                                      "4K",
+                                      "zone_nr_conv",
+                                      "2",
+                                      "pipeline_zoned_writes",
+                                      "false",
+                                      NULL};
+  static const char *const dev_b[] = {"size",
+                                      "29K",
+                                      "zone_size",
+                                      "3K",
+                                      "zone_nr_conv",
+                                      "1",
+                                      "zone_max_open",
+                                      "2",
+                                      "zone_max_active",
+                                      "3",
+                                      "pipeline_zoned_writes",
+                                      "false",
+                                      "zone_read_past_wp",
+                                      "ones",
+                                      NULL};
+  static const char *const dev_c[] = {"size",
+                                      "40K",
+                                      "zone_size",
+                                      "5K",
+                                      "zone_capacity",
+                                      "3584",
+                                      "zone_nr_conv",
+                                      "1",
+                                      "zone_max_open",
+                                      "3",
+                                      "pipeline_zoned_writes",
+                                      "false",
+                                      "zone_read_past_wp",
+                                      "error",
+                                      NULL};
+  const struct {
+    const char *name;
+    const char *const *kv;
+  } devs[] = {{"po2 4K, 2 conv", dev_a},
+              {"npo2 3K, last 2K, open 2 act 3, ones", dev_b},
+              {"npo2 5K cap 3.5K, open 3, error", dev_c}};
+  unsigned long dev_ops = ops / 2;
+  for (size_t c = 0; c < sizeof devs / sizeof devs[0]; c++) {
+    if (argc > 2) {
+      fail |= run_dev(devs[c].name, devs[c].kv, strtoull(argv[2], NULL, 0),
+                      dev_ops);
+      continue;
+    }
+    for (size_t s = 0; s < 2; s++)
+      fail |= run_dev(devs[c].name, devs[c].kv, seeds[s], dev_ops);
   }
   return fail ? 1 : 0;
 }
