@@ -58,23 +58,23 @@ pass "finish over NBD: zones 4-5 FULL, written data kept"
 expect_status 2 nbdzone open --offset 6M "$uri"
 case "$out" in *--control*) ;; *) die "open without --control: '$out'" ;; esac
 expect_status 2 nbdzone close --offset 6M "$uri"
-nbdzone open --control "$ctl" --offset 6M "$uri" || die "open zone 6"
+nbdzone open --control "$ctl" --offset 6M --count 1 "$uri" || die "open zone 6"
 expect_cond 6 EXP_OPEN
 report_shows 6 oe 0x000000
-nbdzone close --control "$ctl" --offset 6M "$uri" || die "close zone 6"
+nbdzone close --control "$ctl" --offset 6M --count 1 "$uri" || die "close zone 6"
 expect_cond 6 EMPTY
 nbd_write $((6 * M)) 4096
-nbdzone close --control "$ctl" --offset 6M "$uri" || die "close written zone 6"
+nbdzone close --control "$ctl" --offset 6M --count 1 "$uri" || die "close written zone 6"
 expect_cond 6 CLOSED $((6 * M + 4096))
 report_shows 6 cl 0x000008
-nbdzone finish --control "$ctl" --offset 6M "$uri" || die "finish via control"
+nbdzone finish --control "$ctl" --offset 6M --count 1 "$uri" || die "finish via control"
 expect_cond 6 FULL
-nbdzone reset --control "$ctl" --offset 6M "$uri" || die "reset via control"
+nbdzone reset --control "$ctl" --offset 6M --count 1 "$uri" || die "reset via control"
 expect_cond 6 EMPTY $((6 * M))
 pass "open/close/finish/reset through the control socket"
 
 # Refusals: exit 1, the message names the zone and the reason.
-expect_status 1 nbdzone close --control "$ctl" --offset 9M "$uri"
+expect_status 1 nbdzone close --control "$ctl" --offset 9M --count 1 "$uri"
 case "$out" in *"zone 9"*EMPTY*) ;; *) die "close of EMPTY zone 9: '$out'" ;; esac
 expect_status 1 nbdzone reset --offset 0 "$uri"
 case "$out" in *"zone 0"*conventional*) ;; *) die "reset of conventional zone: '$out'" ;; esac
