@@ -170,6 +170,23 @@ _frontend_cmd() {
   esac
 }
 
+# frontend_help: the front-end's help text on stdout (nbdkit PLUGIN --help,
+# znbd --help), exit status of that command.
+frontend_help() {
+  local p
+  case "$ZNBD_FRONTEND" in
+  plugin)
+    p=$(_plugin_path) || skip "front-end plugin: zoned.so is not built yet"
+    nbdkit "$p" --help
+    ;;
+  bio | mq)
+    p=$(_server_path) || skip "front-end $ZNBD_FRONTEND: server/znbd is not built yet"
+    "$p" --help
+    ;;
+  *) skip "no help text for front-end $ZNBD_FRONTEND" ;;
+  esac
+}
+
 # Fail early (skip) when this front-end is not built, before doing work.
 frontend_available() {
   local sock=/nonexistent pidfile=/nonexistent
