@@ -150,17 +150,20 @@ znbd_zones_destroy(struct znbd_zones *zs)
   zs->zone = NULL;
 }
 
+/* Conventional zones have no state to guard (the store has its own
+ * locks), so they are never locked for I/O. */
 void
 znbd_zones_lock_range(struct znbd_zones *zs, uint32_t first, uint32_t last)
 {
-  for (uint32_t i = first; i <= last; i++)
+  for (uint32_t i = first < zs->nr_conv ? zs->nr_conv : first; i <= last; i++)
     pthread_mutex_lock(&zs->zone[i].lock);
 }
 
 void
 znbd_zones_unlock_range(struct znbd_zones *zs, uint32_t first, uint32_t last)
 {
-  for (uint32_t i = last + 1; i-- > first;)
+  uint32_t lo = first < zs->nr_conv ? zs->nr_conv : first;
+  for (uint32_t i = last + 1; i-- > lo;)
     pthread_mutex_unlock(&zs->zone[i].lock);
 }
 

@@ -87,7 +87,8 @@ znbd_zones_zone_no(const struct znbd_zones *zs, uint64_t off)
   return (uint32_t)(off / zs->zone_size);
 }
 
-/* Lock / unlock zones FIRST..LAST (inclusive) in ascending order. */
+/* Lock / unlock the sequential zones among FIRST..LAST (inclusive) in
+ * ascending order; conventional zones carry no state and are skipped. */
 void znbd_zones_lock_range(struct znbd_zones *zs, uint32_t first,
                            uint32_t last);
 void znbd_zones_unlock_range(struct znbd_zones *zs, uint32_t first,
