@@ -548,6 +548,14 @@ read_zones(struct ctx *c, uint32_t first, uint32_t count)
     report_nbd(c->h, &c->g, "base:allocation", first, count, zones);
     break;
   }
+  /* Same output from every source: no write pointer where blkzone shows
+   * none (the control socket gives FULL zones one). */
+  for (uint32_t i = 0; i < count; i++)
+    if (zones[i].type != ZNBD_ZONE_TYPE_SEQWRITE_REQ ||
+        zones[i].cond == ZNBD_ZONE_COND_FULL ||
+        zones[i].cond == ZNBD_ZONE_COND_READONLY ||
+        zones[i].cond == ZNBD_ZONE_COND_OFFLINE)
+      zones[i].wp = ZNBD_WP_INVALID;
   return zones;
 }
 
