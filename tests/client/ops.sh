@@ -118,4 +118,19 @@ nbdzone reset --all --control "$ctl" "$uri" || die "reset --all via control"
 expect_cond 12 EMPTY
 expect_cond 13 EMPTY
 pass "close/open/reset --all through the control socket"
+
+# reset --all over NBD with an EXP_OPEN zone with nothing written (looks
+# EMPTY through base:allocation) and a READONLY zone (looks FULL): the
+# first is reset, the second left READONLY, as null_blk's reset-all does.
+nbd_write $((13 * M)) 4096
+ctl "readonly 13" >/dev/null
+ctl "open 14" >/dev/null
+nbdzone reset --all "$uri" || die "reset --all with READONLY and EXP_OPEN zones"
+expect_cond 13 READONLY
+expect_cond 14 EMPTY $((14 * M))
+# An explicit reset of the READONLY zone is refused (exit 1).
+expect_status 1 nbdzone reset --offset 13M --count 1 "$uri"
+case "$out" in *"zone 13"*) ;; *) die "reset of READONLY zone 13: '$out'" ;; esac
+expect_cond 13 READONLY
+pass "reset --all skips READONLY and resets an empty EXP_OPEN zone; reset of READONLY refused"
 stop_frontend
