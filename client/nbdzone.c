@@ -471,9 +471,9 @@ print_text(const struct zone *zones, uint32_t count)
   }
 }
 
+/* '{' and the "uri" member, JSON-escaped. */
 static void
-print_json(const struct geom *g, enum source src, const struct zone *zones,
-           uint32_t first, uint32_t count)
+print_json_uri(void)
 {
   printf("{\n  \"uri\": \"");
   for (const char *p = uri; *p; p++) {
@@ -484,7 +484,15 @@ print_json(const struct geom *g, enum source src, const struct zone *zones,
     else
       putchar(*p);
   }
-  printf("\",\n  \"zoned\": true,\n  \"source\": \"%s\",\n"
+  printf("\",\n");
+}
+
+static void
+print_json(const struct geom *g, enum source src, const struct zone *zones,
+           uint32_t first, uint32_t count)
+{
+  print_json_uri();
+  printf("  \"zoned\": true,\n  \"source\": \"%s\",\n"
          "  \"exact\": %s,\n  \"units\": \"512-byte sectors\",\n"
          "  \"size\": %" PRIu64 ",\n  \"zone_size\": %" PRIu64 ",\n"
          "  \"zone_capacity\": %" PRIu64 ",\n  \"nr_zones\": %" PRIu32 ",\n"
@@ -909,6 +917,12 @@ main(int argc, char **argv)
     fprintf(stderr, "%s: %s: not a zoned export (%s)\n", progname, uri,
             desc ? "its description has no zone geometry"
                  : "the server sent no export description");
+    if (o.json) { /* scripts get an answer on stdout too */
+      print_json_uri();
+      printf("  \"zoned\": false,\n  \"units\": \"512-byte sectors\",\n"
+             "  \"size\": %" PRIu64 ",\n  \"zones\": []\n}\n",
+             c.g.size / SECTOR);
+    }
     free(desc);
     nbd_shutdown(c.h, 0);
     nbd_close(c.h);

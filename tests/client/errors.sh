@@ -30,7 +30,13 @@ for cmd in report capacity "reset --all" "finish --offset 0"; do
   expect_status 1 nbdzone $cmd "$uri"
   case "$out" in *"not a zoned export"*) ;; *) die "$cmd on a RAM disk: '$out'" ;; esac
 done
-pass "non-zoned export reported as such (exit 1)"
+nbdzone report --json "$uri" 2>/dev/null >"$tmpdir/plain.json" && die "report --json of a RAM disk exited 0"
+/usr/bin/python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["zoned"] is False and d["zones"] == [] and d["size"] == 8192, d
+' "$tmpdir/plain.json" || die "report --json of a RAM disk: $(cat "$tmpdir/plain.json")"
+pass "non-zoned export reported as such (exit 1; --json says zoned: false)"
 stop_frontend
 
 # --control pointing nowhere: exit 2.

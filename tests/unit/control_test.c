@@ -490,6 +490,18 @@ test_socket(void)
   CHECK(r && strncmp(r, "ok zones=0 ", 11) == 0 &&
             strstr(r, "\nerror EINVAL unknown request 'bogus'"),
         "socket replies: '%s'", r ? r : "(null)");
+  {
+    /* An over-long line gets one error and is skipped up to its newline;
+     * the next request is served normally. */
+    static char big[6000];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    CHECK(write(fd, big, strlen(big)) == (ssize_t)strlen(big), "write big");
+    r = converse(fd, "\nstats\n", 2);
+    CHECK(r && strncmp(r, "error EINVAL request longer than 4096", 37) == 0 &&
+              strstr(r, "\nok zones=0 ") != NULL,
+          "over-long line: '%s'", r ? r : "(null)");
+  }
   r = converse(fd, "report\n", 1);
   CHECK(r && strcmp(r, "error EINVAL not a zoned device\n") == 0,
         "report reply: '%s'", r ? r : "(null)");
