@@ -15,10 +15,12 @@
 
 #include "znbd/dev.h"
 #include "znbd/store.h"
+#include "znbd/zone.h"
 
 struct znbd_dev {
   struct znbd_params p; /* a private copy (own strings) */
   struct znbd_store *store;
+  struct znbd_zones zs; /* ZONED: the zone engine (when p.zoned) */
 };
 
 static void __attribute__((format(printf, 3, 4)))
@@ -43,6 +45,73 @@ dup_or_null(const char *s, bool *fail)
   return c;
 }
 
+/* ZONED: discard callback of the zone engine (reset, finish, online). */
+static void
+discard(void *opaque, uint64_t off, uint64_t len)
+{
+  struct znbd_dev *d = opaque;
+  znbd_store_zero(d->store, len, off);
+}
+
+struct fault_ctx {
+  struct znbd_dev *d;
+  enum znbd_zone_op op;
+  enum znbd_zone_cond cond;
+};
+
+/* One zone of a zone_readonly/zone_offline list at start-up.  The lists
+ * set the condition; a zone named twice stays in it (null_blk's configfs
+ * toggles back to EMPTY on a second write, which makes no sense for a
+ * start-up list). */
+static int
+apply_fault(void *opaque, uint32_t zone)
+{
+  struct fault_ctx *c = opaque;
+  if (c->d->zs.zone[zone].cond == c->cond)
+    return 0;
+  return znbd_zone_mgmt(&c->d->zs, c->op, zone, discard, c->d) < 0 ? -1 : 0;
+}
+
+/* ZONED: lay out the zones from the finished params and apply the
+ * zone_readonly and zone_offline lists (in that order). */
+static int
+zoned_setup(struct znbd_dev *d, char *err, size_t errlen)
+{
+  const struct znbd_params *p = &d->p;
+  struct znbd_zone_geometry g = {
+      .size = p->size,
+      .zone_size = p->zone_size,
+      .zone_capacity = p->zone_capacity,
+      .nr_conv = p->zone_nr_conv,
+      .max_open = p->zone_max_open,
+      .max_active = p->zone_max_active,
+      .zone_full = p->zone_full,
+  };
+  if (znbd_zones_init(&d->zs, &g) < 0) {
+    int e = errno;
+    set_err(err, errlen, "zone_size: cannot lay out %" PRIu32 " zones: %s",
+            p->nr_zones, strerror(e));
+    errno = e;
+    return -1;
+  }
+  struct fault_ctx ro = {d, ZNBD_ZONE_OP_SET_READONLY, ZNBD_ZONE_COND_READONLY};
+  struct fault_ctx off = {d, ZNBD_ZONE_OP_SET_OFFLINE, ZNBD_ZONE_COND_OFFLINE};
+  if (p->zone_readonly && znbd_parse_zone_list(p->zone_readonly, d->zs.nr_zones,
+                                               apply_fault, &ro) != 0) {
+    set_err(err, errlen, "zone_readonly: cannot apply \"%s\"",
+            p->zone_readonly);
+    errno = EINVAL;
+    return -1;
+  }
+  if (p->zone_offline && znbd_parse_zone_list(p->zone_offline, d->zs.nr_zones,
+                                              apply_fault, &off) != 0) {
+    set_err(err, errlen, "zone_offline: cannot apply \"%s\"", p->zone_offline);
+    errno = EINVAL;
+    return -1;
+  }
+  return 0;
+}
+
 struct znbd_dev *
 znbd_dev_new(const struct znbd_params *p, char *err, size_t errlen)
 {
@@ -55,13 +124,6 @@ znbd_dev_new(const struct znbd_params *p, char *err, size_t errlen)
     errno = EINVAL;
     return NULL;
   }
-  if (p->zoned) {
-    /* ZONED: replaced by the zone engine's set-up. */
-    set_err(err, errlen, "zoned mode: not built yet (use zoned=false)");
-    errno = EINVAL;
-    return NULL;
-  }
-
   struct znbd_dev *d = calloc(1, sizeof *d);
   if (!d)
     goto nomem;
@@ -82,6 +144,12 @@ znbd_dev_new(const struct znbd_params *p, char *err, size_t errlen)
     errno = e;
     return NULL;
   }
+  if (p->zoned && zoned_setup(d, err, errlen) < 0) {
+    int e = errno;
+    znbd_dev_free(d);
+    errno = e;
+    return NULL;
+  }
   return d;
 
 nomem:
@@ -96,6 +164,7 @@ znbd_dev_free(struct znbd_dev *d)
 {
   if (!d)
     return;
+  znbd_zones_destroy(&d->zs);
   znbd_store_free(d->store);
   znbd_params_free(&d->p);
   free(d);
@@ -155,18 +224,118 @@ znbd_dev_describe(const struct znbd_dev *d, char *buf, size_t len)
       p->zone_max_open, p->zone_max_active, p->blocksize);
 }
 
+/* ZONED: the zone holding byte OFF (< size) and, in *PLEN, how much of
+ * [OFF, END) lies in it. */
+static struct znbd_zone *
+zone_piece(struct znbd_dev *d, uint64_t off, uint64_t end, uint64_t *plen)
+{
+  struct znbd_zone *z = &d->zs.zone[znbd_zones_zone_no(&d->zs, off)];
+  uint64_t zend = z->start + z->len;
+  *plen = (zend < end ? zend : end) - off;
+  return z;
+}
+
+/* ZONED: read zone by zone under each zone's lock (null_blk locks the
+ * zone for memory-backed reads).  OFFLINE: EIO (null_process_zoned_cmd).
+ * Bytes at or past the wp, and past the capacity, are "past the wp"
+ * (null_zone_valid_read_len) and read per zone_read_past_wp. */
+static int
+zoned_read(struct znbd_dev *d, uint8_t *buf, uint64_t len, uint64_t off)
+{
+  uint64_t end = off + len, plen;
+  for (; off < end; off += plen, buf += plen) {
+    struct znbd_zone *z = zone_piece(d, off, end, &plen);
+    if (z->type == ZNBD_ZONE_TYPE_CONVENTIONAL) {
+      znbd_store_read(d->store, buf, plen, off); /* no zone state */
+      continue;
+    }
+    pthread_mutex_lock(&z->lock);
+    if (z->cond == ZNBD_ZONE_COND_OFFLINE) {
+      pthread_mutex_unlock(&z->lock);
+      errno = EIO;
+      return -1;
+    }
+    uint64_t dend = znbd_zone_data_end(z), n = 0;
+    if (dend > off)
+      n = dend - off < plen ? dend - off : plen;
+    if (n < plen && d->p.zone_read_past_wp == ZNBD_READ_PAST_WP_ERROR) {
+      pthread_mutex_unlock(&z->lock);
+      errno = EIO;
+      return -1;
+    }
+    if (n)
+      znbd_store_read(d->store, buf, n, off);
+    if (n < plen)
+      memset(buf + n,
+             d->p.zone_read_past_wp == ZNBD_READ_PAST_WP_ONES ? 0xff : 0,
+             plen - n);
+    pthread_mutex_unlock(&z->lock);
+  }
+  return 0;
+}
+
 int
 znbd_dev_read(struct znbd_dev *d, void *buf, uint64_t len, uint64_t off)
 {
   if (check_range(d, len, off) < 0)
     return -1;
-  if (is_zoned(d)) {
-    /* ZONED: zone engine read (OFFLINE, past-wp handling). */
-    errno = EINVAL;
-    return -1;
-  }
+  if (is_zoned(d))
+    return zoned_read(d, buf, len, off);
   znbd_store_read(d->store, buf, len, off);
   return 0;
+}
+
+/* ZONED: lock the zones in ascending order (the first one alone while a
+ * pipelined write waits for its wp), check every piece (prepare), store
+ * the data in one call (all or nothing), commit.  A failure before the
+ * commit changes nothing. */
+static int
+zoned_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
+            unsigned flags)
+{
+  struct znbd_zones *zs = &d->zs;
+  uint32_t first = znbd_zones_zone_no(zs, off);
+  uint32_t last = znbd_zones_zone_no(zs, off + len - 1);
+  struct znbd_zone *z = &zs->zone[first];
+  struct znbd_zone_txn t;
+  int r = -1, e = 0;
+
+  bool seq = z->type == ZNBD_ZONE_TYPE_SEQWRITE_REQ;
+  if (seq)
+    pthread_mutex_lock(&z->lock);
+  if (d->p.pipeline_zoned_writes && seq && z->wp != ZNBD_WP_INVALID &&
+      off > z->wp && off < z->start + z->capacity) {
+    if (flags & ZNBD_WRITE_NOWAIT) {
+      e = EAGAIN;
+      goto out;
+    }
+    if (znbd_zone_wait_wp(z, off, d->p.zone_write_timeout) < 0) {
+      e = EIO; /* timed out: the wp never came */
+      goto out;
+    }
+  }
+  if (first < last)
+    znbd_zones_lock_range(zs, first + 1, last);
+  if (znbd_zone_write_prepare(zs, &t, off, len) < 0)
+    e = errno;
+  else {
+    if (buf)
+      r = znbd_store_write(d->store, buf, len, off);
+    else
+      r = 0, znbd_store_zero(d->store, len, off); /* allocates nothing */
+    if (r < 0) {
+      e = errno;
+      znbd_zone_write_abort(&t);
+    } else
+      znbd_zone_write_commit(&t);
+  }
+  if (first < last)
+    znbd_zones_unlock_range(zs, first + 1, last);
+out:
+  if (seq)
+    pthread_mutex_unlock(&z->lock);
+  errno = e;
+  return r;
 }
 
 int
@@ -175,11 +344,8 @@ znbd_dev_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
 {
   if (check_range(d, len, off) < 0)
     return -1;
-  if (is_zoned(d)) {
-    /* ZONED: zone engine write (wp rules, resources, pipelining). */
-    errno = EINVAL;
-    return -1;
-  }
+  if (is_zoned(d))
+    return len ? zoned_write(d, buf, len, off, flags) : 0;
   if (!buf) { /* WRITE_ZEROES: nothing allocated, whole pages freed */
     znbd_store_zero(d->store, len, off);
     return 0;
@@ -193,9 +359,60 @@ znbd_dev_append(struct znbd_dev *d, const void *buf, uint64_t len,
 {
   if (check_range(d, len, zone_start) < 0)
     return -1;
-  /* ZONED: zone engine append.  Not zoned: there is no zone to append to. */
-  errno = EINVAL;
-  return -1;
+  /* Not zoned: there is no zone to append to. */
+  if (!is_zoned(d) || zone_start >= d->p.size || len == 0) {
+    errno = EINVAL;
+    return -1;
+  }
+  struct znbd_zones *zs = &d->zs;
+  uint32_t zno = znbd_zones_zone_no(zs, zone_start);
+  struct znbd_zone *z = &zs->zone[zno];
+  struct znbd_zone_txn t;
+  uint64_t off;
+  int r = -1, e = 0;
+
+  if (z->start != zone_start) {
+    errno = EINVAL;
+    return -1;
+  }
+  pthread_mutex_lock(&z->lock);
+  if (znbd_zone_append_prepare(zs, &t, zno, len, &off) < 0)
+    e = errno;
+  else if (znbd_store_write(d->store, buf, len, off) < 0) {
+    e = errno;
+    znbd_zone_write_abort(&t);
+  } else {
+    znbd_zone_write_commit(&t);
+    *written = off;
+    r = 0;
+  }
+  pthread_mutex_unlock(&z->lock);
+  errno = e;
+  return r;
+}
+
+/* ZONED: NBD TRIM.  Whole sequential zones are reset (failures, e.g.
+ * READONLY, are ignored: TRIM is advisory), the whole device is a
+ * reset-all, partly covered sequential zones are left alone, conventional
+ * ranges have their pages freed. */
+static int
+zoned_trim(struct znbd_dev *d, uint64_t len, uint64_t off)
+{
+  uint64_t end = off + len, plen;
+  bool all = off == 0 && len == d->p.size;
+
+  if (all)
+    znbd_zone_mgmt(&d->zs, ZNBD_ZONE_OP_RESET, ZNBD_ALL_ZONES, discard, d);
+  for (; off < end; off += plen) {
+    struct znbd_zone *z = zone_piece(d, off, end, &plen);
+    if (z->type == ZNBD_ZONE_TYPE_CONVENTIONAL) {
+      znbd_store_zero(d->store, plen, off); /* no zone state */
+    } else if (!all && off == z->start && plen == z->len) {
+      znbd_zone_mgmt(&d->zs, ZNBD_ZONE_OP_RESET, (uint32_t)(z - d->zs.zone),
+                     discard, d);
+    }
+  }
+  return 0;
 }
 
 int
@@ -203,11 +420,8 @@ znbd_dev_trim(struct znbd_dev *d, uint64_t len, uint64_t off)
 {
   if (check_range(d, len, off) < 0)
     return -1;
-  if (is_zoned(d)) {
-    /* ZONED: whole sequential zones reset, conventional ranges freed. */
-    errno = EINVAL;
-    return -1;
-  }
+  if (is_zoned(d))
+    return zoned_trim(d, len, off);
   znbd_store_zero(d->store, len, off);
   return 0;
 }
@@ -225,6 +439,40 @@ store_extent(void *opaque, uint64_t off, uint64_t len, bool allocated)
   return c->fn(c->opaque, off, len, allocated ? 0 : 3);
 }
 
+/* ZONED: base:allocation per zone.  Conventional: the store's allocation.
+ * Sequential: [start, wp) data, [wp, zone end) a hole (and past the
+ * capacity too); the hole reads as zeros (HOLE|ZERO) only with
+ * zone_read_past_wp=zero, else it is HOLE alone.  READONLY: data up to
+ * the capacity.  OFFLINE: HOLE (reads fail). */
+static int
+zoned_extents(struct znbd_dev *d, uint64_t off, uint64_t len,
+              struct extents_ctx *c)
+{
+  uint32_t past = d->p.zone_read_past_wp == ZNBD_READ_PAST_WP_ZERO ? 3 : 1;
+  uint64_t end = off + len, plen;
+  int r = 0;
+
+  for (; off < end && r == 0; off += plen) {
+    struct znbd_zone *z = zone_piece(d, off, end, &plen);
+    if (z->type == ZNBD_ZONE_TYPE_CONVENTIONAL) {
+      r = znbd_store_extents(d->store, off, plen, store_extent, c);
+      continue;
+    }
+    pthread_mutex_lock(&z->lock);
+    bool offline = z->cond == ZNBD_ZONE_COND_OFFLINE;
+    uint64_t dend = znbd_zone_data_end(z);
+    pthread_mutex_unlock(&z->lock);
+    uint64_t n = 0;
+    if (!offline && dend > off)
+      n = dend - off < plen ? dend - off : plen;
+    if (n)
+      r = c->fn(c->opaque, off, n, 0);
+    if (r == 0 && n < plen)
+      r = c->fn(c->opaque, off + n, plen - n, offline ? 1 : past);
+  }
+  return r;
+}
+
 int
 znbd_dev_extents(struct znbd_dev *d, uint64_t off, uint64_t len,
                  int (*fn)(void *opaque, uint64_t off, uint64_t len,
@@ -233,43 +481,55 @@ znbd_dev_extents(struct znbd_dev *d, uint64_t off, uint64_t len,
 {
   if (check_range(d, len, off) < 0)
     return -1;
-  if (is_zoned(d)) {
-    /* ZONED: [start, wp) data, [wp, end) HOLE|ZERO per sequential zone. */
-    errno = EINVAL;
-    return -1;
-  }
   struct extents_ctx c = {fn, opaque};
+  if (is_zoned(d))
+    return zoned_extents(d, off, len, &c);
   return znbd_store_extents(d->store, off, len, store_extent, &c);
 }
 
 int
 znbd_dev_zone_op(struct znbd_dev *d, enum znbd_zone_op op, uint32_t zone)
 {
-  /* ZONED: zone engine management.  Not zoned: no zones. */
-  errno = EINVAL;
-  return -1;
+  /* Not zoned: no zones. */
+  if (!is_zoned(d) || (zone == ZNBD_ALL_ZONES && op != ZNBD_ZONE_OP_RESET)) {
+    errno = EINVAL;
+    return -1;
+  }
+  return znbd_zone_mgmt(&d->zs, op, zone, discard, d);
 }
 
 uint32_t
 znbd_dev_report(struct znbd_dev *d, uint32_t first, uint32_t nr,
                 struct znbd_zone_info *out)
 {
-  /* ZONED: copy zone infos.  Not zoned: nothing to report. */
-  return 0;
+  /* Not zoned: nothing to report. */
+  if (!is_zoned(d) || first >= d->zs.nr_zones)
+    return 0;
+  if (nr > d->zs.nr_zones - first)
+    nr = d->zs.nr_zones - first;
+  for (uint32_t i = 0; i < nr; i++) {
+    struct znbd_zone *z = &d->zs.zone[first + i];
+    pthread_mutex_lock(&z->lock);
+    znbd_zone_info(z, &out[i]);
+    pthread_mutex_unlock(&z->lock);
+  }
+  return nr;
 }
 
 uint32_t
 znbd_dev_zone_index(const struct znbd_dev *d, uint64_t off)
 {
-  /* ZONED: shift for power-of-2 zone sizes, else one division. */
-  return 0;
+  /* A shift for power-of-2 zone sizes, else one division. */
+  return is_zoned(d) ? znbd_zones_zone_no(&d->zs, off) : 0;
 }
 
 void
 znbd_dev_stats(struct znbd_dev *d, struct znbd_dev_stats *out)
 {
   memset(out, 0, sizeof *out);
-  /* ZONED: open/closed counters from the zone engine. */
+  if (is_zoned(d))
+    znbd_zones_counters(&d->zs, &out->nr_imp_open, &out->nr_exp_open,
+                        &out->nr_closed);
   out->allocated = znbd_store_allocated(d->store);
 }
 

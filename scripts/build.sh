@@ -4,7 +4,11 @@
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$top/build}
-[ -x "$top/configure" ] || "$top/autogen.sh"
+# Regenerate when configure.ac changed too: a merge may add auxiliary files
+# (e.g. tap-driver.sh) that only autoreconf --install provides.
+if [ ! -x "$top/configure" ] || [ "$top/configure.ac" -nt "$top/configure" ]; then
+  "$top/autogen.sh"
+fi
 mkdir -p "$build"
 cd "$build"
 if [ ! -f Makefile ] || [ "$top/configure" -nt Makefile ]; then

@@ -7,8 +7,9 @@ export DEBIAN_FRONTEND=noninteractive
 build="autoconf automake libtool make gcc pkg-config perl
   nbdkit nbdkit-plugin-dev libnbd-dev libnbd-bin liburing-dev"
 test="python3 python3-libnbd fio qemu-utils nbd-client util-linux
-  clang clang-format e2fsprogs gnuplot-nox procps
-  qemu-system-x86 linux-image-amd64 busybox-static libguestfs-tools"
+  clang libclang-rt-dev clang-format e2fsprogs gnuplot-nox procps
+  qemu-system-x86 linux-image-amd64 busybox-static libguestfs-tools
+  kmod cpio xz-utils binutils"
 pkgs="$build"
 [ "${ZNBD_DEPS:-all}" = build ] || pkgs="$build $test"
 missing=

@@ -17,15 +17,24 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$top/build}
 sock=${ZNBD_SOCKET:-/tmp/znbd.sock}
 port=${ZNBD_PORT:-10809}
-# The zone engine is not merged yet: serve a RAM disk until it is.
-default_params="size=4G zoned=false"
-params=${ZNBD_PARAMS:-$default_params}
+# The default disk: 4 GiB, 64 MiB zones, the first 4 conventional.
+zoned_default="size=4G zone_size=64M zone_nr_conv=4"
+params=${ZNBD_PARAMS:-}
 
 ZNBD_DEPS=build "$top/scripts/install-deps.sh"
 BUILD=$build "$top/scripts/build.sh"
 
 plugin=$build/zoned.so
 [ -e "$plugin" ] || { echo "serve: $plugin was not built" >&2; exit 1; }
+if [ -z "$params" ]; then
+  # A build without zoned mode refuses zoned=true: fall back to a RAM disk.
+  if nbdkit "$plugin" $zoned_default --run true 2>/dev/null; then
+    params=$zoned_default
+  else
+    params="size=4G zoned=false"
+    echo "serve: this build has no zoned mode yet; serving a RAM disk" >&2
+  fi
+fi
 
 run=$(mktemp -d /tmp/znbd-serve.XXXXXX)
 pids=()

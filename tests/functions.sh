@@ -145,7 +145,8 @@ _frontend_cmd() {
       _cmd=(env "LD_PRELOAD=$(gcc -print-file-name=libasan.so)"
         "ASAN_OPTIONS=detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}")
     fi
-    _cmd+=(nbdkit --exit-with-parent -f -U "$sock" -P "$pidfile" "$plugin" "$@")
+    # shellcheck disable=SC2206 # ZNBD_NBDKIT_OPTS: extra nbdkit options, split on spaces
+    _cmd+=(nbdkit --exit-with-parent -f -U "$sock" -P "$pidfile" ${ZNBD_NBDKIT_OPTS:-} ${ZNBD_FRONTEND_OPTS:-} "$plugin" "$@")
     ;;
   bio | mq)
     server=$(_server_path) ||
@@ -153,11 +154,12 @@ _frontend_cmd() {
     if [ "$ZNBD_SANITIZERS" = yes ]; then
       _cmd=(env "ASAN_OPTIONS=detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}")
     fi
-    _cmd+=("$server" -f -U "$sock" -P "$pidfile" --queue-mode="$ZNBD_FRONTEND" "$@")
+    _cmd+=("$server" -f -U "$sock" -P "$pidfile" --queue-mode="$ZNBD_FRONTEND" ${ZNBD_FRONTEND_OPTS:-} "$@")
     ;;
   memory)
     require nbdkit
-    _cmd=(nbdkit --exit-with-parent -f -U "$sock" -P "$pidfile" memory)
+    # shellcheck disable=SC2206
+    _cmd=(nbdkit --exit-with-parent -f -U "$sock" -P "$pidfile" ${ZNBD_NBDKIT_OPTS:-} ${ZNBD_FRONTEND_OPTS:-} memory)
     for a in "$@"; do
       case "$a" in size=*) _cmd+=("$a") ;; esac
     done
@@ -165,6 +167,23 @@ _frontend_cmd() {
   *)
     die "unknown ZNBD_FRONTEND=$ZNBD_FRONTEND (plugin, bio, mq or memory)"
     ;;
+  esac
+}
+
+# frontend_help: the front-end's help text on stdout (nbdkit PLUGIN --help,
+# znbd --help), exit status of that command.
+frontend_help() {
+  local p
+  case "$ZNBD_FRONTEND" in
+  plugin)
+    p=$(_plugin_path) || skip "front-end plugin: zoned.so is not built yet"
+    nbdkit "$p" --help
+    ;;
+  bio | mq)
+    p=$(_server_path) || skip "front-end $ZNBD_FRONTEND: server/znbd is not built yet"
+    "$p" --help
+    ;;
+  *) skip "no help text for front-end $ZNBD_FRONTEND" ;;
   esac
 }
 

@@ -1,0 +1,707 @@
+/* znbd: the zone state machine.  See include/znbd/zone.h for the contract
+ * and ../shared/notes/zone-rules.md for every rule and its source (Linux
+ * drivers/block/null_blk/zoned.c).  All offsets and lengths are bytes. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "znbd/zone.h"
+
+static bool
+is_open(enum znbd_zone_cond c)
+{
+  return c == ZNBD_ZONE_COND_IMP_OPEN || c == ZNBD_ZONE_COND_EXP_OPEN;
+}
+
+/* Counters live in a small struct so a prepare can simulate a multi-zone
+ * write on a copy before committing anything. */
+struct counts {
+  uint32_t io, eo, cl;
+};
+
+static uint32_t *
+counter(struct counts *c, enum znbd_zone_cond cond)
+{
+  switch (cond) {
+  case ZNBD_ZONE_COND_IMP_OPEN:
+    return &c->io;
+  case ZNBD_ZONE_COND_EXP_OPEN:
+    return &c->eo;
+  case ZNBD_ZONE_COND_CLOSED:
+    return &c->cl;
+  default:
+    return NULL;
+  }
+}
+
+/* Move one zone's contribution from condition FROM to TO. */
+static void
+account(struct counts *c, enum znbd_zone_cond from, enum znbd_zone_cond to)
+{
+  uint32_t *p = counter(c, from), *q = counter(c, to);
+  if (p)
+    (*p)--;
+  if (q)
+    (*q)++;
+}
+
+static struct counts
+load_counts(const struct znbd_zones *zs)
+{
+  return (struct counts){zs->nr_imp_open, zs->nr_exp_open, zs->nr_closed};
+}
+
+static void
+store_counts(struct znbd_zones *zs, struct counts c)
+{
+  zs->nr_imp_open = c.io;
+  zs->nr_exp_open = c.eo;
+  zs->nr_closed = c.cl;
+}
+
+static void
+set_cond(struct znbd_zones *zs, struct znbd_zone *z, enum znbd_zone_cond to)
+{
+  struct counts c = load_counts(zs);
+  account(&c, z->cond, to);
+  store_counts(zs, c);
+  z->cond = to;
+}
+
+int
+znbd_zones_init(struct znbd_zones *zs, const struct znbd_zone_geometry *g)
+{
+  uint64_t cap = g->zone_capacity ? g->zone_capacity : g->zone_size;
+  uint64_t nr, off = 0;
+  uint32_t i, nr_seq;
+
+  memset(zs, 0, sizeof *zs);
+  if (g->size == 0 || g->zone_size == 0 || cap > g->zone_size) {
+    errno = EINVAL;
+    return -1;
+  }
+  nr = g->size / g->zone_size + (g->size % g->zone_size != 0);
+  if (nr >= UINT32_MAX) {
+    errno = EINVAL;
+    return -1;
+  }
+  zs->zone = calloc(nr, sizeof *zs->zone);
+  if (!zs->zone)
+    return -1;
+  zs->nr_zones = (uint32_t)nr;
+  zs->size = g->size;
+  zs->zone_size = g->zone_size;
+  zs->zone_size_po2 = (g->zone_size & (g->zone_size - 1)) == 0;
+  if (zs->zone_size_po2)
+    zs->zone_shift = (unsigned)__builtin_ctzll(g->zone_size);
+
+  /* Clamps of null_init_zoned_dev(). */
+  zs->nr_conv = g->nr_conv >= zs->nr_zones ? zs->nr_zones - 1 : g->nr_conv;
+  nr_seq = zs->nr_zones - zs->nr_conv;
+  zs->max_active = g->max_active >= nr_seq ? 0 : g->max_active;
+  zs->max_open = g->max_open;
+  if (zs->max_active && zs->max_open > zs->max_active)
+    zs->max_open = zs->max_active;
+  else if (zs->max_open >= nr_seq)
+    zs->max_open = 0;
+  zs->imp_close_zone_no = zs->nr_conv;
+  pthread_mutex_init(&zs->res_lock, NULL);
+
+  for (i = 0; i < zs->nr_zones; i++, off += g->zone_size) {
+    struct znbd_zone *z = &zs->zone[i];
+
+    pthread_mutex_init(&z->lock, NULL);
+    z->waiters = NULL;
+    z->start = off;
+    z->len = g->size - off < g->zone_size ? g->size - off : g->zone_size;
+    if (i < zs->nr_conv) {
+      z->type = ZNBD_ZONE_TYPE_CONVENTIONAL;
+      z->cond = ZNBD_ZONE_COND_NOT_WP;
+      z->capacity = z->len;
+      z->wp = ZNBD_WP_INVALID;
+      continue;
+    }
+    z->type = ZNBD_ZONE_TYPE_SEQWRITE_REQ;
+    z->capacity = z->len < cap ? z->len : cap;
+    z->cond = g->zone_full ? ZNBD_ZONE_COND_FULL : ZNBD_ZONE_COND_EMPTY;
+    z->wp = g->zone_full ? z->start + z->len : z->start;
+  }
+  return 0;
+}
+
+void
+znbd_zones_destroy(struct znbd_zones *zs)
+{
+  uint32_t i;
+
+  if (!zs->zone)
+    return;
+  for (i = 0; i < zs->nr_zones; i++) {
+    pthread_mutex_destroy(&zs->zone[i].lock);
+  }
+  pthread_mutex_destroy(&zs->res_lock);
+  free(zs->zone);
+  zs->zone = NULL;
+}
+
+/* Conventional zones have no state to guard (the store has its own
+ * locks), so they are never locked for I/O. */
+void
+znbd_zones_lock_range(struct znbd_zones *zs, uint32_t first, uint32_t last)
+{
+  for (uint32_t i = first < zs->nr_conv ? zs->nr_conv : first; i <= last; i++)
+    pthread_mutex_lock(&zs->zone[i].lock);
+}
+
+void
+znbd_zones_unlock_range(struct znbd_zones *zs, uint32_t first, uint32_t last)
+{
+  uint32_t lo = first < zs->nr_conv ? zs->nr_conv : first;
+  for (uint32_t i = last + 1; i-- > lo;)
+    pthread_mutex_unlock(&zs->zone[i].lock);
+}
+
+void
+znbd_zone_info(const struct znbd_zone *z, struct znbd_zone_info *out)
+{
+  out->start = z->start;
+  out->len = z->len;
+  out->capacity = z->capacity;
+  out->wp = z->wp;
+  out->type = z->type;
+  out->cond = z->cond;
+}
+
+uint64_t
+znbd_zone_data_end(const struct znbd_zone *z)
+{
+  uint64_t cap_end = z->start + z->capacity;
+
+  if (z->type == ZNBD_ZONE_TYPE_CONVENTIONAL)
+    return z->start + z->len;
+  if (z->wp == ZNBD_WP_INVALID)
+    return cap_end;
+  return z->wp < cap_end ? z->wp : cap_end;
+}
+
+static bool
+writable(const struct znbd_zone *z)
+{
+  return z->cond == ZNBD_ZONE_COND_EMPTY || is_open(z->cond) ||
+         z->cond == ZNBD_ZONE_COND_CLOSED;
+}
+
+/* Z's wp or condition changed (Z locked): wake the pipelined writers
+ * that can go on, the one whose offset the wp reached, or all of them when
+ * the zone stopped being writable.  One condition variable per waiter, so
+ * a sequential stream at queue depth N wakes one thread per write, not
+ * N - 1. */
+static void
+wake_waiters(struct znbd_zone *z)
+{
+  bool all = !writable(z);
+  for (struct znbd_zone_waiter *w = z->waiters; w; w = w->next)
+    if (all || z->wp >= w->off)
+      pthread_cond_signal(&w->cv);
+}
+
+int
+znbd_zone_wait_wp(struct znbd_zone *z, uint64_t off, unsigned timeout_ms)
+{
+  struct znbd_zone_waiter w = {.off = off, .next = NULL};
+  struct znbd_zone_waiter **pp;
+  pthread_condattr_t ca;
+  struct timespec dl;
+  bool timed_out = false;
+  int r = 0;
+
+  if (!(z->type == ZNBD_ZONE_TYPE_SEQWRITE_REQ && writable(z) && z->wp < off &&
+        off < z->start + z->capacity))
+    return 0;
+  clock_gettime(CLOCK_MONOTONIC, &dl);
+  dl.tv_sec += timeout_ms / 1000;
+  dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+  if (dl.tv_nsec >= 1000000000L) {
+    dl.tv_sec++;
+    dl.tv_nsec -= 1000000000L;
+  }
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&w.cv, &ca);
+  pthread_condattr_destroy(&ca);
+  w.next = z->waiters;
+  z->waiters = &w;
+  while (writable(z) && z->wp < off) {
+    if (timed_out) {
+      errno = ETIMEDOUT;
+      r = -1;
+      break;
+    }
+    timed_out = pthread_cond_timedwait(&w.cv, &z->lock, &dl) != 0;
+  }
+  for (pp = &z->waiters; *pp != &w; pp = &(*pp)->next)
+    ;
+  *pp = w.next;
+  pthread_cond_destroy(&w.cv);
+  return r;
+}
+
+/* null_check_active(): room for one more active zone? */
+static int
+check_active(const struct znbd_zones *zs, const struct counts *c)
+{
+  if (!zs->max_active || c->eo + c->io + c->cl < zs->max_active)
+    return 0;
+  errno = EOVERFLOW;
+  return -1;
+}
+
+static bool
+txn_add_victim(struct znbd_zone_txn *t, uint32_t zno)
+{
+  if (t->nr_victims == t->cap_victims) {
+    uint32_t n = t->cap_victims * 2;
+    uint32_t *v = malloc(n * sizeof *v);
+    if (!v)
+      return false;
+    memcpy(v, t->victims, t->nr_victims * sizeof *v);
+    if (t->victims != t->victims_small)
+      free(t->victims);
+    t->victims = v;
+    t->cap_victims = n;
+  }
+  t->victims[t->nr_victims++] = zno;
+  return true;
+}
+
+/* null_close_imp_open_zone(), as a plan: find the next IMP_OPEN zone
+ * round-robin from *CURSOR, trylock it (a zone someone else holds is
+ * skipped, so locks are never waited for out of order), and record it as a
+ * victim, closed at commit.  Resource lock held. */
+static int
+pick_victim(struct znbd_zones *zs, struct znbd_zone_txn *t, struct counts *c,
+            uint32_t *cursor)
+{
+  uint32_t zno = *cursor, i;
+
+  if (zno >= zs->nr_zones)
+    zno = zs->nr_conv;
+  for (i = zs->nr_conv; i < zs->nr_zones; i++) {
+    struct znbd_zone *z = &zs->zone[zno];
+    uint32_t this = zno;
+
+    if (++zno >= zs->nr_zones)
+      zno = zs->nr_conv;
+    if (this >= t->first && this <= t->last) {
+      /* Our own zones, already locked.  Only a later piece can be
+       * IMP_OPEN (earlier ones are FULL by now); it is a victim as in
+       * null_blk, and its own piece then fails the wp check. */
+      if (this <= t->cur || z->cond != ZNBD_ZONE_COND_IMP_OPEN)
+        continue;
+    } else if (pthread_mutex_trylock(&z->lock) != 0) {
+      continue;
+    } else if (z->cond != ZNBD_ZONE_COND_IMP_OPEN) {
+      pthread_mutex_unlock(&z->lock);
+      continue;
+    }
+    if (!txn_add_victim(t, this)) {
+      if (this < t->first || this > t->last)
+        pthread_mutex_unlock(&z->lock);
+      errno = ENOMEM;
+      return -1;
+    }
+    account(c, ZNBD_ZONE_COND_IMP_OPEN,
+            z->wp == z->start ? ZNBD_ZONE_COND_EMPTY : ZNBD_ZONE_COND_CLOSED);
+    *cursor = zno;
+    return 0;
+  }
+  errno = ETOOMANYREFS;
+  return -1;
+}
+
+/* null_check_open(), minus its active check (the deviation in zone.h):
+ * room for one more open zone, if need be by closing a victim. */
+static int
+check_open(struct znbd_zones *zs, struct znbd_zone_txn *t, struct counts *c,
+           uint32_t *cursor)
+{
+  if (!zs->max_open || c->eo + c->io < zs->max_open)
+    return 0;
+  if (c->io == 0) {
+    errno = ETOOMANYREFS;
+    return -1;
+  }
+  return pick_victim(zs, t, c, cursor);
+}
+
+/* null_check_zone_resources(): EMPTY needs an active and an open slot,
+ * CLOSED an open slot. */
+static int
+check_resources(struct znbd_zones *zs, struct znbd_zone_txn *t,
+                struct counts *c, uint32_t *cursor, enum znbd_zone_cond cond)
+{
+  if (cond == ZNBD_ZONE_COND_EMPTY && check_active(zs, c) < 0)
+    return -1;
+  return check_open(zs, t, c, cursor);
+}
+
+static void
+release_victims(struct znbd_zone_txn *t)
+{
+  for (uint32_t i = 0; i < t->nr_victims; i++)
+    if (t->victims[i] < t->first || t->victims[i] > t->last)
+      pthread_mutex_unlock(&t->zs->zone[t->victims[i]].lock);
+  if (t->victims != t->victims_small)
+    free(t->victims);
+  t->victims = t->victims_small;
+  t->nr_victims = 0;
+}
+
+/* The zone holding byte POFF of a request ending at END (exclusive), and
+ * in *PLEN the length of the request's piece in that zone. */
+static struct znbd_zone *
+piece(struct znbd_zones *zs, uint64_t poff, uint64_t end, uint64_t *plen)
+{
+  struct znbd_zone *z = &zs->zone[znbd_zones_zone_no(zs, poff)];
+  uint64_t zend = z->start + z->len;
+
+  *plen = (zend < end ? zend : end) - poff;
+  return z;
+}
+
+#define FOR_EACH_PIECE(zs, off, n, z, poff, plen)                              \
+  for (uint64_t poff = (off), plen = 0, end_ = (off) + (n);                    \
+       poff < end_ && ((z) = piece((zs), poff, end_, &plen)); poff += plen)
+
+int
+znbd_zone_write_prepare(struct znbd_zones *zs, struct znbd_zone_txn *t,
+                        uint64_t off, uint64_t len)
+{
+  struct znbd_zone *z;
+  struct counts c = {0, 0, 0};
+  uint32_t cursor = 0;
+  bool need_res = false;
+
+  memset(t, 0, sizeof *t);
+  t->zs = zs;
+  t->off = off;
+  t->len = len;
+  t->victims = t->victims_small;
+  t->cap_victims = 2;
+  if (len == 0 || off >= zs->size || len > zs->size - off) {
+    errno = EINVAL;
+    return -1;
+  }
+  t->first = znbd_zones_zone_no(zs, off);
+  t->last = znbd_zones_zone_no(zs, off + len - 1);
+
+  /* Resource checks need the resource lock from the first piece on; the
+   * conditions are stable (all the zones are locked). */
+  FOR_EACH_PIECE(zs, off, len, z, poff, plen)
+  {
+    if (z->cond == ZNBD_ZONE_COND_EMPTY || z->cond == ZNBD_ZONE_COND_CLOSED)
+      need_res = true;
+  }
+  if (need_res) {
+    pthread_mutex_lock(&zs->res_lock);
+    t->res_locked = true;
+    c = load_counts(zs);
+    cursor = zs->imp_close_zone_no;
+  }
+
+  /* Piece by piece, as separate writes in ascending order would be. */
+  FOR_EACH_PIECE(zs, off, len, z, poff, plen)
+  {
+    enum znbd_zone_cond cond = z->cond;
+
+    if (z->type == ZNBD_ZONE_TYPE_CONVENTIONAL)
+      continue; /* rule 1 */
+    /* Rule 2: at the wp, within capacity.  FULL, READONLY and OFFLINE
+     * zones never pass. */
+    if (!writable(z) || poff != z->wp ||
+        plen > z->start + z->capacity - z->wp) {
+      znbd_zone_write_abort(t);
+      errno = EIO;
+      return -1;
+    }
+    /* Rules 3 and 4 on the copy C of the counters. */
+    if (cond == ZNBD_ZONE_COND_EMPTY || cond == ZNBD_ZONE_COND_CLOSED) {
+      t->cur = (uint32_t)(z - zs->zone);
+      if (check_resources(zs, t, &c, &cursor, cond) < 0) {
+        int e = errno;
+        znbd_zone_write_abort(t);
+        errno = e;
+        return -1;
+      }
+      account(&c, cond, ZNBD_ZONE_COND_IMP_OPEN);
+      cond = ZNBD_ZONE_COND_IMP_OPEN;
+    }
+    /* Rule 7. */
+    if (poff + plen == z->start + z->capacity)
+      account(&c, cond, ZNBD_ZONE_COND_FULL);
+  }
+  return 0;
+}
+
+int
+znbd_zone_append_prepare(struct znbd_zones *zs, struct znbd_zone_txn *t,
+                         uint32_t zno, uint64_t len, uint64_t *off)
+{
+  struct znbd_zone *z;
+
+  memset(t, 0, sizeof *t);
+  t->victims = t->victims_small;
+  if (zno >= zs->nr_zones || len == 0) {
+    errno = EINVAL;
+    return -1;
+  }
+  z = &zs->zone[zno];
+  /* null_zone_write(append): conventional or invalid wp -> EIO; a length
+   * past the capacity is refused here, before it could reach the next
+   * zone. */
+  if (z->type == ZNBD_ZONE_TYPE_CONVENTIONAL || !writable(z) ||
+      len > z->start + z->capacity - z->wp) {
+    errno = EIO;
+    return -1;
+  }
+  *off = z->wp;
+  return znbd_zone_write_prepare(zs, t, z->wp, len);
+}
+
+void
+znbd_zone_write_commit(struct znbd_zone_txn *t)
+{
+  struct znbd_zones *zs = t->zs;
+  struct znbd_zone *z;
+  bool locked = t->res_locked;
+
+  FOR_EACH_PIECE(zs, t->off, t->len, z, poff, plen)
+  {
+    (void)poff;
+    if (z->type == ZNBD_ZONE_TYPE_CONVENTIONAL)
+      continue;
+    if (!locked && (z->wp + plen == z->start + z->capacity)) {
+      pthread_mutex_lock(&zs->res_lock);
+      locked = true;
+    }
+  }
+  /* Victims first: in null_blk they close before the write opens. */
+  for (uint32_t i = 0; i < t->nr_victims; i++) {
+    struct znbd_zone *v = &zs->zone[t->victims[i]];
+    set_cond(zs, v,
+             v->wp == v->start ? ZNBD_ZONE_COND_EMPTY : ZNBD_ZONE_COND_CLOSED);
+    zs->imp_close_zone_no = t->victims[i] + 1;
+    if (zs->imp_close_zone_no >= zs->nr_zones)
+      zs->imp_close_zone_no = zs->nr_conv;
+  }
+  FOR_EACH_PIECE(zs, t->off, t->len, z, poff, plen)
+  {
+    (void)poff;
+    if (z->type == ZNBD_ZONE_TYPE_CONVENTIONAL)
+      continue;
+    if (z->cond == ZNBD_ZONE_COND_EMPTY || z->cond == ZNBD_ZONE_COND_CLOSED)
+      set_cond(zs, z, ZNBD_ZONE_COND_IMP_OPEN);
+    z->wp += plen;
+    if (z->wp == z->start + z->capacity)
+      set_cond(zs, z, ZNBD_ZONE_COND_FULL);
+    wake_waiters(z);
+  }
+  if (locked)
+    pthread_mutex_unlock(&zs->res_lock);
+  t->res_locked = false;
+  release_victims(t);
+}
+
+void
+znbd_zone_write_abort(struct znbd_zone_txn *t)
+{
+  release_victims(t);
+  if (t->res_locked)
+    pthread_mutex_unlock(&t->zs->res_lock);
+  t->res_locked = false;
+}
+
+/* Move zone Z (locked, resource lock held) to an open-type condition TO
+ * (null_open_zone and the open part of null_finish_zone): runs the checks
+ * EMPTY and CLOSED need; closes a victim now if one is needed. */
+static int
+take_open_slot(struct znbd_zones *zs, struct znbd_zone *z,
+               enum znbd_zone_cond to)
+{
+  struct znbd_zone_txn t = {.zs = zs,
+                            .first = (uint32_t)(z - zs->zone),
+                            .last = (uint32_t)(z - zs->zone),
+                            .cur = (uint32_t)(z - zs->zone),
+                            .victims = NULL,
+                            .cap_victims = 2};
+  struct counts c = load_counts(zs);
+  uint32_t cursor = zs->imp_close_zone_no;
+
+  t.victims = t.victims_small;
+  if (z->cond == ZNBD_ZONE_COND_EMPTY || z->cond == ZNBD_ZONE_COND_CLOSED) {
+    if (check_resources(zs, &t, &c, &cursor, z->cond) < 0) {
+      release_victims(&t);
+      return -1;
+    }
+  }
+  for (uint32_t i = 0; i < t.nr_victims; i++) {
+    struct znbd_zone *v = &zs->zone[t.victims[i]];
+    set_cond(zs, v,
+             v->wp == v->start ? ZNBD_ZONE_COND_EMPTY : ZNBD_ZONE_COND_CLOSED);
+  }
+  if (t.nr_victims)
+    zs->imp_close_zone_no = cursor;
+  release_victims(&t);
+  set_cond(zs, z, to);
+  return 0;
+}
+
+/* One zone, locked, resource lock held.  *DISCARD_FROM gets the first
+ * byte of [*DISCARD_FROM, zone end) whose data must go, or stays
+ * UINT64_MAX; the caller discards after dropping the resource lock. */
+static int
+zone_op_locked(struct znbd_zones *zs, struct znbd_zone *z, enum znbd_zone_op op,
+               uint64_t *discard_from)
+{
+  bool faulty =
+      z->cond == ZNBD_ZONE_COND_READONLY || z->cond == ZNBD_ZONE_COND_OFFLINE;
+  enum znbd_zone_cond fault;
+
+  if (z->type == ZNBD_ZONE_TYPE_CONVENTIONAL) {
+    /* Zone management ops fail with EIO.  configfs zone_readonly and
+     * zone_offline refuse conventional zones too (with EINVAL, as a bad
+     * attribute value); here it is an op refused by the zone's type, so
+     * EIO like the others (dev.h). */
+    errno = EIO;
+    return -1;
+  }
+  if (faulty && op < ZNBD_ZONE_OP_SET_READONLY) {
+    errno = EIO; /* null_zone_mgmt() */
+    return -1;
+  }
+
+  switch (op) {
+  case ZNBD_ZONE_OP_OPEN: /* null_open_zone() */
+    if (z->cond == ZNBD_ZONE_COND_EXP_OPEN)
+      return 0;
+    if (z->cond == ZNBD_ZONE_COND_FULL) {
+      errno = EIO;
+      return -1;
+    }
+    return take_open_slot(zs, z, ZNBD_ZONE_COND_EXP_OPEN);
+
+  case ZNBD_ZONE_OP_CLOSE: /* null_close_zone() */
+    if (z->cond == ZNBD_ZONE_COND_CLOSED)
+      return 0;
+    if (!is_open(z->cond)) {
+      errno = EIO;
+      return -1;
+    }
+    set_cond(zs, z,
+             z->wp == z->start ? ZNBD_ZONE_COND_EMPTY : ZNBD_ZONE_COND_CLOSED);
+    break;
+
+  case ZNBD_ZONE_OP_FINISH: /* null_finish_zone() */
+    if (z->cond == ZNBD_ZONE_COND_FULL)
+      return 0;
+    /* EMPTY and CLOSED run the checks although the zone ends up FULL. */
+    if (take_open_slot(zs, z, ZNBD_ZONE_COND_FULL) < 0)
+      return -1;
+    *discard_from = z->wp;
+    z->wp = z->start + z->len;
+    break;
+
+  case ZNBD_ZONE_OP_RESET: /* null_reset_zone() */
+    set_cond(zs, z, ZNBD_ZONE_COND_EMPTY);
+    z->wp = z->start;
+    *discard_from = z->start;
+    break;
+
+  case ZNBD_ZONE_OP_SET_READONLY: /* null_set_zone_cond() */
+  case ZNBD_ZONE_OP_SET_OFFLINE:
+    fault = op == ZNBD_ZONE_OP_SET_READONLY ? ZNBD_ZONE_COND_READONLY
+                                            : ZNBD_ZONE_COND_OFFLINE;
+    if (z->cond == fault) {
+      set_cond(zs, z, ZNBD_ZONE_COND_EMPTY);
+      z->wp = z->start;
+      *discard_from = z->start;
+      break;
+    }
+    /* null_blk finishes the zone first to free its slot; the slot is freed
+     * here directly (no resource check, no victim closed). */
+    set_cond(zs, z, fault);
+    z->wp = ZNBD_WP_INVALID;
+    break;
+
+  case ZNBD_ZONE_OP_ONLINE:
+    if (!faulty) {
+      errno = EIO;
+      return -1;
+    }
+    set_cond(zs, z, ZNBD_ZONE_COND_EMPTY);
+    z->wp = z->start;
+    *discard_from = z->start;
+    break;
+
+  default:
+    errno = EINVAL;
+    return -1;
+  }
+  return 0;
+}
+
+int
+znbd_zone_mgmt(struct znbd_zones *zs, enum znbd_zone_op op, uint32_t zno,
+               znbd_zone_discard_fn discard, void *opaque)
+{
+  struct znbd_zone *z;
+  uint64_t from = UINT64_MAX;
+  int r;
+
+  if (zno == ZNBD_ALL_ZONES && op == ZNBD_ZONE_OP_RESET) {
+    /* null_zone_mgmt(REQ_OP_ZONE_RESET_ALL): zone by zone. */
+    for (uint32_t i = zs->nr_conv; i < zs->nr_zones; i++) {
+      z = &zs->zone[i];
+      pthread_mutex_lock(&z->lock);
+      if (z->cond != ZNBD_ZONE_COND_EMPTY &&
+          z->cond != ZNBD_ZONE_COND_READONLY &&
+          z->cond != ZNBD_ZONE_COND_OFFLINE) {
+        pthread_mutex_lock(&zs->res_lock);
+        zone_op_locked(zs, z, ZNBD_ZONE_OP_RESET, &from);
+        pthread_mutex_unlock(&zs->res_lock);
+        if (discard)
+          discard(opaque, z->start, z->len);
+        wake_waiters(z);
+      }
+      pthread_mutex_unlock(&z->lock);
+    }
+    return 0;
+  }
+  if (zno >= zs->nr_zones || (unsigned)op > ZNBD_ZONE_OP_ONLINE) {
+    errno = EINVAL;
+    return -1;
+  }
+  z = &zs->zone[zno];
+  pthread_mutex_lock(&z->lock);
+  pthread_mutex_lock(&zs->res_lock);
+  r = zone_op_locked(zs, z, op, &from);
+  pthread_mutex_unlock(&zs->res_lock);
+  if (discard && from < z->start + z->len)
+    discard(opaque, from, z->start + z->len - from);
+  if (r == 0)
+    wake_waiters(z);
+  pthread_mutex_unlock(&z->lock);
+  return r;
+}
+
+void
+znbd_zones_counters(struct znbd_zones *zs, uint32_t *imp_open,
+                    uint32_t *exp_open, uint32_t *closed)
+{
+  pthread_mutex_lock(&zs->res_lock);
+  *imp_open = zs->nr_imp_open;
+  *exp_open = zs->nr_exp_open;
+  *closed = zs->nr_closed;
+  pthread_mutex_unlock(&zs->res_lock);
+}

@@ -1,0 +1,107 @@
+/* znbd server: libFuzzer harness over the NBD handshake and request
+ * parser and executor (proto.c), on buffers, with the bio model's inline
+ * execution.  Input layout:
+ *   byte 0   bit 0: zoned device (else a RAM disk), bit 1: read-only,
+ *            bit 2: export name "x" set (-e x)
+ *   byte 1   chunk size for feeding (1..256; 0 = all at once), so
+ *            messages split across receives are covered
+ *   rest     what a client sends, from the client flags on.
+ * Build and run: make -C server fuzz (clang, -fsanitize=fuzzer).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "znbd/params.h"
+#include "proto.h"
+
+static int
+submit(void *opaque, struct nbdc *c, const struct nbd_req *r)
+{
+  nbd_exec(c, r, EXEC_NOWAIT, opaque);
+  return 0;
+}
+
+static struct znbd_dev *
+make_dev(bool zoned, struct znbd_params *p)
+{
+  char err[256];
+  znbd_params_init(p);
+  znbd_params_set(p, "size", "1M", err, sizeof err);
+  znbd_params_set(p, "zoned", zoned ? "true" : "false", err, sizeof err);
+  if (zoned) {
+    znbd_params_set(p, "zone_size", "64k", err, sizeof err);
+    znbd_params_set(p, "zone_nr_conv", "2", err, sizeof err);
+    znbd_params_set(p, "zone_max_open", "4", err, sizeof err);
+    znbd_params_set(p, "pipeline_zoned_writes", "false", err, sizeof err);
+  }
+  if (znbd_params_finish(p, NULL, err, sizeof err) == -1)
+    return NULL;
+  return znbd_dev_new(p, err, sizeof err);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+  if (size < 2)
+    return 0;
+  struct znbd_params p;
+  struct znbd_dev *dev = make_dev(data[0] & 1, &p);
+  if (!dev) { /* zoned device not available: fall back to a RAM disk */
+    znbd_params_free(&p);
+    dev = make_dev(false, &p);
+    if (!dev)
+      abort();
+  }
+  struct srv_cfg cfg = {
+      .dev = dev,
+      .params = &p,
+      .export_name = (data[0] & 4) ? "x" : "",
+      .export_name_set = data[0] & 4,
+      .readonly = data[0] & 2,
+      .size = znbd_dev_size(dev),
+      .blocksize = p.blocksize,
+      .holes_ok = true,
+  };
+  char desc[512];
+  znbd_dev_describe(dev, desc, sizeof desc);
+  cfg.description = desc;
+  size_t step = data[1] ? data[1] : SIZE_MAX;
+  data += 2;
+  size -= 2;
+
+  struct nbdc c;
+  struct buf out = {0};
+  nbdc_init(&c, &cfg, &out);
+  /* Deliver the input in chunks of STEP bytes into a receive buffer, as
+   * the worker does, keeping unconsumed bytes. */
+  uint8_t *in = malloc(1);
+  if (!in)
+    abort();
+  size_t have = 0, pos = 0;
+  while (c.phase != PH_CLOSED) {
+    size_t need;
+    size_t n = nbdc_feed(&c, in, have, &out, 1 << 20, submit, &out, &need);
+    memmove(in, in + n, have - n);
+    have -= n;
+    out.len = 0;
+    if (pos == size)
+      break;
+    size_t add = size - pos < step ? size - pos : step;
+    uint8_t *q = realloc(in, have + add);
+    if (!q)
+      abort();
+    in = q;
+    memcpy(in + have, data + pos, add);
+    have += add;
+    pos += add;
+  }
+  free(in);
+  buf_free(&out);
+  znbd_dev_free(dev);
+  znbd_params_free(&p);
+  return 0;
+}

@@ -1,0 +1,351 @@
+/* znbd server: the blk-mq-like submission model (--queue-mode=mq).
+ *
+ * A tag set of hw_queue_depth tags per hardware queue (null_blk's
+ * hw_queue_depth, per blk-mq hardware context), submit_queues hardware
+ * queues each dispatched by its own thread through queue_rq(), which
+ * executes the request and completes it — at once, or after
+ * completion_nsec through an io_uring timeout so no thread sleeps
+ * (null_blk irqmode=2).  Worker I maps to hardware queue I mod
+ * submit_queues, as blk-mq maps CPUs to hardware contexts.
+ *
+ * Scheduler mq-deadline here means zone write locking (Linux
+ * blk-zoned/mq-deadline before 6.10): at most one write per sequential
+ * zone is dispatched at a time, the others wait in a per-zone FIFO until
+ * it completes.  no_zone_write_lock=true turns the locking off.
+ * pipeline_zoned_writes=true dispatches writes with ZNBD_WRITE_NOWAIT and
+ * requeues one that is ahead of the write pointer (EAGAIN), up to
+ * submit_queues * hw_queue_depth attempts, then fails it with EIO.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "server.h"
+#include "wire.h"
+
+#define REQUEUE_DELAY_NSEC 20000 /* kick the requeue list after 20 us */
+
+enum { HQ_EFD = 1, HQ_KICK = 2 };
+
+struct hwq {
+  struct mq *m;
+  unsigned idx;
+  pthread_t th;
+  struct io_uring ring;
+  int efd;
+  uint64_t efd_val;
+  pthread_mutex_t lock;   /* list, free */
+  struct rq *head, *tail; /* to dispatch */
+  struct rq *free;        /* free tags */
+  struct rq *rqs;
+  unsigned depth, nfree;
+  atomic_bool kicked;
+  atomic_int stalled; /* readers that found no tag */
+  atomic_bool stop;
+  bool kick_armed;
+  struct __kernel_timespec kick_ts;
+};
+
+struct zstate {
+  bool locked;
+  struct rq *head, *tail;
+};
+
+struct mq {
+  struct server *s;
+  unsigned nq;
+  struct hwq *q;
+  bool zone_lock, pipeline;
+  unsigned max_attempts;
+  uint64_t completion_nsec;
+  pthread_mutex_t zlock;
+  struct zstate *zones;
+  uint32_t nr_zones, nr_conv;
+};
+
+struct mq *
+mq_new(struct server *s, char *err, size_t errlen)
+{
+  const struct znbd_params *p = s->cfg.params;
+  struct mq *m = calloc(1, sizeof *m);
+  if (!m)
+    goto oom;
+  m->s = s;
+  m->nq = p->submit_queues ? p->submit_queues : 1;
+  unsigned depth = p->hw_queue_depth ? p->hw_queue_depth : 64;
+  m->pipeline = p->pipeline_zoned_writes;
+  m->completion_nsec = p->completion_nsec;
+  m->max_attempts = m->nq * depth;
+  m->nr_zones = znbd_dev_nr_zones(s->cfg.dev);
+  m->nr_conv = p->zone_nr_conv;
+  m->zone_lock = s->sched_deadline && !p->no_zone_write_lock && m->nr_zones > 0;
+  pthread_mutex_init(&m->zlock, NULL);
+  if (m->zone_lock && !(m->zones = calloc(m->nr_zones, sizeof *m->zones)))
+    goto oom;
+  if (!(m->q = calloc(m->nq, sizeof *m->q)))
+    goto oom;
+  for (unsigned i = 0; i < m->nq; i++) {
+    struct hwq *q = &m->q[i];
+    q->m = m;
+    q->idx = i;
+    q->depth = depth;
+    pthread_mutex_init(&q->lock, NULL);
+    if (!(q->rqs = calloc(depth, sizeof *q->rqs)))
+      goto oom;
+    for (unsigned t = 0; t < depth; t++) {
+      q->rqs[t].hq = q;
+      q->rqs[t].next = q->free;
+      q->free = &q->rqs[t];
+    }
+    q->nfree = depth;
+    q->efd = eventfd(0, EFD_CLOEXEC);
+    if (q->efd == -1) {
+      snprintf(err, errlen, "eventfd: %s", strerror(errno));
+      return NULL;
+    }
+  }
+  return m;
+oom:
+  snprintf(err, errlen, "out of memory for the mq tag set");
+  return NULL;
+}
+
+struct rq *
+mq_get_tag(struct mq *m, unsigned idx)
+{
+  struct hwq *q = &m->q[idx % m->nq];
+  pthread_mutex_lock(&q->lock);
+  struct rq *rq = q->free;
+  if (rq) {
+    q->free = rq->next;
+    q->nfree--;
+  } else {
+    atomic_fetch_add(&q->stalled, 1);
+  }
+  pthread_mutex_unlock(&q->lock);
+  return rq;
+}
+
+void
+mq_put_tag(struct mq *m, struct rq *rq)
+{
+  struct hwq *q = rq->hq;
+  pthread_mutex_lock(&q->lock);
+  rq->next = q->free;
+  q->free = rq;
+  q->nfree++;
+  pthread_mutex_unlock(&q->lock);
+  /* Readers of other workers waiting for a tag of this queue. */
+  if (atomic_exchange(&q->stalled, 0) > 0) {
+    for (unsigned i = 0; i < m->s->nworkers; i++)
+      if (m->s->workers[i] != rq->w)
+        worker_retry_stalled(m->s->workers[i]);
+  }
+}
+
+static void
+hwq_kick(struct hwq *q)
+{
+  if (!atomic_exchange(&q->kicked, true)) {
+    uint64_t one = 1;
+    if (write(q->efd, &one, 8) != 8)
+      perror("znbd: eventfd write");
+  }
+}
+
+static void
+hwq_push(struct hwq *q, struct rq *rq)
+{
+  rq->next = NULL;
+  pthread_mutex_lock(&q->lock);
+  if (q->tail)
+    q->tail->next = rq;
+  else
+    q->head = rq;
+  q->tail = rq;
+  pthread_mutex_unlock(&q->lock);
+  hwq_kick(q);
+}
+
+static bool
+seq_write(struct mq *m, struct rq *rq)
+{
+  if (rq->req.type != NBD_CMD_WRITE && rq->req.type != NBD_CMD_WRITE_ZEROES)
+    return false;
+  rq->zone = znbd_dev_zone_index(m->s->cfg.dev, rq->req.off);
+  return rq->zone >= m->nr_conv;
+}
+
+void
+mq_submit(struct mq *m, struct rq *rq)
+{
+  rq->zone_locked = false;
+  if (m->zone_lock && seq_write(m, rq)) {
+    struct zstate *z = &m->zones[rq->zone];
+    pthread_mutex_lock(&m->zlock);
+    if (z->locked) { /* wait behind the write holding the zone */
+      rq->next = NULL;
+      if (z->tail)
+        z->tail->next = rq;
+      else
+        z->head = rq;
+      z->tail = rq;
+      pthread_mutex_unlock(&m->zlock);
+      return;
+    }
+    z->locked = true;
+    rq->zone_locked = true;
+    pthread_mutex_unlock(&m->zlock);
+  }
+  hwq_push(rq->hq, rq);
+}
+
+/* The request is done: release its zone write lock, hand it back. */
+static void
+complete(struct mq *m, struct rq *rq)
+{
+  if (rq->zone_locked) {
+    struct zstate *z = &m->zones[rq->zone];
+    pthread_mutex_lock(&m->zlock);
+    struct rq *next = z->head;
+    if (next) {
+      z->head = next->next;
+      if (!z->head)
+        z->tail = NULL;
+      next->zone_locked = true; /* the lock passes on */
+    } else {
+      z->locked = false;
+    }
+    pthread_mutex_unlock(&m->zlock);
+    rq->zone_locked = false;
+    if (next)
+      hwq_push(next->hq, next);
+  }
+  worker_complete(rq);
+}
+
+/* queue_rq: execute RQ.  Returns true if it must be requeued. */
+static bool
+queue_rq(struct hwq *q, struct rq *rq)
+{
+  struct mq *m = q->m;
+  const struct nbdc *c = rq->proto;
+  unsigned xf = EXEC_NOWAIT;
+  if (m->pipeline) {
+    xf |= EXEC_REQUEUE;
+    if (++rq->attempts > m->max_attempts) {
+      nbd_reply_error(c, &rq->req, NBD_EIO,
+                      "write ahead of the write pointer: requeued too often",
+                      &rq->reply);
+      goto done;
+    }
+  }
+  if (nbd_exec(c, &rq->req, xf, &rq->reply) == EXEC_AGAIN)
+    return true;
+done:
+  if (m->completion_nsec)
+    arm_timeout(&q->ring, &rq->ts, m->completion_nsec, (uint64_t)(uintptr_t)rq);
+  else
+    complete(m, rq);
+  return false;
+}
+
+static void *
+hwq_main(void *arg)
+{
+  struct hwq *q = arg;
+  struct mq *m = q->m;
+  if (ring_init(&q->ring, 2 * q->depth + 8) < 0) {
+    fprintf(stderr, "znbd: io_uring setup failed\n");
+    exit(EXIT_FAILURE);
+  }
+  struct io_uring_sqe *sqe = get_sqe(&q->ring);
+  io_uring_prep_read(sqe, q->efd, &q->efd_val, 8, 0);
+  io_uring_sqe_set_data64(sqe, HQ_EFD);
+  struct rq *requeue = NULL, *requeue_tail = NULL;
+  for (;;) {
+    int r = io_uring_submit_and_wait(&q->ring, 1);
+    if (r < 0 && r != -EINTR && r != -EBUSY) {
+      fprintf(stderr, "znbd: io_uring_submit_and_wait: %s\n", strerror(-r));
+      exit(EXIT_FAILURE);
+    }
+    struct io_uring_cqe *cqe;
+    unsigned head, n = 0;
+    bool efd = false;
+    io_uring_for_each_cqe(&q->ring, head, cqe)
+    {
+      n++;
+      uint64_t ud = io_uring_cqe_get_data64(cqe);
+      if (ud == HQ_EFD)
+        efd = true;
+      else if (ud == HQ_KICK)
+        q->kick_armed = false;
+      else
+        complete(m, (struct rq *)(uintptr_t)ud);
+    }
+    io_uring_cq_advance(&q->ring, n);
+    if (efd) {
+      sqe = get_sqe(&q->ring);
+      io_uring_prep_read(sqe, q->efd, &q->efd_val, 8, 0);
+      io_uring_sqe_set_data64(sqe, HQ_EFD);
+    }
+    atomic_store(&q->kicked, false);
+    pthread_mutex_lock(&q->lock);
+    struct rq *list = q->head;
+    q->head = q->tail = NULL;
+    bool stop = atomic_load(&q->stop) && q->nfree == q->depth;
+    pthread_mutex_unlock(&q->lock);
+    if (stop && !list && !requeue)
+      break;
+    /* Requeued requests go first once the kick timer fired or new work
+     * arrived (the write they wait for may be in it: dispatch it first). */
+    if (requeue && !q->kick_armed) {
+      requeue_tail->next = list;
+      list = requeue;
+      requeue = requeue_tail = NULL;
+    }
+    while (list) {
+      struct rq *rq = list;
+      list = rq->next;
+      if (queue_rq(q, rq)) {
+        rq->next = NULL;
+        if (requeue_tail)
+          requeue_tail->next = rq;
+        else
+          requeue = rq;
+        requeue_tail = rq;
+      }
+    }
+    if (requeue && !q->kick_armed) {
+      arm_timeout(&q->ring, &q->kick_ts, REQUEUE_DELAY_NSEC, HQ_KICK);
+      q->kick_armed = true;
+    }
+  }
+  io_uring_queue_exit(&q->ring);
+  return NULL;
+}
+
+int
+mq_start(struct mq *m)
+{
+  for (unsigned i = 0; i < m->nq; i++)
+    if (pthread_create(&m->q[i].th, NULL, hwq_main, &m->q[i]))
+      return -1;
+  return 0;
+}
+
+void
+mq_stop(struct mq *m)
+{
+  for (unsigned i = 0; i < m->nq; i++) {
+    atomic_store(&m->q[i].stop, true);
+    uint64_t one = 1;
+    if (write(m->q[i].efd, &one, 8) != 8)
+      perror("znbd: eventfd write");
+  }
+  for (unsigned i = 0; i < m->nq; i++)
+    pthread_join(m->q[i].th, NULL);
+}

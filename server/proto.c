@@ -1,0 +1,867 @@
+/* znbd server: the NBD protocol on buffers (see proto.h).
+ * Handshake: fixed newstyle (doc/proto.md, "Fixed newstyle negotiation").
+ * Transmission: simple and structured replies, metadata contexts
+ * base:allocation and x-znbd:zone (include/znbd/zonectx.h).
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "znbd/zonectx.h"
+#include "proto.h"
+#include "wire.h"
+
+/* Option payloads above this are refused with NBD_REP_ERR_TOO_BIG (and
+ * dropped): every valid option of ours fits (strings are <= 4096 bytes). */
+#define OPT_MAX (64u * 1024)
+/* Descriptors in one BLOCK_STATUS chunk (doc/proto.md: SHOULD NOT send
+ * more than 2^20). */
+#define BS_MAX_DESC (64u * 1024)
+
+uint16_t
+nbdc_tflags(const struct nbdc *c)
+{
+  uint16_t f = NBD_FLAG_HAS_FLAGS | NBD_FLAG_SEND_FLUSH | NBD_FLAG_SEND_FUA |
+               NBD_FLAG_CAN_MULTI_CONN | NBD_FLAG_SEND_CACHE;
+  if (c->cfg->readonly)
+    f |= NBD_FLAG_READ_ONLY;
+  else
+    f |= NBD_FLAG_SEND_TRIM | NBD_FLAG_SEND_WRITE_ZEROES |
+         NBD_FLAG_SEND_FAST_ZERO;
+  if (c->structured)
+    f |= NBD_FLAG_SEND_DF;
+  return f;
+}
+
+void
+nbdc_init(struct nbdc *c, const struct srv_cfg *cfg, struct buf *out)
+{
+  memset(c, 0, sizeof *c);
+  c->cfg = cfg;
+  c->phase = PH_CFLAGS;
+  uint8_t *p = buf_reserve(out, 18);
+  put64(p, NBD_MAGIC);
+  put64(p + 8, NBD_IHAVEOPT);
+  put16(p + 16, NBD_FLAG_FIXED_NEWSTYLE | NBD_FLAG_NO_ZEROES);
+  buf_commit(out, 18);
+}
+
+/* ---- handshake ---- */
+
+static void
+opt_reply(struct buf *out, uint32_t opt, uint32_t type, const void *data,
+          uint32_t len)
+{
+  uint8_t *p = buf_reserve(out, 20 + len);
+  put64(p, NBD_REP_MAGIC);
+  put32(p + 8, opt);
+  put32(p + 12, type);
+  put32(p + 16, len);
+  if (len)
+    memcpy(p + 20, data, len);
+  buf_commit(out, 20 + len);
+}
+
+static void
+opt_error(struct buf *out, uint32_t opt, uint32_t type, const char *msg)
+{
+  opt_reply(out, opt, type, msg, (uint32_t)strlen(msg));
+}
+
+static bool
+name_ok(const struct nbdc *c, const uint8_t *name, uint32_t len)
+{
+  const struct srv_cfg *s = c->cfg;
+  if (!s->export_name_set || len == 0)
+    return true;
+  return len == strlen(s->export_name) &&
+         memcmp(name, s->export_name, len) == 0;
+}
+
+static void
+info_reply(struct nbdc *c, struct buf *out, uint32_t opt, uint16_t type)
+{
+  const struct srv_cfg *s = c->cfg;
+  uint8_t tmp[2 + 12];
+  put16(tmp, type);
+  switch (type) {
+  case NBD_INFO_EXPORT: {
+    uint8_t *p = buf_reserve(out, 20 + 12);
+    put64(p, NBD_REP_MAGIC);
+    put32(p + 8, opt);
+    put32(p + 12, NBD_REP_INFO);
+    put32(p + 16, 12);
+    put16(p + 20, NBD_INFO_EXPORT);
+    put64(p + 22, s->size);
+    put16(p + 30, nbdc_tflags(c));
+    buf_commit(out, 32);
+    break;
+  }
+  case NBD_INFO_NAME:
+  case NBD_INFO_DESCRIPTION: {
+    const char *str = type == NBD_INFO_NAME ? s->export_name : s->description;
+    uint32_t n = (uint32_t)strlen(str);
+    uint8_t *p = buf_reserve(out, 22 + n);
+    put64(p, NBD_REP_MAGIC);
+    put32(p + 8, opt);
+    put32(p + 12, NBD_REP_INFO);
+    put32(p + 16, 2 + n);
+    put16(p + 20, type);
+    memcpy(p + 22, str, n);
+    buf_commit(out, 22 + n);
+    break;
+  }
+  case NBD_INFO_BLOCK_SIZE:
+    put32(tmp + 2, s->blocksize);
+    put32(tmp + 6, s->blocksize > 4096 ? s->blocksize : 4096);
+    put32(tmp + 10, NBD_MAX_PAYLOAD);
+    opt_reply(out, opt, NBD_REP_INFO, tmp, 14);
+    break;
+  }
+}
+
+/* NBD_OPT_INFO / NBD_OPT_GO. */
+static void
+opt_info_go(struct nbdc *c, uint32_t opt, const uint8_t *d, uint32_t len,
+            struct buf *out)
+{
+  if (len < 6) {
+    opt_error(out, opt, NBD_REP_ERR_INVALID, "option too short");
+    return;
+  }
+  uint32_t nlen = get32(d);
+  if (nlen > len - 6) {
+    opt_error(out, opt, NBD_REP_ERR_INVALID, "bad export name length");
+    return;
+  }
+  uint16_t nreq = get16(d + 4 + nlen);
+  if ((uint64_t)4 + nlen + 2 + 2u * nreq != len) {
+    opt_error(out, opt, NBD_REP_ERR_INVALID, "bad information request count");
+    return;
+  }
+  if (!name_ok(c, d + 4, nlen)) {
+    opt_error(out, opt, NBD_REP_ERR_UNKNOWN, "no such export");
+    return;
+  }
+  bool want_name = false, want_desc = false;
+  for (uint16_t i = 0; i < nreq; i++) {
+    uint16_t t = get16(d + 4 + nlen + 2 + 2u * i);
+    want_name |= t == NBD_INFO_NAME;
+    want_desc |= t == NBD_INFO_DESCRIPTION;
+  }
+  info_reply(c, out, opt, NBD_INFO_EXPORT);
+  if (want_name)
+    info_reply(c, out, opt, NBD_INFO_NAME);
+  if (want_desc)
+    info_reply(c, out, opt, NBD_INFO_DESCRIPTION);
+  info_reply(c, out, opt, NBD_INFO_BLOCK_SIZE);
+  opt_reply(out, opt, NBD_REP_ACK, NULL, 0);
+  if (opt == NBD_OPT_GO)
+    c->phase = PH_TRANS;
+}
+
+static void
+meta_reply(struct buf *out, uint32_t opt, uint32_t id, const char *name)
+{
+  uint32_t n = (uint32_t)strlen(name);
+  uint8_t *p = buf_reserve(out, 24 + n);
+  put64(p, NBD_REP_MAGIC);
+  put32(p + 8, opt);
+  put32(p + 12, NBD_REP_META_CONTEXT);
+  put32(p + 16, 4 + n);
+  put32(p + 20, id);
+  memcpy(p + 24, name, n);
+  buf_commit(out, 24 + n);
+}
+
+static bool
+str_is(const uint8_t *s, uint32_t n, const char *lit)
+{
+  return n == strlen(lit) && memcmp(s, lit, n) == 0;
+}
+
+/* NBD_OPT_LIST_META_CONTEXT / NBD_OPT_SET_META_CONTEXT. */
+static void
+opt_meta(struct nbdc *c, uint32_t opt, const uint8_t *d, uint32_t len,
+         struct buf *out)
+{
+  bool set = opt == NBD_OPT_SET_META_CONTEXT;
+  bool zoned = znbd_dev_nr_zones(c->cfg->dev) > 0;
+  if (set)
+    c->ctx_alloc = c->ctx_zone = false; /* replaced even on failure */
+  if (!c->structured) {
+    opt_error(out, opt, NBD_REP_ERR_INVALID,
+              "structured replies not negotiated");
+    return;
+  }
+  if (len < 8 || get32(d) > len - 8) {
+    opt_error(out, opt, NBD_REP_ERR_INVALID, "bad export name length");
+    return;
+  }
+  uint32_t nlen = get32(d);
+  if (!name_ok(c, d + 4, nlen)) {
+    opt_error(out, opt, NBD_REP_ERR_UNKNOWN, "no such export");
+    return;
+  }
+  uint32_t nq = get32(d + 4 + nlen);
+  uint32_t pos = 8 + nlen;
+  bool alloc = false, zone = false;
+  if (nq == 0 && !set) {
+    alloc = true;
+    zone = zoned;
+  }
+  for (uint32_t i = 0; i < nq; i++) {
+    if (len - pos < 4 || get32(d + pos) > len - pos - 4) {
+      opt_error(out, opt, NBD_REP_ERR_INVALID, "bad query length");
+      return;
+    }
+    uint32_t qlen = get32(d + pos);
+    const uint8_t *q = d + pos + 4;
+    pos += 4 + qlen;
+    if (str_is(q, qlen, "base:allocation") ||
+        (!set && str_is(q, qlen, "base:")))
+      alloc = true;
+    else if (zoned && (str_is(q, qlen, ZNBD_ZONECTX_NAME) ||
+                       (!set && str_is(q, qlen, "x-znbd:"))))
+      zone = true;
+    /* Anything else: unknown namespace or leaf, ignored (spec). */
+  }
+  if (pos != len) {
+    opt_error(out, opt, NBD_REP_ERR_INVALID, "trailing bytes in option");
+    return;
+  }
+  if (alloc)
+    meta_reply(out, opt, set ? CTX_ID_ALLOC : 0, "base:allocation");
+  if (zone)
+    meta_reply(out, opt, set ? CTX_ID_ZONE : 0, ZNBD_ZONECTX_NAME);
+  opt_reply(out, opt, NBD_REP_ACK, NULL, 0);
+  if (set) {
+    c->ctx_alloc = alloc;
+    c->ctx_zone = zone;
+  }
+}
+
+/* One complete option at D (LEN bytes of data). */
+static void
+do_option(struct nbdc *c, uint32_t opt, const uint8_t *d, uint32_t len,
+          struct buf *out)
+{
+  const struct srv_cfg *s = c->cfg;
+  switch (opt) {
+  case NBD_OPT_EXPORT_NAME: {
+    if (!name_ok(c, d, len)) {
+      c->phase = PH_CLOSED; /* the only answer the spec allows */
+      return;
+    }
+    size_t n = c->no_zeroes ? 10 : 134;
+    uint8_t *p = buf_reserve(out, n);
+    memset(p, 0, n);
+    put64(p, s->size);
+    put16(p + 8, nbdc_tflags(c));
+    buf_commit(out, n);
+    c->phase = PH_TRANS;
+    return;
+  }
+  case NBD_OPT_ABORT:
+    opt_reply(out, opt, NBD_REP_ACK, NULL, 0);
+    c->phase = PH_CLOSED;
+    return;
+  case NBD_OPT_LIST: {
+    if (len != 0) {
+      opt_error(out, opt, NBD_REP_ERR_INVALID, "NBD_OPT_LIST takes no data");
+      return;
+    }
+    uint32_t n = (uint32_t)strlen(s->export_name);
+    uint8_t tmp[4 + 4096];
+    put32(tmp, n);
+    memcpy(tmp + 4, s->export_name, n);
+    opt_reply(out, opt, NBD_REP_SERVER, tmp, 4 + n);
+    opt_reply(out, opt, NBD_REP_ACK, NULL, 0);
+    return;
+  }
+  case NBD_OPT_STRUCTURED_REPLY:
+    if (len != 0) {
+      opt_error(out, opt, NBD_REP_ERR_INVALID, "option takes no data");
+      return;
+    }
+    if (c->structured) {
+      opt_error(out, opt, NBD_REP_ERR_INVALID, "already negotiated");
+      return;
+    }
+    c->structured = true;
+    opt_reply(out, opt, NBD_REP_ACK, NULL, 0);
+    return;
+  case NBD_OPT_INFO:
+  case NBD_OPT_GO:
+    opt_info_go(c, opt, d, len, out);
+    return;
+  case NBD_OPT_LIST_META_CONTEXT:
+  case NBD_OPT_SET_META_CONTEXT:
+    opt_meta(c, opt, d, len, out);
+    return;
+  default: /* STARTTLS included: we are a NOTLS server */
+    opt_error(out, opt, NBD_REP_ERR_UNSUP, "option not supported");
+    return;
+  }
+}
+
+/* Returns bytes consumed (0 with *need set when incomplete). */
+static size_t
+handshake_step(struct nbdc *c, const uint8_t *in, size_t len, struct buf *out,
+               size_t *need)
+{
+  if (c->phase == PH_CFLAGS) {
+    if (len < 4) {
+      *need = 4;
+      return 0;
+    }
+    uint32_t f = get32(in);
+    if (f & ~(uint32_t)(NBD_FLAG_C_FIXED_NEWSTYLE | NBD_FLAG_C_NO_ZEROES)) {
+      c->phase = PH_CLOSED; /* unknown client flags: spec says close */
+      return 4;
+    }
+    c->no_zeroes = f & NBD_FLAG_C_NO_ZEROES;
+    c->phase = PH_OPTS;
+    return 4;
+  }
+  if (len < 16) {
+    *need = 16;
+    return 0;
+  }
+  if (get64(in) != NBD_IHAVEOPT) {
+    c->phase = PH_CLOSED;
+    return len;
+  }
+  uint32_t opt = get32(in + 8), olen = get32(in + 12);
+  if (olen > OPT_MAX) {
+    if (opt == NBD_OPT_EXPORT_NAME) {
+      c->phase = PH_CLOSED;
+      return len;
+    }
+    opt_error(out, opt, NBD_REP_ERR_TOO_BIG, "option too large");
+    c->discard = olen;
+    return 16;
+  }
+  if (len - 16 < olen) {
+    *need = 16 + (size_t)olen;
+    return 0;
+  }
+  do_option(c, opt, in + 16, olen, out);
+  return 16 + (size_t)olen;
+}
+
+/* ---- transmission: replies ---- */
+
+static void
+simple_reply(struct buf *out, uint64_t cookie, uint32_t err)
+{
+  uint8_t *p = buf_reserve(out, NBD_SIMPLE_REPLY_SIZE);
+  put32(p, NBD_SIMPLE_REPLY_MAGIC);
+  put32(p + 4, err);
+  put64(p + 8, cookie);
+  buf_commit(out, NBD_SIMPLE_REPLY_SIZE);
+}
+
+static uint8_t *
+chunk(struct buf *out, uint16_t flags, uint16_t type, uint64_t cookie,
+      uint32_t len)
+{
+  uint8_t *p = buf_reserve(out, NBD_CHUNK_HEADER_SIZE + (size_t)len);
+  put32(p, NBD_STRUCTURED_REPLY_MAGIC);
+  put16(p + 4, flags);
+  put16(p + 6, type);
+  put64(p + 8, cookie);
+  put32(p + 16, len);
+  return p + NBD_CHUNK_HEADER_SIZE;
+}
+
+void
+nbd_reply_error(const struct nbdc *c, const struct nbd_req *r, uint32_t err,
+                const char *msg, struct buf *out)
+{
+  if (!c->structured) {
+    simple_reply(out, r->cookie, err);
+    return;
+  }
+  uint16_t n = msg ? (uint16_t)strnlen(msg, 200) : 0;
+  uint8_t *p =
+      chunk(out, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_ERROR, r->cookie, 6u + n);
+  put32(p, err);
+  put16(p + 4, n);
+  if (n)
+    memcpy(p + 6, msg, n);
+  buf_commit(out, NBD_CHUNK_HEADER_SIZE + 6 + (size_t)n);
+}
+
+static void
+reply_ok(const struct nbdc *c, const struct nbd_req *r, struct buf *out)
+{
+  simple_reply(out, r->cookie, 0);
+}
+
+static void
+reply_errno(const struct nbdc *c, const struct nbd_req *r, int e,
+            struct buf *out)
+{
+  nbd_reply_error(c, r, (uint32_t)znbd_dev_wire_errno(e), strerror(e), out);
+}
+
+/* ---- transmission: requests ---- */
+
+static bool
+range_ok(const struct nbdc *c, uint64_t off, uint64_t len)
+{
+  return off <= c->cfg->size && len <= c->cfg->size - off;
+}
+
+static bool
+aligned(const struct nbdc *c, uint64_t off, uint64_t len)
+{
+  uint32_t bs = c->cfg->blocksize;
+  return ((off | len) & (bs - 1)) == 0;
+}
+
+/* Validate R; 0 if it may execute, else the NBD error to reply. */
+static uint32_t
+validate(const struct nbdc *c, const struct nbd_req *r, const char **msg)
+{
+  static const uint16_t allowed[] = {
+      [NBD_CMD_READ] = NBD_CMD_FLAG_DF,
+      [NBD_CMD_WRITE] = NBD_CMD_FLAG_FUA,
+      [NBD_CMD_FLUSH] = 0,
+      [NBD_CMD_TRIM] = NBD_CMD_FLAG_FUA,
+      [NBD_CMD_CACHE] = 0,
+      [NBD_CMD_WRITE_ZEROES] =
+          NBD_CMD_FLAG_FUA | NBD_CMD_FLAG_NO_HOLE | NBD_CMD_FLAG_FAST_ZERO,
+      [NBD_CMD_BLOCK_STATUS] = NBD_CMD_FLAG_REQ_ONE,
+  };
+  if (c->stopping) {
+    *msg = "server is shutting down";
+    return NBD_ESHUTDOWN;
+  }
+  if (r->type > NBD_CMD_BLOCK_STATUS || r->type == NBD_CMD_DISC) {
+    *msg = "unknown command";
+    return NBD_EINVAL;
+  }
+  if (r->flags & ~allowed[r->type]) {
+    *msg = "invalid command flags";
+    return NBD_EINVAL;
+  }
+  if ((r->flags & NBD_CMD_FLAG_DF) && !c->structured) {
+    *msg = "DF without structured replies";
+    return NBD_EINVAL;
+  }
+  bool write = r->type == NBD_CMD_WRITE || r->type == NBD_CMD_TRIM ||
+               r->type == NBD_CMD_WRITE_ZEROES;
+  if (write && c->cfg->readonly) {
+    *msg = "read-only export";
+    return NBD_EPERM;
+  }
+  if (r->type == NBD_CMD_FLUSH)
+    return 0;
+  if (r->type == NBD_CMD_BLOCK_STATUS && !c->ctx_alloc && !c->ctx_zone) {
+    *msg = "no metadata context negotiated";
+    return NBD_EINVAL;
+  }
+  if (r->len == 0) {
+    *msg = "zero length";
+    return NBD_EINVAL;
+  }
+  if (r->type == NBD_CMD_READ && r->len > NBD_MAX_PAYLOAD) {
+    *msg = "read larger than the maximum payload";
+    return NBD_EINVAL;
+  }
+  if (!range_ok(c, r->off, r->len)) {
+    *msg = "request beyond the end of the export";
+    return r->type == NBD_CMD_WRITE || r->type == NBD_CMD_WRITE_ZEROES
+               ? NBD_ENOSPC
+               : NBD_EINVAL;
+  }
+  if (r->type != NBD_CMD_BLOCK_STATUS && !aligned(c, r->off, r->len)) {
+    *msg = "request not aligned to the block size";
+    return NBD_EINVAL;
+  }
+  return 0;
+}
+
+enum { RQ_NEED, RQ_DONE, RQ_STALL };
+
+static int
+request_step(struct nbdc *c, const uint8_t *in, size_t len, struct buf *out,
+             nbdc_submit_fn fn, void *opaque, size_t *used, size_t *need)
+{
+  if (len < NBD_REQUEST_SIZE) {
+    *need = NBD_REQUEST_SIZE;
+    return RQ_NEED;
+  }
+  if (get32(in) != NBD_REQUEST_MAGIC) {
+    c->phase = PH_CLOSED; /* cannot resynchronise: hard disconnect */
+    *used = len;
+    return RQ_DONE;
+  }
+  struct nbd_req r = {
+      .flags = get16(in + 4),
+      .type = get16(in + 6),
+      .cookie = get64(in + 8),
+      .off = get64(in + 16),
+      .len = get32(in + 24),
+  };
+  if (r.type == NBD_CMD_DISC) {
+    c->phase = PH_CLOSED;
+    *used = len; /* nothing after DISC is read */
+    return RQ_DONE;
+  }
+  const char *msg = NULL;
+  if (r.type == NBD_CMD_WRITE && r.len > NBD_MAX_PAYLOAD) {
+    nbd_reply_error(c, &r, NBD_EINVAL, "write larger than maximum payload",
+                    out);
+    c->discard = r.len;
+    c->requests++;
+    *used = NBD_REQUEST_SIZE;
+    return RQ_DONE;
+  }
+  size_t total = NBD_REQUEST_SIZE;
+  if (r.type == NBD_CMD_WRITE) {
+    total += r.len;
+    if (len < total) {
+      *need = total;
+      return RQ_NEED;
+    }
+    r.payload = in + NBD_REQUEST_SIZE;
+  }
+  uint32_t err = validate(c, &r, &msg);
+  if (err) {
+    nbd_reply_error(c, &r, err, msg, out);
+  } else if (fn(opaque, c, &r)) {
+    return RQ_STALL;
+  }
+  c->requests++;
+  *used = total;
+  return RQ_DONE;
+}
+
+size_t
+nbdc_feed(struct nbdc *c, const uint8_t *in, size_t len, struct buf *out,
+          size_t out_high, nbdc_submit_fn fn, void *opaque, size_t *need)
+{
+  size_t pos = 0;
+  *need = 0;
+  while (c->phase != PH_CLOSED && out->len <= out_high) {
+    if (c->discard) {
+      size_t n = len - pos < c->discard ? len - pos : c->discard;
+      pos += n;
+      c->discard -= n;
+      if (c->discard)
+        break;
+      continue;
+    }
+    if (c->phase != PH_TRANS) {
+      size_t n = handshake_step(c, in + pos, len - pos, out, need);
+      if (n == 0)
+        break;
+      pos += n;
+      continue;
+    }
+    size_t used = 0;
+    int rc = request_step(c, in + pos, len - pos, out, fn, opaque, &used, need);
+    if (rc != RQ_DONE)
+      break;
+    pos += used;
+  }
+  return pos;
+}
+
+/* ---- execution ---- */
+
+struct ext {
+  uint64_t off, len;
+  uint32_t flags;
+};
+struct ext_list {
+  struct ext e[32];
+  unsigned n;
+  uint64_t end;
+};
+
+static int
+collect_ext(void *opaque, uint64_t off, uint64_t len, uint32_t flags)
+{
+  struct ext_list *l = opaque;
+  if (off + len > l->end)
+    len = l->end - off;
+  if (len == 0)
+    return 1;
+  if (l->n && l->e[l->n - 1].flags == flags) {
+    l->e[l->n - 1].len += len;
+  } else {
+    if (l->n == 32)
+      return 1; /* the rest is read as data */
+    l->e[l->n++] = (struct ext){off, len, flags};
+  }
+  return off + len >= l->end;
+}
+
+static int
+read_data_chunk(const struct nbdc *c, const struct nbd_req *r, uint64_t off,
+                uint32_t len, struct buf *out, size_t *last)
+{
+  *last = out->len;
+  uint8_t *p = chunk(out, 0, NBD_REPLY_TYPE_OFFSET_DATA, r->cookie, 8 + len);
+  put64(p, off);
+  if (znbd_dev_read(c->cfg->dev, p + 8, len, off) == -1)
+    return -1;
+  buf_commit(out, NBD_CHUNK_HEADER_SIZE + 8 + (size_t)len);
+  return 0;
+}
+
+static void
+exec_read(const struct nbdc *c, const struct nbd_req *r, struct buf *out)
+{
+  struct znbd_dev *d = c->cfg->dev;
+  size_t start = out->len;
+  if (!c->structured) {
+    uint8_t *p = buf_reserve(out, NBD_SIMPLE_REPLY_SIZE + (size_t)r->len);
+    if (znbd_dev_read(d, p + NBD_SIMPLE_REPLY_SIZE, r->len, r->off) == -1) {
+      reply_errno(c, r, errno, out);
+      return;
+    }
+    simple_reply(out, r->cookie, 0);
+    buf_commit(out, r->len);
+    return;
+  }
+  size_t last = out->len;
+  if (!c->cfg->holes_ok) {
+    if (read_data_chunk(c, r, r->off, r->len, out, &last) == -1)
+      goto fail;
+    goto done;
+  }
+  struct ext_list l = {.n = 0, .end = r->off + r->len};
+  int rc = znbd_dev_extents(d, r->off, r->len, collect_ext, &l);
+  if (rc < 0)
+    goto fail;
+  if (l.n == 0 || (r->flags & NBD_CMD_FLAG_DF)) {
+    /* One chunk: a hole if all of it reads as zeros, else data. */
+    if (l.n == 1 && (l.e[0].flags & 2) && l.e[0].len == r->len) {
+      uint8_t *p = chunk(out, 0, NBD_REPLY_TYPE_OFFSET_HOLE, r->cookie, 12);
+      put64(p, r->off);
+      put32(p + 8, r->len);
+      buf_commit(out, NBD_CHUNK_HEADER_SIZE + 12);
+    } else if (read_data_chunk(c, r, r->off, r->len, out, &last) == -1) {
+      goto fail;
+    }
+    goto done;
+  }
+  uint64_t pos = r->off, end = r->off + r->len;
+  for (unsigned i = 0; i < l.n && pos < end; i++) {
+    struct ext *e = &l.e[i];
+    if (e->flags & 2) { /* NBD_STATE_ZERO: reads as zeros */
+      last = out->len;
+      uint8_t *p = chunk(out, 0, NBD_REPLY_TYPE_OFFSET_HOLE, r->cookie, 12);
+      put64(p, pos);
+      put32(p + 8, (uint32_t)e->len);
+      buf_commit(out, NBD_CHUNK_HEADER_SIZE + 12);
+      pos += e->len;
+      continue;
+    }
+    /* Data: extend over following non-zero extents. */
+    uint64_t n = e->len;
+    while (i + 1 < l.n && !(l.e[i + 1].flags & 2))
+      n += l.e[++i].len;
+    if (i + 1 == l.n)
+      n = end - pos; /* collector stopped early: rest is data */
+    if (read_data_chunk(c, r, pos, (uint32_t)n, out, &last) == -1)
+      goto fail;
+    pos += n;
+  }
+  if (pos < end &&
+      read_data_chunk(c, r, pos, (uint32_t)(end - pos), out, &last) == -1)
+    goto fail;
+done:
+  put16(out->p + last + 4, NBD_REPLY_FLAG_DONE);
+  return;
+fail : {
+  int e = errno;
+  out->len = start;
+  reply_errno(c, r, e, out);
+}
+}
+
+static const uint8_t zero_block[64 * 1024];
+
+static int
+exec_zero(const struct nbdc *c, const struct nbd_req *r, unsigned wflags)
+{
+  struct znbd_dev *d = c->cfg->dev;
+  if (!(r->flags & NBD_CMD_FLAG_NO_HOLE) || znbd_dev_nr_zones(d) > 0)
+    return znbd_dev_write(d, NULL, r->len, r->off, wflags);
+  /* NO_HOLE on a RAM disk: keep the range allocated. */
+  for (uint64_t pos = 0; pos < r->len;) {
+    uint64_t n = r->len - pos;
+    if (n > sizeof zero_block)
+      n = sizeof zero_block;
+    if (znbd_dev_write(d, zero_block, n, r->off + pos, wflags) == -1)
+      return -1;
+    pos += n;
+  }
+  return 0;
+}
+
+/* Block status descriptors being built into one chunk. */
+struct bs {
+  struct buf *out;
+  size_t hdr; /* offset of the chunk header in out */
+  uint32_t n; /* descriptors */
+  uint32_t max;
+  bool merge; /* join equal neighbours (not across zones) */
+  uint64_t end;
+  uint64_t last_flags_pos; /* offset of the previous descriptor */
+};
+
+static int
+bs_add(void *opaque, uint64_t off, uint64_t len, uint32_t flags)
+{
+  struct bs *b = opaque;
+  if (off >= b->end)
+    return 1;
+  if (len > b->end - off)
+    len = b->end - off;
+  if (len == 0)
+    return 0;
+  if (b->n && b->merge && get32(b->out->p + b->last_flags_pos + 4) == flags &&
+      (uint64_t)get32(b->out->p + b->last_flags_pos) + len <= UINT32_MAX &&
+      b->max > 1) {
+    put32(b->out->p + b->last_flags_pos,
+          get32(b->out->p + b->last_flags_pos) + (uint32_t)len);
+  } else {
+    if (b->n == b->max)
+      return 1;
+    if (len > UINT32_MAX)
+      len = UINT32_MAX & ~(uint64_t)4095;
+    uint8_t *p = buf_reserve(b->out, 8);
+    put32(p, (uint32_t)len);
+    put32(p + 4, flags);
+    b->last_flags_pos = b->out->len;
+    buf_commit(b->out, 8);
+    b->n++;
+  }
+  return b->n == b->max && b->max == 1 ? 1 : 0;
+}
+
+static int
+alloc_add(void *opaque, uint64_t off, uint64_t len, uint32_t flags)
+{
+  return bs_add(opaque, off, len, flags & 3);
+}
+
+static int
+zone_extents(struct znbd_dev *d, struct bs *b, uint64_t off)
+{
+  struct znbd_zone_info zi[64];
+  uint32_t z = znbd_dev_zone_index(d, off);
+  for (;;) {
+    uint32_t n = znbd_dev_report(d, z, 64, zi);
+    if (n == 0)
+      return 0;
+    for (uint32_t i = 0; i < n; i++, z++) {
+      struct znbd_zone_info *q = &zi[i];
+      uint32_t st =
+          (q->cond & ZNBD_ZONECTX_COND_MASK) |
+          ((q->type << ZNBD_ZONECTX_TYPE_SHIFT) & ZNBD_ZONECTX_TYPE_MASK);
+      uint64_t zs = q->start, ze = q->start + q->len;
+      if (zs < off)
+        zs = off;
+      if (zs >= b->end)
+        return 0;
+      bool split = q->type == ZNBD_ZONE_TYPE_SEQWRITE_REQ &&
+                   q->wp != ZNBD_WP_INVALID && q->cond != ZNBD_ZONE_COND_FULL;
+      int rc;
+      if (split && q->wp > zs) {
+        rc = bs_add(b, zs, (q->wp < ze ? q->wp : ze) - zs, st);
+        if (rc)
+          return 0;
+      }
+      if (split) {
+        uint64_t s = q->wp > zs ? q->wp : zs;
+        if (s < ze && (rc = bs_add(b, s, ze - s, st | ZNBD_ZONECTX_PAST_WP)))
+          return 0;
+      } else if ((rc = bs_add(b, zs, ze - zs, st))) {
+        return 0;
+      }
+    }
+  }
+}
+
+static int
+exec_block_status(const struct nbdc *c, const struct nbd_req *r,
+                  struct buf *out)
+{
+  struct znbd_dev *d = c->cfg->dev;
+  size_t start = out->len, last = out->len;
+  uint32_t max = (r->flags & NBD_CMD_FLAG_REQ_ONE) ? 1 : BS_MAX_DESC;
+  for (int ctx = CTX_ID_ALLOC; ctx <= CTX_ID_ZONE; ctx++) {
+    if ((ctx == CTX_ID_ALLOC && !c->ctx_alloc) ||
+        (ctx == CTX_ID_ZONE && !c->ctx_zone))
+      continue;
+    last = out->len;
+    uint8_t *p = chunk(out, 0, NBD_REPLY_TYPE_BLOCK_STATUS, r->cookie, 0);
+    put32(p, (uint32_t)ctx);
+    buf_commit(out, NBD_CHUNK_HEADER_SIZE + 4);
+    struct bs b = {.out = out, .hdr = last, .max = max, .end = r->off + r->len};
+    if (ctx == CTX_ID_ALLOC) {
+      if (znbd_dev_extents(d, r->off, r->len, alloc_add, &b) < 0) {
+        out->len = start;
+        return -1;
+      }
+    } else {
+      zone_extents(d, &b, r->off);
+    }
+    if (b.n == 0) { /* never empty: report the range as plain data */
+      bs_add(&b, r->off, r->len, 0);
+    }
+    put32(out->p + last + 16,
+          (uint32_t)(out->len - last - NBD_CHUNK_HEADER_SIZE));
+  }
+  put16(out->p + last + 4, NBD_REPLY_FLAG_DONE);
+  return 0;
+}
+
+int
+nbd_exec(const struct nbdc *c, const struct nbd_req *r, unsigned xflags,
+         struct buf *out)
+{
+  struct znbd_dev *d = c->cfg->dev;
+  unsigned wflags = (xflags & EXEC_NOWAIT) ? ZNBD_WRITE_NOWAIT : 0;
+  int rc = 0;
+  switch (r->type) {
+  case NBD_CMD_READ:
+    exec_read(c, r, out);
+    return 0;
+  case NBD_CMD_WRITE:
+    rc = znbd_dev_write(d, r->payload, r->len, r->off, wflags);
+    break;
+  case NBD_CMD_WRITE_ZEROES:
+    rc = exec_zero(c, r, wflags);
+    break;
+  case NBD_CMD_TRIM:
+    rc = znbd_dev_trim(d, r->len, r->off);
+    break;
+  case NBD_CMD_FLUSH: /* RAM: everything completed is as durable as it */
+  case NBD_CMD_CACHE: /* gets; CACHE has nothing to prefetch */
+    break;
+  case NBD_CMD_BLOCK_STATUS:
+    rc = exec_block_status(c, r, out);
+    if (rc == 0)
+      return 0;
+    break;
+  default:
+    nbd_reply_error(c, r, NBD_EINVAL, "unknown command", out);
+    return 0;
+  }
+  if (rc == -1) {
+    if (errno == EAGAIN && (xflags & EXEC_REQUEUE))
+      return EXEC_AGAIN;
+    reply_errno(c, r, errno, out);
+  } else {
+    reply_ok(c, r, out);
+  }
+  return 0;
+}

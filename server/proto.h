@@ -1,0 +1,94 @@
+/* znbd server: the NBD protocol on buffers — handshake, request parsing,
+ * request execution and replies (doc/proto.md of the NBD project).
+ *
+ * No I/O here: the event loop (worker.c) and the fuzzer (fuzz.c) feed
+ * received bytes to nbdc_feed() and send what it appends to OUT.
+ */
+#ifndef ZNBD_SERVER_PROTO_H
+#define ZNBD_SERVER_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "znbd/dev.h"
+#include "buf.h"
+
+/* What every connection of one server shares; read-only once serving. */
+struct srv_cfg {
+  struct znbd_dev *dev;
+  const struct znbd_params *params;
+  const char *export_name; /* "" unless -e */
+  bool export_name_set;    /* -e given: only "" and this name are served */
+  bool readonly;
+  char *description; /* znbd_dev_describe() */
+  uint64_t size;     /* bytes */
+  uint32_t blocksize;
+  bool holes_ok; /* structured reads may answer zeros with OFFSET_HOLE */
+};
+
+enum nbdc_phase { PH_CFLAGS, PH_OPTS, PH_TRANS, PH_CLOSED };
+
+/* Per-connection protocol state. */
+struct nbdc {
+  const struct srv_cfg *cfg;
+  enum nbdc_phase phase;
+  bool no_zeroes, structured;
+  bool ctx_alloc, ctx_zone; /* selected metadata contexts */
+  bool stopping;            /* server shutting down: ESHUTDOWN */
+  uint64_t discard;         /* input bytes still to drop */
+  uint64_t requests;        /* requests answered or submitted */
+};
+
+/* Context ids handed out by NBD_OPT_SET_META_CONTEXT. */
+#define CTX_ID_ALLOC 1
+#define CTX_ID_ZONE 2
+
+/* One parsed, validated transmission request.  PAYLOAD points into the
+ * caller's input (WRITE only) and is valid until the input is consumed. */
+struct nbd_req {
+  uint16_t flags, type;
+  uint64_t cookie, off;
+  uint32_t len;
+  const uint8_t *payload;
+};
+
+/* Start a connection: appends the server greeting to OUT. */
+void nbdc_init(struct nbdc *c, const struct srv_cfg *cfg, struct buf *out);
+
+/* Called by nbdc_feed() for every valid request in the transmission
+ * phase.  Return 0 when it was taken (executed or queued; the payload is
+ * consumed on return), 1 to stall (not taken: feed stops and the same
+ * request is offered again on the next feed). */
+typedef int (*nbdc_submit_fn)(void *opaque, struct nbdc *c,
+                              const struct nbd_req *r);
+
+/* Consume IN[0..LEN): handshake options are answered into OUT, requests
+ * that fail validation get their error reply in OUT, valid ones go to FN.
+ * Stops early when OUT holds more than OUT_HIGH bytes, FN stalls, or the
+ * connection must close (c->phase == PH_CLOSED: flush OUT then close).
+ * Returns the bytes consumed; *NEED is the total size of the next
+ * incomplete message at IN + return value (0 if unknown/not needed). */
+size_t nbdc_feed(struct nbdc *c, const uint8_t *in, size_t len, struct buf *out,
+                 size_t out_high, nbdc_submit_fn fn, void *opaque,
+                 size_t *need);
+
+/* Execution flags. */
+#define EXEC_NOWAIT 0x1  /* writes ahead of the wp fail (ZNBD_WRITE_NOWAIT) */
+#define EXEC_REQUEUE 0x2 /* ... and return EXEC_AGAIN without a reply */
+#define EXEC_AGAIN 1
+
+/* Execute R against the device and append its complete reply to OUT.
+ * Returns 0, or EXEC_AGAIN (EXEC_REQUEUE only; OUT untouched). */
+int nbd_exec(const struct nbdc *c, const struct nbd_req *r, unsigned xflags,
+             struct buf *out);
+
+/* Append an error reply (NBD errno ERR, e.g. NBD_EIO) for R to OUT:
+ * a structured ERROR chunk when negotiated, else a simple reply. */
+void nbd_reply_error(const struct nbdc *c, const struct nbd_req *r,
+                     uint32_t err, const char *msg, struct buf *out);
+
+/* Transmission flags this connection was given. */
+uint16_t nbdc_tflags(const struct nbdc *c);
+
+#endif

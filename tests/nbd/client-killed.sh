@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# A client killed (SIGKILL) with many writes and reads in flight leaves the
+# server healthy (plain RAM disk, zoned=false): it keeps running, new
+# connections read and write normally, data written before the kill and
+# flushed is intact; repeated three times.
+. "$(dirname "$0")/../functions.sh"
+require_python_nbd
+
+# nbdkit 1.32.5 itself aborts ("connections.c:402: raw_send_socket:
+# Assertion `sock >= 0' failed") when a client vanishes while several of
+# its worker threads still have replies to send — with nbdkit's own memory
+# plugin too (4 runs in 5 here), so not a zoned.so bug.  One worker thread
+# per connection avoids that race; the plugin still sees the disconnect
+# with requests queued.
+if [ "$ZNBD_FRONTEND" = plugin ] || [ "$ZNBD_FRONTEND" = memory ]; then
+  ZNBD_NBDKIT_OPTS="${ZNBD_NBDKIT_OPTS:-} --threads=1"
+fi
+start_frontend size=32M zoned=false
+nbd_py <<'EOF'
+from znbdtest import *
+h = connect()
+h.pwrite(pattern(1 * MiB, 1), 0)
+h.flush()
+h.shutdown()
+say("1 MiB written and flushed before the kills")
+EOF
+for round in 1 2 3; do
+  # The victim keeps 64 x 256 KiB writes and reads in flight, forever.
+  /usr/bin/python3 - "$uri" >"$tmpdir/victim.log" 2>&1 <<'EOF' &
+import nbd, sys, os
+h = nbd.NBD()
+h.connect_uri(sys.argv[1])
+buf = os.urandom(256 * 1024)
+rb = [nbd.Buffer(256 * 1024) for _ in range(32)]
+open(os.environ["tmpdir"] + "/victim.ready", "w").close()
+i = 0
+while True:
+    while h.aio_in_flight() < 64:
+        off = (1 + i % 120) * 256 * 1024
+        if i % 2:
+            h.aio_pwrite(buf, off)
+        else:
+            h.aio_pread(rb[i % 32], off)
+        i += 1
+    h.poll(-1)
+EOF
+  victim=$!
+  for ((i = 0; i < 100; i++)); do [ -e "$tmpdir/victim.ready" ] && break; sleep 0.05; done
+  [ -e "$tmpdir/victim.ready" ] || die "victim client did not connect: $(cat "$tmpdir/victim.log")"
+  sleep 0.3
+  kill -KILL "$victim"
+  wait "$victim" 2>/dev/null || true
+  rm -f "$tmpdir/victim.ready"
+  frontend_alive || die "server died after a client was killed mid-I/O (round $round)"
+  round=$round nbd_py <<'EOF'
+from znbdtest import *
+h = connect()
+check_eq(h.pread(256 * KiB, 0), pattern(1 * MiB, 1)[:256 * KiB], "round %s: data from before the kill intact" % os.environ["round"])
+x = pattern(64 * KiB, 50 + int(os.environ["round"]))
+h.pwrite(x, 31 * MiB)
+check_eq(h.pread(64 * KiB, 31 * MiB), x, "round %s: new connection writes and reads" % os.environ["round"])
+h.shutdown()
+EOF
+done
+stop_frontend
+pass "server survives killed clients"

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# znbd's command line: -r, -e, --run (captive, $uri, exit status), -U -,
+# -p/-i (TCP on 127.0.0.1, random port), daemon mode with -P, clean stop
+# on SIGTERM and SIGINT (socket and pidfile removed), bad options and
+# parameters refused with a message naming them.
+. "$(dirname "$0")/../functions.sh"
+frontend_available
+require nbdinfo
+znbd=$top_builddir/server/znbd
+mode=--queue-mode=$ZNBD_FRONTEND
+
+# -r: EPERM on writes.
+start_frontend size=16M zoned=false -r
+/usr/bin/python3 "$srcdir/rawnbd.py" "$sock" readonly || die "read-only checks"
+stop_frontend
+
+# -e NAME: served under that name (and the default ""), others refused.
+start_frontend size=16M zoned=false -e disk1
+nbdinfo "nbd+unix:///disk1?socket=$sock" >"$tmpdir/info" || die "export disk1 not served"
+grep -q 'export="disk1"' "$tmpdir/info" || die "nbdinfo does not show export disk1"
+if nbdinfo "nbd+unix:///other?socket=$sock" >/dev/null 2>&1; then
+  die "export 'other' was served"
+fi
+note "-e disk1: served; 'other' refused"
+stop_frontend
+
+# --run: captive, $uri substituted, exit status passed through, socket gone.
+out=$("$znbd" $mode --run 'nbdinfo --size "$uri"; echo "uri=$uri"; exit 3' size=8M zoned=false) && rc=0 || rc=$?
+[ "$rc" = 3 ] || die "--run: exit status $rc, want 3"
+echo "$out" | grep -qx 8388608 || die "--run: nbdinfo --size printed: $out"
+s=$(echo "$out" | sed -n 's/^uri=nbd+unix:\/\/\/?socket=//p')
+[ -n "$s" ] && [ ! -e "$s" ] || die "--run: temporary socket $s left behind"
+note "--run: captive, \$uri=nbd+unix, exit status 3 passed on, socket removed"
+
+# TCP on 127.0.0.1 with a random port (retry if taken).
+ok=
+for try in 1 2 3 4 5; do
+  port=$((20000 + RANDOM % 20000))
+  "$znbd" $mode -f -p "$port" -P "$tmpdir/tcp.pid" size=8M zoned=false \
+    >"$tmpdir/tcp.log" 2>&1 &
+  pid=$!
+  for i in $(seq 100); do [ -s "$tmpdir/tcp.pid" ] && break; kill -0 $pid 2>/dev/null || break; sleep 0.05; done
+  if [ -s "$tmpdir/tcp.pid" ]; then ok=1; break; fi
+  wait $pid || true
+done
+[ -n "$ok" ] || die "could not listen on any random TCP port"
+size=$(nbdinfo --size "nbd://127.0.0.1:$port") || die "nbdinfo over TCP failed"
+[ "$size" = 8388608 ] || die "TCP size $size"
+kill -INT $pid
+wait $pid && rc=0 || rc=$?
+[ "$rc" = 0 ] || die "SIGINT: exit status $rc"
+[ ! -e "$tmpdir/tcp.pid" ] || die "pidfile left after SIGINT"
+note "TCP 127.0.0.1:$port served; SIGINT: status 0, pidfile removed"
+
+# Daemon mode: forks, pidfile names the daemon; SIGTERM removes the socket.
+"$znbd" $mode -U "$tmpdir/d.sock" -P "$tmpdir/d.pid" size=8M zoned=false ||
+  die "daemon start failed"
+for i in $(seq 100); do [ -s "$tmpdir/d.pid" ] && break; sleep 0.05; done
+dpid=$(cat "$tmpdir/d.pid")
+on_exit "kill $dpid 2>/dev/null"
+nbdinfo --size "nbd+unix:///?socket=$tmpdir/d.sock" >/dev/null || die "daemon not serving"
+kill -TERM "$dpid"
+for i in $(seq 100); do kill -0 "$dpid" 2>/dev/null || break; sleep 0.05; done
+kill -0 "$dpid" 2>/dev/null && die "daemon did not stop on SIGTERM"
+[ ! -e "$tmpdir/d.sock" ] || die "socket left after SIGTERM"
+note "daemon mode: pidfile written, SIGTERM stops it and removes the socket"
+
+# SIGTERM with a connection open and requests in flight.
+start_frontend size=16M zoned=false
+/usr/bin/python3 - "$sock" <<'PY' &
+import socket, struct, sys, time
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+s.recv(18); s.sendall(struct.pack(">I", 3))
+s.sendall(struct.pack(">QII", 0x49484156454F5054, 7, 6) + b"\0" * 6)
+time.sleep(5)
+PY
+cpid=$!
+sleep 0.5
+s=$sock
+stop_frontend || die "server exit status non-zero on SIGTERM with a client connected"
+[ ! -e "$s" ] || die "socket left after SIGTERM"
+kill $cpid 2>/dev/null || true
+note "SIGTERM with a connected client: clean exit, socket removed"
+
+# Refusals name what is wrong.
+err=$("$znbd" $mode -f -U "$tmpdir/x" size=8M nosuchkey=1 2>&1) && die "nosuchkey accepted"
+echo "$err" | grep -q nosuchkey || die "error does not name nosuchkey: $err"
+err=$("$znbd" -f -U "$tmpdir/x" --queue-mode=blk size=8M 2>&1) && die "--queue-mode=blk accepted"
+echo "$err" | grep -q queue-mode || die "error does not name --queue-mode: $err"
+err=$("$znbd" $mode -f -U "$tmpdir/x" size=8M zoned=false notkv 2>&1) && die "bare word accepted"
+echo "$err" | grep -q notkv || die "error does not name the bare word: $err"
+note "bad parameter, bad --queue-mode and bare word refused with their names"
+pass "command line"

@@ -1,0 +1,389 @@
+/* Zoned lib/dev.c: start-up fault lists, pipelined writes (waiting for the
+ * wp, NOWAIT, timeout, pipelining off), many threads writing one zone out
+ * of order, many threads opening zones under an open limit (implicit
+ * close with trylocked victims), trim, extents, the description line and
+ * the wire errno map. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "znbd/dev.h"
+#include "check.h"
+
+static struct znbd_dev *
+make(const char *const *kv)
+{
+  struct znbd_params p;
+  char err[256];
+  struct znbd_dev *d;
+
+  znbd_params_init(&p);
+  for (; kv[0]; kv += 2)
+    if (znbd_params_set(&p, kv[0], kv[1], err, sizeof err) < 0) {
+      fprintf(stderr, "%s=%s: %s\n", kv[0], kv[1], err);
+      exit(1);
+    }
+  if (znbd_params_finish(&p, NULL, err, sizeof err) < 0) {
+    fprintf(stderr, "params: %s\n", err);
+    exit(1);
+  }
+  d = znbd_dev_new(&p, err, sizeof err);
+  znbd_params_free(&p);
+  if (!d) {
+    fprintf(stderr, "dev_new: %s\n", err);
+    exit(1);
+  }
+  return d;
+}
+
+static enum znbd_zone_cond
+cond(struct znbd_dev *d, uint32_t z)
+{
+  struct znbd_zone_info i;
+  znbd_dev_report(d, z, 1, &i);
+  return i.cond;
+}
+
+static uint64_t
+wp(struct znbd_dev *d, uint32_t z)
+{
+  struct znbd_zone_info i;
+  znbd_dev_report(d, z, 1, &i);
+  return i.wp;
+}
+
+static void
+test_start_lists(void)
+{
+  static const char *const kv[] = {"size",
+                                   "1M",
+                                   "zone_size",
+                                   "128K",
+                                   "zone_nr_conv",
+                                   "1",
+                                   "zone_readonly",
+                                   "2,3",
+                                   "zone_offline",
+                                   "3-4",
+                                   "zone_full",
+                                   "true",
+                                   NULL};
+  struct znbd_dev *d = make(kv);
+  uint8_t buf[512];
+
+  CHECK_EQ(znbd_dev_nr_zones(d), 8);
+  CHECK_EQ(cond(d, 0), ZNBD_ZONE_COND_NOT_WP);
+  CHECK_EQ(cond(d, 1), ZNBD_ZONE_COND_FULL);
+  CHECK_EQ(wp(d, 1), 256 * 1024);
+  CHECK_EQ(cond(d, 2), ZNBD_ZONE_COND_READONLY);
+  CHECK_EQ(cond(d, 3), ZNBD_ZONE_COND_OFFLINE); /* offline after readonly */
+  CHECK_EQ(cond(d, 4), ZNBD_ZONE_COND_OFFLINE);
+  CHECK_EQ(wp(d, 4), ZNBD_WP_INVALID);
+  CHECK_EQ(cond(d, 5), ZNBD_ZONE_COND_FULL);
+  /* READONLY readable, OFFLINE not, neither writable. */
+  CHECK_EQ(znbd_dev_read(d, buf, 512, 2 * 128 * 1024), 0);
+  errno = 0;
+  CHECK(znbd_dev_read(d, buf, 512, 3 * 128 * 1024) < 0 && errno == EIO);
+  errno = 0;
+  CHECK(znbd_dev_write(d, buf, 512, 2 * 128 * 1024, 0) < 0 && errno == EIO);
+  /* Whole-device trim = reset-all: FULL zones reset, faulty ones kept. */
+  CHECK_EQ(znbd_dev_trim(d, 1 << 20, 0), 0);
+  CHECK_EQ(cond(d, 1), ZNBD_ZONE_COND_EMPTY);
+  CHECK_EQ(cond(d, 2), ZNBD_ZONE_COND_READONLY);
+  CHECK_EQ(cond(d, 4), ZNBD_ZONE_COND_OFFLINE);
+  CHECK_EQ(znbd_dev_zone_op(d, ZNBD_ZONE_OP_ONLINE, 4), 0);
+  CHECK_EQ(cond(d, 4), ZNBD_ZONE_COND_EMPTY);
+  znbd_dev_free(d);
+}
+
+struct seq_writer {
+  struct znbd_dev *d;
+  uint64_t zone_start;
+  unsigned id, nthreads, chunks;
+  int failures;
+};
+
+/* Thread ID writes chunks ID, ID+N, ID+2N... of one zone: they can only
+ * succeed in order, so they depend on waiting for the wp. */
+static void *
+seq_write(void *opaque)
+{
+  struct seq_writer *w = opaque;
+  uint8_t buf[4096];
+
+  for (unsigned c = w->id; c < w->chunks; c += w->nthreads) {
+    memset(buf, (int)(c & 0xff), sizeof buf);
+    if (znbd_dev_write(w->d, buf, sizeof buf, w->zone_start + c * 4096ULL, 0))
+      w->failures++;
+  }
+  return NULL;
+}
+
+static void
+test_pipeline(void)
+{
+  static const char *const kv[] = {
+      "size", "4M", "zone_size", "1M", "zone_write_timeout", "2000", NULL};
+  struct znbd_dev *d = make(kv);
+  uint8_t buf[4096], got[4096];
+  pthread_t th[8];
+  struct seq_writer w[8];
+  int failures = 0;
+
+  memset(buf, 7, sizeof buf);
+  /* NOWAIT ahead of the wp: EAGAIN, nothing changes. */
+  errno = 0;
+  CHECK(znbd_dev_write(d, buf, 4096, 8192, ZNBD_WRITE_NOWAIT) < 0 &&
+        errno == EAGAIN);
+  CHECK_EQ(cond(d, 0), ZNBD_ZONE_COND_EMPTY);
+  CHECK_EQ(znbd_dev_wire_errno(EAGAIN), EIO);
+  /* Behind the wp never waits. */
+  CHECK_EQ(znbd_dev_write(d, buf, 4096, 0, 0), 0);
+  errno = 0;
+  CHECK(znbd_dev_write(d, buf, 4096, 0, 0) < 0 && errno == EIO);
+
+  /* 8 threads, 256 chunks of 4 KiB into zone 1 (1 MiB), out of order. */
+  for (unsigned i = 0; i < 8; i++) {
+    w[i] = (struct seq_writer){d, 1 << 20, i, 8, 256, 0};
+    pthread_create(&th[i], NULL, seq_write, &w[i]);
+  }
+  for (unsigned i = 0; i < 8; i++) {
+    pthread_join(th[i], NULL);
+    failures += w[i].failures;
+  }
+  CHECK_EQ(failures, 0);
+  CHECK_EQ(cond(d, 1), ZNBD_ZONE_COND_FULL);
+  int bad = 0;
+  for (unsigned c = 0; c < 256; c++) {
+    znbd_dev_read(d, got, 4096, (1 << 20) + c * 4096ULL);
+    for (unsigned k = 0; k < 4096; k++)
+      bad += got[k] != (uint8_t)c;
+  }
+  CHECK_EQ(bad, 0);
+  znbd_dev_free(d);
+
+  /* A short timeout and nobody to move the wp: EIO. */
+  static const char *const kv2[] = {
+      "size", "4M", "zone_size", "1M", "zone_write_timeout", "50", NULL};
+  d = make(kv2);
+  errno = 0;
+  CHECK(znbd_dev_write(d, buf, 4096, 4096, 0) < 0 && errno == EIO);
+  CHECK_EQ(wp(d, 0), 0);
+  CHECK_EQ(cond(d, 0), ZNBD_ZONE_COND_EMPTY);
+  znbd_dev_free(d);
+
+  /* Pipelining off: ahead of the wp fails at once, as a drive would. */
+  static const char *const kv3[] = {
+      "size", "4M", "zone_size", "1M", "pipeline_zoned_writes", "false", NULL};
+  d = make(kv3);
+  errno = 0;
+  CHECK(znbd_dev_write(d, buf, 4096, 4096, 0) < 0 && errno == EIO);
+  znbd_dev_free(d);
+}
+
+struct ahead {
+  struct znbd_dev *d;
+  int r, e;
+};
+
+static void *
+write_ahead(void *opaque)
+{
+  struct ahead *a = opaque;
+  uint8_t buf[4096] = {3};
+  a->r = znbd_dev_write(a->d, buf, 4096, (2 << 20) + 8192, 0);
+  a->e = errno;
+  return NULL;
+}
+
+/* A waiting write is woken, not left to time out, when its zone stops
+ * being writable (finished by a management op): it fails with EIO. */
+static void
+test_wait_woken_by_finish(void)
+{
+  static const char *const kv[] = {
+      "size", "4M", "zone_size", "1M", "zone_write_timeout", "20000", NULL};
+  struct znbd_dev *d = make(kv);
+  struct ahead a = {d, 0, 0};
+  struct timespec t0, t1, nap = {0, 50 * 1000000L};
+  pthread_t th;
+
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  pthread_create(&th, NULL, write_ahead, &a);
+  nanosleep(&nap, NULL);
+  CHECK_EQ(znbd_dev_zone_op(d, ZNBD_ZONE_OP_FINISH, 2), 0);
+  pthread_join(th, NULL);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  CHECK(a.r < 0 && a.e == EIO);
+  /* Woken by the finish, long before the 20 s timeout. */
+  CHECK(t1.tv_sec - t0.tv_sec < 15);
+  CHECK_EQ(cond(d, 2), ZNBD_ZONE_COND_FULL);
+  znbd_dev_free(d);
+}
+
+struct opener {
+  struct znbd_dev *d;
+  unsigned id;
+  unsigned long ok, refused, other;
+};
+
+/* Open zones by writing their first block, reset them, over and over. */
+static void *
+open_loop(void *opaque)
+{
+  struct opener *o = opaque;
+  uint8_t buf[512] = {1};
+  uint64_t x = o->id * 7919 + 1;
+
+  for (unsigned n = 0; n < 20000; n++) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    uint32_t z = (uint32_t)(x >> 33) % 16;
+    uint64_t zs = z * 65536ULL;
+    int r;
+    if ((x >> 20) % 4 == 0)
+      r = znbd_dev_zone_op(o->d, ZNBD_ZONE_OP_RESET, z);
+    else if ((x >> 20) % 4 == 1)
+      r = znbd_dev_zone_op(o->d, ZNBD_ZONE_OP_OPEN, z);
+    else
+      r = znbd_dev_write(o->d, buf, 512, zs + wp(o->d, z) % 65536,
+                         ZNBD_WRITE_NOWAIT);
+    if (r == 0)
+      o->ok++;
+    else if (errno == ETOOMANYREFS || errno == EOVERFLOW)
+      o->refused++;
+    else if (errno != EIO && errno != EAGAIN)
+      o->other++;
+  }
+  return NULL;
+}
+
+static void
+test_concurrent_limits(void)
+{
+  static const char *const kv[] = {
+      "size", "1M", "zone_size", "64K", "zone_max_open", "3", "zone_max_active",
+      "5",    NULL};
+  struct znbd_dev *d = make(kv);
+  pthread_t th[4];
+  struct opener o[4];
+  unsigned long ok = 0, other = 0;
+
+  for (unsigned i = 0; i < 4; i++) {
+    o[i] = (struct opener){d, i, 0, 0, 0};
+    pthread_create(&th[i], NULL, open_loop, &o[i]);
+  }
+  for (unsigned i = 0; i < 4; i++) {
+    pthread_join(th[i], NULL);
+    ok += o[i].ok;
+    other += o[i].other;
+  }
+  CHECK(ok > 0);
+  CHECK_EQ(other, 0);
+  /* The counters must match the conditions and respect the limits. */
+  struct znbd_zone_info zi[16];
+  struct znbd_dev_stats st;
+  unsigned io = 0, eo = 0, cl = 0;
+  CHECK_EQ(znbd_dev_report(d, 0, 16, zi), 16);
+  for (unsigned i = 0; i < 16; i++) {
+    io += zi[i].cond == ZNBD_ZONE_COND_IMP_OPEN;
+    eo += zi[i].cond == ZNBD_ZONE_COND_EXP_OPEN;
+    cl += zi[i].cond == ZNBD_ZONE_COND_CLOSED;
+  }
+  znbd_dev_stats(d, &st);
+  CHECK_EQ(st.nr_imp_open, io);
+  CHECK_EQ(st.nr_exp_open, eo);
+  CHECK_EQ(st.nr_closed, cl);
+  CHECK(io + eo <= 3 && io + eo + cl <= 5);
+  printf("concurrent opens: %lu ok, IO/EO/CL at the end %u/%u/%u\n", ok, io, eo,
+         cl);
+  znbd_dev_free(d);
+}
+
+struct ext {
+  uint64_t off[16], len[16];
+  uint32_t flags[16];
+  int n;
+};
+
+static int
+add(void *opaque, uint64_t off, uint64_t len, uint32_t flags)
+{
+  struct ext *e = opaque;
+  if (e->n < 16) {
+    e->off[e->n] = off;
+    e->len[e->n] = len;
+    e->flags[e->n] = flags;
+  }
+  e->n++;
+  return 0;
+}
+
+static void
+test_extents_trim_describe(void)
+{
+  static const char *const kv[] = {
+      "size",          "3M",   "zone_size", "1M", "zone_nr_conv", "1",
+      "zone_capacity", "768K", NULL};
+  struct znbd_dev *d = make(kv);
+  static uint8_t buf[8192];
+  struct ext e = {0};
+  char desc[256];
+
+  memset(buf, 9, sizeof buf);
+  CHECK_EQ(znbd_dev_write(d, buf, 8192, 1 << 20, 0), 0);
+  CHECK_EQ(znbd_dev_extents(d, 1 << 20, 2 << 20, add, &e), 0);
+  /* zone 1: [start, wp) data, [wp, end) hole+zero; zone 2 all hole. */
+  CHECK_EQ(e.n, 3);
+  CHECK(e.off[0] == 1 << 20 && e.len[0] == 8192 && e.flags[0] == 0);
+  CHECK(e.off[1] == (1 << 20) + 8192 && e.len[1] == (1 << 20) - 8192 &&
+        e.flags[1] == 3);
+  CHECK(e.off[2] == 2 << 20 && e.len[2] == 1 << 20 && e.flags[2] == 3);
+  /* A partial trim of a sequential zone changes nothing. */
+  CHECK_EQ(znbd_dev_trim(d, 4096, 1 << 20), 0);
+  CHECK_EQ(wp(d, 1), (1 << 20) + 8192);
+  /* Write zeros to the capacity: the zone is FULL, nothing allocated. */
+  struct znbd_dev_stats st0, st1;
+  znbd_dev_stats(d, &st0);
+  CHECK_EQ(znbd_dev_write(d, NULL, 768 * 1024 - 8192, (1 << 20) + 8192, 0), 0);
+  CHECK_EQ(cond(d, 1), ZNBD_ZONE_COND_FULL);
+  znbd_dev_stats(d, &st1);
+  CHECK_EQ(st1.allocated, st0.allocated);
+  /* Whole-zone trim resets it and frees its pages. */
+  CHECK_EQ(znbd_dev_trim(d, 1 << 20, 1 << 20), 0);
+  CHECK_EQ(cond(d, 1), ZNBD_ZONE_COND_EMPTY);
+  znbd_dev_stats(d, &st1);
+  CHECK_EQ(st1.allocated, 0);
+  /* Append returns where it wrote. */
+  uint64_t at = 0;
+  CHECK_EQ(znbd_dev_append(d, buf, 4096, 2 << 20, &at), 0);
+  CHECK_EQ(at, 2 << 20);
+  CHECK_EQ(znbd_dev_append(d, buf, 4096, 2 << 20, &at), 0);
+  CHECK_EQ(at, (2 << 20) + 4096);
+  errno = 0;
+  CHECK(znbd_dev_append(d, buf, 4096, 0, &at) < 0 && errno == EIO);
+  errno = 0;
+  CHECK(znbd_dev_append(d, buf, 4096, 4096 + (2 << 20), &at) < 0 &&
+        errno == EINVAL);
+  CHECK_EQ(znbd_dev_zone_index(d, (2 << 20) - 1), 1);
+  znbd_dev_describe(d, desc, sizeof desc);
+  CHECK(strcmp(desc, "znbd model=host-managed size=3145728 zone_size=1048576 "
+                     "zone_capacity=786432 nr_zones=3 nr_conv=1 max_open=0 "
+                     "max_active=0 blocksize=512") == 0);
+  CHECK_EQ(znbd_dev_wire_errno(ETOOMANYREFS), ENOSPC);
+  CHECK_EQ(znbd_dev_wire_errno(EOVERFLOW), ENOSPC);
+  znbd_dev_free(d);
+}
+
+int
+main(void)
+{
+  test_start_lists();
+  test_pipeline();
+  test_wait_woken_by_finish();
+  test_concurrent_limits();
+  test_extents_trim_describe();
+  return check_done("test-zone-dev");
+}

@@ -1,0 +1,524 @@
+/* Table-driven test of every zone transition of lib/zone.c.
+ *
+ * Each row names the rule it checks (../shared/notes/zone-rules.md, Linux
+ * drivers/block/null_blk/zoned.c), runs a setup script whose steps must
+ * all succeed, then one operation, and checks its errno, every zone's
+ * condition, the EO/IO/CL counters and (where given) write pointers.
+ *
+ * Script steps (B = 4096-byte blocks, relative to the zone start):
+ *   wZ+N  write N blocks at zone Z's wp     wZ@K+N  write at block K of Z
+ *   aZ+N  append N blocks to zone Z         oZ cZ fZ rZ  open/close/finish/
+ *   R     reset-all                         reset;  roZ offZ onZ
+ *                                           readonly/offline/online
+ * Conditions, one letter a zone: n NOT_WP, e EMPTY, i IMP_OPEN,
+ * x EXP_OPEN, c CLOSED, f FULL, r READONLY, o OFFLINE.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "znbd/zone.h"
+
+#define B 4096ULL
+
+static const struct znbd_zone_geometry geoms[] = {
+    /* 0: 8 zones of 16 blocks, zone 0 conventional, no limits. */
+    {.size = 8 * 16 * B, .zone_size = 16 * B, .nr_conv = 1},
+    /* 1: same with max_open 2, max_active 3. */
+    {.size = 8 * 16 * B,
+     .zone_size = 16 * B,
+     .nr_conv = 1,
+     .max_open = 2,
+     .max_active = 3},
+    /* 2: npo2 zones of 12 blocks and a smaller last zone of 5 blocks. */
+    {.size = (8 * 12 + 5) * B, .zone_size = 12 * B},
+    /* 3: capacity 10 blocks of 16, zone 0 conventional. */
+    {.size = 6 * 16 * B,
+     .zone_size = 16 * B,
+     .zone_capacity = 10 * B,
+     .nr_conv = 1},
+    /* 4: zone_full. */
+    {.size = 4 * 16 * B, .zone_size = 16 * B, .nr_conv = 1, .zone_full = true},
+    /* 5: max_open 2, no active limit, no conventional zones. */
+    {.size = 6 * 16 * B, .zone_size = 16 * B, .max_open = 2},
+};
+
+struct row {
+  const char *rule;
+  int geom;
+  const char *setup, *op;
+  int err; /* expected errno of OP, 0 = success */
+  const char *conds;
+  unsigned io, eo, cl;
+  const char *wps; /* blocks from zone start per zone; '-' invalid; '*' any */
+};
+
+static const struct row rows[] = {
+    /* Write rules (zone-rules.md "Write"; null_zone_write()). */
+    {"write 1: conventional zone takes any offset", 0, "", "w0@5+2", 0,
+     "neeeeeee", 0, 0, 0, "- 0 0 0 0 0 0 0"},
+    {"write 2: not at the wp -> EIO", 0, "", "w1@1+1", EIO, "neeeeeee", 0, 0, 0,
+     "- 0 0 0 0 0 0 0"},
+    {"write 3: EMPTY -> IMP_OPEN, IO+1", 0, "", "w1+1", 0, "nieeeeee", 1, 0, 0,
+     "- 1 0 0 0 0 0 0"},
+    {"write 7: reaching capacity -> FULL, IO-1", 0, "w1+1", "w1+15", 0,
+     "nfeeeeee", 0, 0, 0, "- 16 0 0 0 0 0 0"},
+    {"write 2: beyond capacity -> EIO, nothing changes", 3, "w1+1", "w1@1+10",
+     EIO, "nieeee", 1, 0, 0, "- 1 0 0 0 0"},
+    {"write 2: FULL zone -> EIO", 0, "w1+16", "w1@0+1", EIO, "nfeeeeee", 0, 0,
+     0, NULL},
+    {"write 2: FULL zone, last block -> EIO", 0, "w1+16", "w1@15+1", EIO,
+     "nfeeeeee", 0, 0, 0, NULL},
+    {"write 4: CLOSED -> IMP_OPEN, CL-1 IO+1", 0, "w1+2 c1", "w1+1", 0,
+     "nieeeeee", 1, 0, 0, "- 3 0 0 0 0 0 0"},
+    {"write 2: failed write on CLOSED keeps it CLOSED", 0, "w1+2 c1", "w1@1+1",
+     EIO, "nceeeeee", 0, 0, 1, "- 2 0 0 0 0 0 0"},
+    {"write 5: EXP_OPEN stays EXP_OPEN", 0, "o1", "w1+1", 0, "nxeeeeee", 0, 1,
+     0, "- 1 0 0 0 0 0 0"},
+    {"write 7: EXP_OPEN reaching capacity -> FULL, EO-1", 0, "o1", "w1+16", 0,
+     "nfeeeeee", 0, 0, 0, NULL},
+    {"write: spanning write fills one zone, opens the next", 0, "w1+14",
+     "w1@14+4", 0, "nfieeeee", 1, 0, 0, "- 16 2 0 0 0 0 0"},
+    {"write: spanning write is all-or-nothing (2nd piece off wp)", 0,
+     "w1+14 w2+1", "w1@14+4", EIO, "niieeeee", 2, 0, 0, "- 14 1 0 0 0 0 0"},
+    {"write: conventional + sequential pieces", 0, "", "w0@15+2", 0, "nieeeeee",
+     1, 0, 0, "- 1 0 0 0 0 0 0"},
+    {"write: beyond the device -> EINVAL", 0, "", "w7@15+2", EINVAL, "neeeeeee",
+     0, 0, 0, NULL},
+    /* Append (zone-rules.md "Zone append"). */
+    {"append: conventional zone -> EIO", 0, "", "a0+1", EIO, "neeeeeee", 0, 0,
+     0, NULL},
+    {"append: data goes to the wp", 0, "w1+3", "a1+2", 0, "nieeeeee", 1, 0, 0,
+     "- 5 0 0 0 0 0 0"},
+    {"append: EMPTY -> IMP_OPEN", 0, "", "a2+1", 0, "neieeeee", 1, 0, 0,
+     "- 0 1 0 0 0 0 0"},
+    {"append: FULL -> EIO", 0, "w1+16", "a1+1", EIO, "nfeeeeee", 0, 0, 0, NULL},
+    {"append: beyond capacity -> EIO", 0, "w1+15", "a1+2", EIO, "nieeeeee", 1,
+     0, 0, "- 15 0 0 0 0 0 0"},
+    {"append: to capacity -> FULL", 0, "w1+15", "a1+1", 0, "nfeeeeee", 0, 0, 0,
+     NULL},
+    /* Open (null_open_zone()). */
+    {"open: EMPTY -> EXP_OPEN, EO+1", 0, "", "o1", 0, "nxeeeeee", 0, 1, 0,
+     "- 0 0 0 0 0 0 0"},
+    {"open: EXP_OPEN is a no-op", 0, "o1", "o1", 0, "nxeeeeee", 0, 1, 0, NULL},
+    {"open: IMP_OPEN -> EXP_OPEN without checks", 0, "w1+1", "o1", 0,
+     "nxeeeeee", 0, 1, 0, NULL},
+    {"open: CLOSED -> EXP_OPEN, CL-1", 0, "w1+1 c1", "o1", 0, "nxeeeeee", 0, 1,
+     0, "- 1 0 0 0 0 0 0"},
+    {"open: FULL -> EIO", 0, "w1+16", "o1", EIO, "nfeeeeee", 0, 0, 0, NULL},
+    {"open: conventional -> EIO", 0, "", "o0", EIO, "neeeeeee", 0, 0, 0, NULL},
+    /* Close (null_close_zone()). */
+    {"close: EMPTY -> EIO", 0, "", "c1", EIO, "neeeeeee", 0, 0, 0, NULL},
+    {"close: FULL -> EIO", 0, "w1+16", "c1", EIO, "nfeeeeee", 0, 0, 0, NULL},
+    {"close: CLOSED is a no-op", 0, "w1+1 c1", "c1", 0, "nceeeeee", 0, 0, 1,
+     NULL},
+    {"close: IMP_OPEN with data -> CLOSED", 0, "w1+1", "c1", 0, "nceeeeee", 0,
+     0, 1, "- 1 0 0 0 0 0 0"},
+    {"close: EXP_OPEN with data -> CLOSED", 0, "o1 w1+1", "c1", 0, "nceeeeee",
+     0, 0, 1, NULL},
+    {"close: EXP_OPEN at its start -> EMPTY", 0, "o1", "c1", 0, "neeeeeee", 0,
+     0, 0, "- 0 0 0 0 0 0 0"},
+    {"close: conventional -> EIO", 0, "", "c0", EIO, "neeeeeee", 0, 0, 0, NULL},
+    /* Finish (null_finish_zone()). */
+    {"finish: FULL is a no-op", 0, "w1+16", "f1", 0, "nfeeeeee", 0, 0, 0,
+     "- 16 0 0 0 0 0 0"},
+    {"finish: EMPTY -> FULL, wp at zone end", 0, "", "f1", 0, "nfeeeeee", 0, 0,
+     0, "- 16 0 0 0 0 0 0"},
+    {"finish: IMP_OPEN -> FULL, IO-1", 0, "w1+3", "f1", 0, "nfeeeeee", 0, 0, 0,
+     "- 16 0 0 0 0 0 0"},
+    {"finish: EXP_OPEN -> FULL, EO-1", 0, "o1", "f1", 0, "nfeeeeee", 0, 0, 0,
+     NULL},
+    {"finish: CLOSED -> FULL, CL-1", 0, "w1+3 c1", "f1", 0, "nfeeeeee", 0, 0, 0,
+     NULL},
+    {"finish: conventional -> EIO", 0, "", "f0", EIO, "neeeeeee", 0, 0, 0,
+     NULL},
+    /* Reset (null_reset_zone()) and reset-all (null_zone_mgmt()). */
+    {"reset: conventional -> EIO", 0, "", "r0", EIO, "neeeeeee", 0, 0, 0, NULL},
+    {"reset: EMPTY is fine", 0, "", "r1", 0, "neeeeeee", 0, 0, 0,
+     "- 0 0 0 0 0 0 0"},
+    {"reset: IMP_OPEN -> EMPTY, IO-1", 0, "w1+3", "r1", 0, "neeeeeee", 0, 0, 0,
+     "- 0 0 0 0 0 0 0"},
+    {"reset: EXP_OPEN -> EMPTY, EO-1", 0, "o1 w1+1", "r1", 0, "neeeeeee", 0, 0,
+     0, NULL},
+    {"reset: CLOSED -> EMPTY, CL-1", 0, "w1+3 c1", "r1", 0, "neeeeeee", 0, 0, 0,
+     NULL},
+    {"reset: FULL -> EMPTY", 0, "w1+16", "r1", 0, "neeeeeee", 0, 0, 0,
+     "- 0 0 0 0 0 0 0"},
+    {"reset-all: every non-EMPTY sequential zone reset", 0,
+     "w1+3 o2 w3+16 w4+1 c4 w5+2", "R", 0, "neeeeeee", 0, 0, 0,
+     "- 0 0 0 0 0 0 0"},
+    {"reset-all: skips READONLY and OFFLINE", 0, "w1+2 w2+1 ro2 off3 w4+1", "R",
+     0, "neroeeee", 0, 0, 0, "- 0 - - 0 0 0 0"},
+    /* Fault injection (configfs zone_readonly/zone_offline,
+     * null_set_zone_cond()). */
+    {"readonly: EMPTY -> READONLY, wp invalid", 0, "", "ro2", 0, "nereeeee", 0,
+     0, 0, "- 0 - 0 0 0 0 0"},
+    {"readonly: IMP_OPEN -> READONLY, IO released", 0, "w1+1", "ro1", 0,
+     "nreeeeee", 0, 0, 0, NULL},
+    {"readonly: EXP_OPEN -> READONLY, EO released", 0, "o1", "ro1", 0,
+     "nreeeeee", 0, 0, 0, NULL},
+    {"readonly again -> EMPTY, wp = start", 0, "w1+1 ro1", "ro1", 0, "neeeeeee",
+     0, 0, 0, "- 0 0 0 0 0 0 0"},
+    {"offline: CLOSED -> OFFLINE, CL released", 0, "w1+1 c1", "off1", 0,
+     "noeeeeee", 0, 0, 0, "- - 0 0 0 0 0 0"},
+    {"offline: READONLY -> OFFLINE", 0, "ro1", "off1", 0, "noeeeeee", 0, 0, 0,
+     NULL},
+    {"offline again -> EMPTY", 0, "off1", "off1", 0, "neeeeeee", 0, 0, 0, NULL},
+    {"readonly: conventional zone -> EIO", 0, "", "ro0", EIO, "neeeeeee", 0, 0,
+     0, NULL},
+    {"online: READONLY -> EMPTY", 0, "w1+2 ro1", "on1", 0, "neeeeeee", 0, 0, 0,
+     "- 0 0 0 0 0 0 0"},
+    {"online: OFFLINE -> EMPTY", 0, "off1", "on1", 0, "neeeeeee", 0, 0, 0,
+     NULL},
+    {"online: EMPTY -> EIO", 0, "", "on1", EIO, "neeeeeee", 0, 0, 0, NULL},
+    {"write to READONLY -> EIO", 0, "ro1", "w1@0+1", EIO, "nreeeeee", 0, 0, 0,
+     NULL},
+    {"write to OFFLINE -> EIO", 0, "off1", "w1@0+1", EIO, "noeeeeee", 0, 0, 0,
+     NULL},
+    {"append to READONLY -> EIO", 0, "ro1", "a1+1", EIO, "nreeeeee", 0, 0, 0,
+     NULL},
+    {"open READONLY -> EIO", 0, "ro1", "o1", EIO, "nreeeeee", 0, 0, 0, NULL},
+    {"close OFFLINE -> EIO", 0, "off1", "c1", EIO, "noeeeeee", 0, 0, 0, NULL},
+    {"finish READONLY -> EIO", 0, "ro1", "f1", EIO, "nreeeeee", 0, 0, 0, NULL},
+    {"reset OFFLINE -> EIO", 0, "off1", "r1", EIO, "noeeeeee", 0, 0, 0, NULL},
+    /* Resources (zone-rules.md "Counters"). max_open 2, max_active 3. */
+    {"open check: implicit close of the IMP_OPEN victim", 1, "w1+1 w2+1",
+     "w3+1", 0, "nciieeee", 2, 0, 1, "- 1 1 1 0 0 0 0"},
+    {"open check: only EXP_OPEN zones -> ETOOMANYREFS", 1, "o1 o2", "w3+1",
+     ETOOMANYREFS, "nxxeeeee", 0, 2, 0, NULL},
+    {"open check: explicit open at the limit closes a victim", 1, "w1+1 w2+1",
+     "o3", 0, "ncixeeee", 1, 1, 1, NULL},
+    {"active check: CLOSED zones count against max_active", 1,
+     "w1+1 c1 w2+1 c2 w3+1 c3", "w4+1", EOVERFLOW, "ncccEeee", 0, 0, 3, NULL},
+    {"active check: failed write leaves counters untouched", 1,
+     "w1+1 c1 w2+1 w3+1", "w4+1", EOVERFLOW, "nciieeee", 2, 0, 1,
+     "- 1 1 1 0 0 0 0"},
+    {"active check: open of EMPTY at the active limit -> EOVERFLOW", 1,
+     "w1+1 c1 w2+1 w3+1", "o4", EOVERFLOW, "nciieeee", 2, 0, 1, NULL},
+    {"deviation: write to CLOSED at the active limit closes a victim", 1,
+     "w1+1 c1 w2+1 w3+1", "w1+1", 0, "nicieeee", 2, 0, 1, "- 2 1 1 0 0 0 0"},
+    {"deviation: open of CLOSED at the active limit closes a victim", 1,
+     "w1+1 c1 w2+1 w3+1", "o1", 0, "nxcieeee", 1, 1, 1, NULL},
+    {"finish: EMPTY runs the active check", 1, "w1+1 c1 w2+1 w3+1", "f4",
+     EOVERFLOW, "nciieeee", 2, 0, 1, NULL},
+    {"finish: CLOSED at open limit, only EXP_OPEN -> ETOOMANYREFS", 1,
+     "w1+1 c1 o2 o3", "f1", ETOOMANYREFS, "ncxxeeee", 0, 2, 1, NULL},
+    {"write: conventional piece + failing sequential piece changes nothing", 1,
+     "w2+1 c2 w3+1 c3 w4+1 c4", "w0@15+2", EOVERFLOW, "neccceee", 0, 0, 3,
+     "- 0 1 1 1 0 0 0"},
+    /* max_open 2, no active limit, 6 sequential zones. */
+    {"round-robin: victims are taken in turn", 5, "w0+1 w1+1 w2+1", "w3+1", 0,
+     "cciiee", 2, 0, 2, NULL},
+    {"round-robin: the scan wraps and skips CLOSED zones", 5,
+     "w0+1 w1+1 w2+1 w3+1 w0+1", "w1+1", 0, "iiccee", 2, 0, 2, NULL},
+    {"finish: EMPTY at the open limit closes a victim", 5, "w0+1 w1+1", "f2", 0,
+     "cifeee", 1, 0, 1, NULL},
+    {"open: EMPTY at the open limit closes a victim", 5, "w0+1 w1+1", "o2", 0,
+     "cixeee", 1, 1, 1, NULL},
+    /* Geometry: npo2 sizes, smaller last zone, capacity < size. */
+    {"npo2: write fills zone 1 of 12 blocks", 2, "", "w1+12", 0, "efeeeeeee", 0,
+     0, 0, "0 12 0 0 0 0 0 0 0"},
+    {"npo2: spanning write across the division boundary", 2, "w3+10", "w3@10+4",
+     0, "eeefieeee", 1, 0, 0, "0 0 0 12 2 0 0 0 0"},
+    {"smaller last zone: capacity is its length", 2, "", "w8+5", 0, "eeeeeeeef",
+     0, 0, 0, "0 0 0 0 0 0 0 0 5"},
+    {"smaller last zone: past the device -> EINVAL", 2, "", "w8+6", EINVAL,
+     "eeeeeeeee", 0, 0, 0, NULL},
+    {"capacity < size: writing to capacity -> FULL", 3, "", "w1+10", 0,
+     "nfeeee", 0, 0, 0, "- 10 0 0 0 0"},
+    {"capacity < size: beyond capacity -> EIO", 3, "", "w1+11", EIO, "neeeee",
+     0, 0, 0, NULL},
+    {"capacity < size: write in [capacity, len) -> EIO", 3, "", "w1@12+1", EIO,
+     "neeeee", 0, 0, 0, NULL},
+    {"capacity < size: finish puts wp at start + len", 3, "w1+3", "f1", 0,
+     "nfeeee", 0, 0, 0, "- 16 0 0 0 0"},
+    {"zone_full: sequential zones start FULL", 4, "", "", 0, "nfff", 0, 0, 0,
+     "- 16 16 16"},
+    {"zone_full: reset -> EMPTY", 4, "", "r2", 0, "nfef", 0, 0, 0, "- 16 0 16"},
+};
+
+static char
+cond_char(enum znbd_zone_cond c)
+{
+  switch (c) {
+  case ZNBD_ZONE_COND_NOT_WP:
+    return 'n';
+  case ZNBD_ZONE_COND_EMPTY:
+    return 'e';
+  case ZNBD_ZONE_COND_IMP_OPEN:
+    return 'i';
+  case ZNBD_ZONE_COND_EXP_OPEN:
+    return 'x';
+  case ZNBD_ZONE_COND_CLOSED:
+    return 'c';
+  case ZNBD_ZONE_COND_FULL:
+    return 'f';
+  case ZNBD_ZONE_COND_READONLY:
+    return 'r';
+  case ZNBD_ZONE_COND_OFFLINE:
+    return 'o';
+  }
+  return '?';
+}
+
+/* Run one script step; returns 0 or the errno. */
+static int
+step(struct znbd_zones *zs, const char *tok)
+{
+  struct znbd_zone_txn t;
+  unsigned zno, k, n;
+  enum znbd_zone_op op;
+  const char *arg;
+
+  if (tok[0] == 'w') {
+    uint64_t off;
+    if (sscanf(tok, "w%u@%u+%u", &zno, &k, &n) == 3)
+      off = zs->zone[zno].start + k * B;
+    else if (sscanf(tok, "w%u+%u", &zno, &n) == 2)
+      off = zs->zone[zno].wp;
+    else
+      abort();
+    if (off >= zs->size || n * B > zs->size - off) /* refused unlocked */
+      return znbd_zone_write_prepare(zs, &t, off, n * B) ? errno : 0;
+    uint32_t first = znbd_zones_zone_no(zs, off);
+    uint32_t last = znbd_zones_zone_no(zs, off + n * B - 1);
+    int r, e = 0;
+    znbd_zones_lock_range(zs, first, last);
+    r = znbd_zone_write_prepare(zs, &t, off, n * B);
+    if (r == 0)
+      znbd_zone_write_commit(&t);
+    else
+      e = errno;
+    znbd_zones_unlock_range(zs, first, last);
+    return e;
+  }
+  if (tok[0] == 'a') {
+    uint64_t off = 0, wp;
+    int r, e = 0;
+    if (sscanf(tok, "a%u+%u", &zno, &n) != 2)
+      abort();
+    pthread_mutex_lock(&zs->zone[zno].lock);
+    wp = zs->zone[zno].wp;
+    r = znbd_zone_append_prepare(zs, &t, zno, n * B, &off);
+    if (r == 0) {
+      if (off != wp) {
+        fprintf(stderr, "append returned offset %llu, wp was %llu\n",
+                (unsigned long long)off, (unsigned long long)wp);
+        exit(1);
+      }
+      znbd_zone_write_commit(&t);
+    } else
+      e = errno;
+    pthread_mutex_unlock(&zs->zone[zno].lock);
+    return e;
+  }
+  if (strcmp(tok, "R") == 0)
+    return znbd_zone_mgmt(zs, ZNBD_ZONE_OP_RESET, ZNBD_ALL_ZONES, NULL, NULL)
+               ? errno
+               : 0;
+  if (strncmp(tok, "off", 3) == 0)
+    op = ZNBD_ZONE_OP_SET_OFFLINE, arg = tok + 3;
+  else if (strncmp(tok, "on", 2) == 0)
+    op = ZNBD_ZONE_OP_ONLINE, arg = tok + 2;
+  else if (strncmp(tok, "ro", 2) == 0)
+    op = ZNBD_ZONE_OP_SET_READONLY, arg = tok + 2;
+  else if (tok[0] == 'o')
+    op = ZNBD_ZONE_OP_OPEN, arg = tok + 1;
+  else if (tok[0] == 'c')
+    op = ZNBD_ZONE_OP_CLOSE, arg = tok + 1;
+  else if (tok[0] == 'f')
+    op = ZNBD_ZONE_OP_FINISH, arg = tok + 1;
+  else if (tok[0] == 'r')
+    op = ZNBD_ZONE_OP_RESET, arg = tok + 1;
+  else
+    abort();
+  zno = (unsigned)atoi(arg);
+  return znbd_zone_mgmt(zs, op, zno, NULL, NULL) ? errno : 0;
+}
+
+static int
+run_script(struct znbd_zones *zs, const char *script, bool must_pass,
+           const char *rule)
+{
+  char buf[256], *save = NULL, *tok;
+  int e = 0;
+
+  snprintf(buf, sizeof buf, "%s", script);
+  for (tok = strtok_r(buf, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+    e = step(zs, tok);
+    if (e && must_pass) {
+      fprintf(stderr, "FAIL [%s]: setup step %s: %s\n", rule, tok, strerror(e));
+      exit(1);
+    }
+  }
+  return e;
+}
+
+static int
+check_row(const struct row *r)
+{
+  struct znbd_zones zs;
+  char got[64];
+  unsigned io, eo, cl, i, ok = 1;
+  unsigned cnt[3] = {0, 0, 0};
+  int e;
+
+  if (znbd_zones_init(&zs, &geoms[r->geom]) < 0) {
+    perror("znbd_zones_init");
+    exit(1);
+  }
+  run_script(&zs, r->setup, true, r->rule);
+  e = run_script(&zs, r->op, false, r->rule);
+
+  for (i = 0; i < zs.nr_zones; i++) {
+    got[i] = cond_char(zs.zone[i].cond);
+    cnt[0] += zs.zone[i].cond == ZNBD_ZONE_COND_IMP_OPEN;
+    cnt[1] += zs.zone[i].cond == ZNBD_ZONE_COND_EXP_OPEN;
+    cnt[2] += zs.zone[i].cond == ZNBD_ZONE_COND_CLOSED;
+  }
+  got[i] = 0;
+  znbd_zones_counters(&zs, &io, &eo, &cl);
+
+  char want[64];
+  snprintf(want, sizeof want, "%s", r->conds);
+  for (i = 0; want[i]; i++) /* 'E' marks the zone the op touched */
+    if (want[i] == 'E')
+      want[i] = 'e';
+  if (e != r->err) {
+    fprintf(stderr, "FAIL [%s]: errno %d (%s), want %d (%s)\n", r->rule, e,
+            strerror(e), r->err, strerror(r->err));
+    ok = 0;
+  }
+  if (strcmp(got, want) != 0) {
+    fprintf(stderr, "FAIL [%s]: conditions %s, want %s\n", r->rule, got, want);
+    ok = 0;
+  }
+  if (io != r->io || eo != r->eo || cl != r->cl) {
+    fprintf(stderr, "FAIL [%s]: IO/EO/CL %u/%u/%u, want %u/%u/%u\n", r->rule,
+            io, eo, cl, r->io, r->eo, r->cl);
+    ok = 0;
+  }
+  if (io != cnt[0] || eo != cnt[1] || cl != cnt[2]) {
+    fprintf(stderr, "FAIL [%s]: counters %u/%u/%u disagree with conditions\n",
+            r->rule, io, eo, cl);
+    ok = 0;
+  }
+  if (r->wps) {
+    const char *p = r->wps;
+    for (i = 0; i < zs.nr_zones && *p; i++) {
+      const struct znbd_zone *z = &zs.zone[i];
+      while (*p == ' ')
+        p++;
+      if (*p == '-') {
+        if (z->wp != ZNBD_WP_INVALID) {
+          fprintf(stderr, "FAIL [%s]: zone %u wp valid, want invalid\n",
+                  r->rule, i);
+          ok = 0;
+        }
+        p++;
+      } else if (*p == '*')
+        p++;
+      else {
+        char *end;
+        unsigned long long blk = strtoull(p, &end, 10);
+        if (z->wp != z->start + blk * B) {
+          fprintf(stderr, "FAIL [%s]: zone %u wp block %lld, want %llu\n",
+                  r->rule, i,
+                  z->wp == ZNBD_WP_INVALID
+                      ? -1LL
+                      : (long long)((z->wp - z->start) / B),
+                  blk);
+          ok = 0;
+        }
+        p = end;
+      }
+    }
+  }
+  znbd_zones_destroy(&zs);
+  if (ok)
+    printf("ok   [%s]\n", r->rule);
+  return ok;
+}
+
+/* Geometry checks that are not transitions. */
+static int
+check_geometry(void)
+{
+  struct znbd_zones zs;
+  int ok = 1;
+
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      fprintf(stderr, "FAIL geometry: %s (line %d)\n", #cond, __LINE__);       \
+      ok = 0;                                                                  \
+    }                                                                          \
+  } while (0)
+
+  /* npo2 zones, smaller last zone (zone-rules.md "Geometry"). */
+  CHECK(znbd_zones_init(&zs, &geoms[2]) == 0);
+  CHECK(zs.nr_zones == 9 && !zs.zone_size_po2);
+  CHECK(zs.zone[8].start == 96 * B && zs.zone[8].len == 5 * B);
+  CHECK(zs.zone[8].capacity == 5 * B && zs.zone[7].capacity == 12 * B);
+  CHECK(znbd_zones_zone_no(&zs, 12 * B - 1) == 0);
+  CHECK(znbd_zones_zone_no(&zs, 12 * B) == 1);
+  CHECK(znbd_zones_zone_no(&zs, 101 * B - 1) == 8);
+  znbd_zones_destroy(&zs);
+
+  /* po2 zones use the shift. */
+  CHECK(znbd_zones_init(&zs, &geoms[0]) == 0);
+  CHECK(zs.zone_size_po2 && zs.zone_shift == 16);
+  CHECK(znbd_zones_zone_no(&zs, 16 * B) == 1);
+  CHECK(zs.zone[0].type == ZNBD_ZONE_TYPE_CONVENTIONAL &&
+        zs.zone[0].wp == ZNBD_WP_INVALID);
+  CHECK(zs.zone[1].type == ZNBD_ZONE_TYPE_SEQWRITE_REQ &&
+        zs.zone[1].wp == zs.zone[1].start);
+  znbd_zones_destroy(&zs);
+
+  /* capacity < size; last zone shorter than the capacity. */
+  struct znbd_zone_geometry g = {
+      .size = 40 * B, .zone_size = 16 * B, .zone_capacity = 10 * B};
+  CHECK(znbd_zones_init(&zs, &g) == 0);
+  CHECK(zs.nr_zones == 3 && zs.zone[2].len == 8 * B &&
+        zs.zone[2].capacity == 8 * B && zs.zone[1].capacity == 10 * B);
+  znbd_zones_destroy(&zs);
+
+  /* Clamps of null_init_zoned_dev(). */
+  g = (struct znbd_zone_geometry){.size = 4 * 16 * B,
+                                  .zone_size = 16 * B,
+                                  .nr_conv = 9,
+                                  .max_open = 5,
+                                  .max_active = 7};
+  CHECK(znbd_zones_init(&zs, &g) == 0);
+  CHECK(zs.nr_conv == 3 && zs.max_active == 0 && zs.max_open == 0);
+  znbd_zones_destroy(&zs);
+  g = (struct znbd_zone_geometry){
+      .size = 8 * 16 * B, .zone_size = 16 * B, .max_open = 5, .max_active = 3};
+  CHECK(znbd_zones_init(&zs, &g) == 0);
+  CHECK(zs.max_active == 3 && zs.max_open == 3);
+  znbd_zones_destroy(&zs);
+
+  /* Refusals. */
+  g = (struct znbd_zone_geometry){
+      .size = 8 * B, .zone_size = 4 * B, .zone_capacity = 5 * B};
+  errno = 0;
+  CHECK(znbd_zones_init(&zs, &g) == -1 && errno == EINVAL);
+  g = (struct znbd_zone_geometry){.size = 8 * B, .zone_size = 0};
+  CHECK(znbd_zones_init(&zs, &g) == -1 && errno == EINVAL);
+  if (ok)
+    printf("ok   [geometry: npo2, smaller last zone, capacity, clamps]\n");
+  return ok;
+}
+
+int
+main(void)
+{
+  size_t i, pass = 0, n = sizeof rows / sizeof rows[0];
+
+  for (i = 0; i < n; i++)
+    pass += check_row(&rows[i]);
+  pass += check_geometry();
+  printf("%zu of %zu checks passed\n", pass, n + 1);
+  return pass == n + 1 ? 0 : 1;
+}

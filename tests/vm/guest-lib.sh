@@ -1,0 +1,212 @@
+# shellcheck shell=bash
+# Helpers for scripts that run inside the vm-run guest (sourced).
+#
+# TAP output (automake's tap-driver reads it; one result per check):
+#   check DESC CMD...        run CMD; "ok N - DESC" or "not ok N - DESC"
+#                            followed by its output as "# " lines
+#   skip_check DESC REASON   "ok N - DESC # SKIP REASON"
+#   note TEXT...             a "# " diagnostic line
+#   tap_end                  print the plan "1..N"; returns 1 if any failed
+#   expect_eio CMD...        succeeds iff CMD fails with "Input/output error"
+#
+# Front-ends (started in the guest, on a Unix socket in $work):
+#   start_server FE key=value...  FE: plugin (nbdkit + zoned.so), bio, mq
+#                            (server/znbd --queue-mode=FE), memory (nbdkit
+#                            memory, a stand-in that only takes size=).
+#                            Sets SOCK, SERVER_PID.
+#   stop_server              SIGTERM, then SIGKILL after 5 s
+#   attach BS CONNS [OPT..]  nbd-client -unix $SOCK /dev/nbd0 -b BS -C CONNS OPT..
+#   detach                   nbd-client -d /dev/nbd0, wait until it is free
+#
+# Block I/O on $DEV (/dev/nbd0 unless set), all O_DIRECT, offsets and
+# lengths in bytes:
+#   dwrite OFF LEN FILE      write the first LEN bytes of FILE at OFF
+#   dread OFF LEN            copy LEN bytes at OFF to stdout
+#   same_bytes OFF LEN FILE  the LEN bytes at OFF equal FILE's first LEN
+#   zero_bytes OFF LEN       the LEN bytes at OFF are all zero
+#   nonzero_bytes OFF LEN    ... are not all zero
+#
+# Environment (from vm-test): top_builddir, top_srcdir (absolute host paths,
+# visible read-only in the guest), ZNBD_PLUGIN / ZNBD_SERVER to override.
+: "${top_builddir:?top_builddir must be set}"
+export PATH=/usr/bin:/usr/sbin:/bin:/sbin
+export LC_ALL=C
+DEV=${DEV:-/dev/nbd0}
+work=$(mktemp -d /tmp/guest.XXXXXX)
+# Every command that talks to a device is bounded: a hung kernel path must
+# show up as a failed check, not eat the whole guest timeout.
+T="timeout -k 5 ${GUEST_CMD_TIMEOUT:-120}"
+
+_tap_n=0
+_tap_failed=0
+note() { echo "# $*"; }
+check() {
+  local desc=$1 rc=0 out
+  shift
+  # In this shell (so start_server can set SERVER_PID), output to a file.
+  "$@" > "$work/check.out" 2>&1 < /dev/null || rc=$?
+  out=$(cat "$work/check.out")
+  _tap_n=$((_tap_n + 1))
+  if [ "$rc" = 0 ]; then
+    echo "ok $_tap_n - $desc"
+    [ -z "$out" ] || printf '%s\n' "$out" | tail -n 5 | sed 's/^/#   /'
+  else
+    echo "not ok $_tap_n - $desc"
+    _tap_failed=$((_tap_failed + 1))
+    echo "#   exit status $rc of: $*"
+    [ -z "$out" ] || printf '%s\n' "$out" | tail -n 30 | sed 's/^/#   /'
+  fi
+  return "$rc"
+}
+skip_check() {
+  _tap_n=$((_tap_n + 1))
+  echo "ok $_tap_n - $1 # SKIP $2"
+}
+tap_end() {
+  echo "1..$_tap_n"
+  [ "$_tap_failed" = 0 ]
+}
+# CMD must fail, and with EIO ("Input/output error" from dd, fio's err=5).
+expect_eio() {
+  local out rc=0
+  out=$("$@" 2>&1) || rc=$?
+  printf '%s\n' "$out"
+  if [ "$rc" = 0 ]; then
+    echo "expected an I/O error, but the command succeeded"
+    return 1
+  fi
+  if ! grep -q -e 'Input/output error' -e 'err= *5' <<< "$out"; then
+    echo "failed (status $rc), but not with EIO"
+    return 1
+  fi
+  echo "failed with EIO, as it must"
+}
+
+# ------------------------------------------------------------------ servers
+plugin_path() {
+  local p
+  for p in "${ZNBD_PLUGIN:-}" "$top_builddir/zoned.so" "$top_builddir/plugin/.libs/zoned.so"; do
+    if [ -n "$p" ] && [ -f "$p" ]; then
+      echo "$p"
+      return 0
+    fi
+  done
+  return 1
+}
+server_path() {
+  local p=${ZNBD_SERVER:-$top_builddir/server/znbd}
+  [ -x "$p" ] && echo "$p"
+}
+# frontend_available FE: print why not and return 1 if FE is not built.
+frontend_available() {
+  case $1 in
+    plugin) plugin_path > /dev/null || { echo "zoned.so is not built in $top_builddir"; return 1; } ;;
+    bio | mq) server_path > /dev/null || { echo "server/znbd is not built in $top_builddir"; return 1; } ;;
+    memory) command -v nbdkit > /dev/null || { echo "nbdkit missing"; return 1; } ;;
+    *) echo "unknown front-end $1"; return 1 ;;
+  esac
+}
+
+_nserver=0
+SERVER_PID=
+start_server() {
+  local fe=$1 pidfile a i
+  shift
+  _nserver=$((_nserver + 1))
+  SOCK=$work/sock$_nserver
+  pidfile=$work/pid$_nserver
+  SERVER_LOG=$work/server$_nserver.log
+  local cmd=()
+  case $fe in
+    plugin) cmd=(nbdkit -f -U "$SOCK" -P "$pidfile" "$(plugin_path)" "$@") ;;
+    bio | mq) cmd=("$(server_path)" -f -U "$SOCK" -P "$pidfile" --queue-mode="$fe" "$@") ;;
+    memory)
+      cmd=(nbdkit -f -U "$SOCK" -P "$pidfile" memory)
+      for a in "$@"; do
+        case $a in size=*) cmd+=("$a") ;; esac
+      done
+      ;;
+    *) echo "unknown front-end $fe"; return 1 ;;
+  esac
+  echo "${cmd[*]}"
+  "${cmd[@]}" > "$SERVER_LOG" 2>&1 < /dev/null &
+  SERVER_PID=$!
+  for ((i = 0; i < 300; i++)); do
+    [ -s "$pidfile" ] && [ -S "$SOCK" ] && return 0
+    if ! kill -0 "$SERVER_PID" 2> /dev/null; then
+      SERVER_PID=
+      echo "the server exited before serving:"
+      cat "$SERVER_LOG"
+      return 1
+    fi
+    sleep 0.1
+  done
+  echo "the server did not serve within 30 s:"
+  cat "$SERVER_LOG"
+  return 1
+}
+stop_server() {
+  local i pid=$SERVER_PID
+  [ -n "$pid" ] || return 0
+  SERVER_PID=
+  kill -TERM "$pid" 2> /dev/null
+  for ((i = 0; i < 50; i++)); do
+    kill -0 "$pid" 2> /dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2> /dev/null; then
+    echo "server $pid ignored SIGTERM for 5 s; killing it"
+    kill -KILL "$pid"
+  fi
+  wait "$pid" 2> /dev/null
+  return 0
+}
+
+# ------------------------------------------------------------------- client
+nbd_size() { cat /sys/block/${DEV#/dev/}/size 2> /dev/null || echo 0; }
+attach() {
+  local bs=$1 conns=$2 i
+  shift 2
+  $T nbd-client -unix "$SOCK" "$DEV" -b "$bs" -C "$conns" "$@" || return 1
+  for ((i = 0; i < 100; i++)); do
+    [ "$(nbd_size)" != 0 ] && break
+    sleep 0.1
+  done
+  [ "$(nbd_size)" != 0 ] || { echo "$DEV has size 0 after nbd-client"; return 1; }
+  local q=/sys/block/${DEV#/dev/}/queue
+  echo "$DEV: $(blockdev --getsize64 "$DEV") bytes, logical block $(cat $q/logical_block_size), hw queues $(ls /sys/block/${DEV#/dev/}/mq | wc -l)"
+}
+detach() {
+  local i
+  $T nbd-client -d "$DEV" || return 1
+  for ((i = 0; i < 100; i++)); do
+    [ "$(nbd_size)" = 0 ] && return 0
+    sleep 0.1
+  done
+  echo "$DEV still has size $(nbd_size) after nbd-client -d"
+  return 1
+}
+
+# ---------------------------------------------------------------- block I/O
+dwrite() {
+  $T dd if="$3" of="$DEV" bs="$2" count=1 seek="$1" iflag=fullblock \
+    oflag=direct,seek_bytes conv=notrunc status=none
+}
+dread() {
+  $T dd if="$DEV" bs="$2" count=1 skip="$1" iflag=direct,skip_bytes status=none
+}
+same_bytes() {
+  cmp -n "$2" <(dread "$1" "$2") "$3" && echo "$2 bytes at $1 match"
+}
+nonzero_bytes() {
+  dread "$1" "$2" > "$work/nz" || return 1
+  [ "$(stat -c %s "$work/nz")" = "$2" ] || { echo "short read"; return 1; }
+  if cmp -s "$work/nz" <(head -c "$2" /dev/zero); then
+    echo "$2 bytes at $1 are all zero"
+    return 1
+  fi
+  echo "$2 bytes at $1 are not all zero"
+}
+zero_bytes() {
+  cmp -n "$2" <(dread "$1" "$2") /dev/zero && echo "$2 bytes at $1 are zero"
+}

@@ -1,0 +1,220 @@
+#!/bin/bash
+# In the guest: the kernel NBD client (nbd-client -> /dev/nbd0) against one
+# front-end started in the guest on a Unix socket, with one and with two
+# connections.  TAP output.
+#   guest-nbd.sh FE [PART...]   FE: plugin | bio | mq | memory
+#   PART: zoned ramdisk kill (default: all three)
+# zoned:   sequential O_DIRECT whole-zone writes at iodepth 32 (fio
+#          zonemode=strided, io_uring and libaio) succeed and verify; a
+#          write ahead of the write pointer fails with EIO and changes no
+#          byte and no wp; blkdiscard of a zone resets it; writes crossing
+#          the zone capacity fail.
+# ramdisk: zoned=false: mkfs.ext4, files, fsck -n clean, remount, verify.
+# kill:    the server is SIGKILLed while fio writes: fio gets EIO,
+#          nbd-client -d detaches, nothing hangs.
+# shellcheck source=guest-lib.sh
+. "$top_srcdir/tests/vm/guest-lib.sh"
+fe=${1:?front-end}
+shift
+parts=${*:-zoned ramdisk kill}
+
+M=$((1024 * 1024))
+ZS=$((4 * M))   # zone size
+ZCAP=$((3 * M)) # zone capacity
+NZ=16           # zones
+ZBS=4096        # zoned export block size (nbd-client -b)
+RBS=512         # RAM disk export block size
+
+check "modprobe nbd" modprobe nbd nbds_max=2
+note "kernel $(uname -r), front-end $fe, $(nproc) vCPUs"
+if ! why=$(frontend_available "$fe"); then
+  check "front-end $fe is built" sh -c "echo '$why'; false"
+  tap_end
+  exit 1
+fi
+head -c $((4 * M)) /dev/urandom > "$work/rand"
+head -c $((64 * 1024)) /dev/urandom > "$work/rand2"
+
+# fio_zones NAME ENGINE FIRST-ZONE N: whole-zone (capacity) sequential
+# writes of N zones with verification, iodepth 32.
+fio_zones() {
+  local name=$1 eng=$2 first=$3 n=$4 out=$work/$1.json rc=0
+  $T fio --name="$name" --filename="$DEV" --direct=1 --ioengine="$eng" \
+    --iodepth=32 --rw=write --bs=64k --zonemode=strided --zonerange=$ZS \
+    --zonesize=$ZCAP --offset=$((first * ZS)) --size=$((n * ZS)) \
+    --io_size=$((n * ZCAP)) --verify=crc32c --do_verify=1 --verify_fatal=1 \
+    --output-format=json --output="$out" > "$work/$name.log" 2>&1 || rc=$?
+  cat "$work/$name.log"
+  [ "$rc" = 0 ] || { echo "fio exited $rc"; cat "$out"; return 1; }
+  local w r e
+  w=$(jq '.jobs[0].write.io_bytes' "$out")
+  r=$(jq '.jobs[0].read.io_bytes' "$out")
+  e=$(jq '.jobs[0].error' "$out")
+  echo "fio $name: wrote $w bytes, verified $r bytes, error $e"
+  [ "$e" = 0 ] && [ "$w" = $((n * ZCAP)) ] && [ "$r" = $((n * ZCAP)) ]
+}
+
+zoned_checks() { # CONNS
+  local c=$1 z
+  check "zoned C=$c: start $fe" start_server "$fe" size=$((NZ * ZS / M))M zone_size=4M \
+    zone_capacity=3M blocksize=$ZBS || return
+  if ! check "zoned C=$c: nbd-client -b $ZBS -C $c" attach $ZBS "$c"; then
+    stop_server
+    return
+  fi
+  check "zoned C=$c: fio io_uring iodepth 32 writes zones 0-3 to capacity, verify" \
+    fio_zones "zw-io_uring-C$c" io_uring 0 4
+  check "zoned C=$c: fio libaio iodepth 32 writes zones 4-7 to capacity, verify" \
+    fio_zones "zw-libaio-C$c" libaio 4 4
+  for z in 0 5; do
+    check "zoned C=$c: zone $z is full: a write at its start fails with EIO" \
+      expect_eio dwrite $((z * ZS)) 4096 "$work/rand2"
+  done
+  check "zoned C=$c: zone 0 still holds fio's data (not zeros)" nonzero_bytes 0 4096
+
+  # A write ahead of the write pointer: zone 8, wp at 8 KiB.
+  z=$((8 * ZS))
+  check "zoned C=$c: 8 KiB at the start of empty zone 8 succeed" dwrite $z 8192 "$work/rand"
+  check "zoned C=$c: a random 4 KiB write ahead of the wp (zone 8 + 64 KiB) fails with EIO" \
+    expect_eio dwrite $((z + 65536)) 4096 "$work/rand2"
+  check "zoned C=$c: ... and changed nothing there (reads back zeros)" zero_bytes $((z + 65536)) 4096
+  check "zoned C=$c: ... nor before the wp" same_bytes $z 8192 "$work/rand"
+  check "zoned C=$c: ... nor the wp: a write at 8 KiB still succeeds" \
+    dwrite $((z + 8192)) 4096 "$work/rand2"
+  check "zoned C=$c: ... and reads back" same_bytes $((z + 8192)) 4096 "$work/rand2"
+
+  # blkdiscard resets a zone; it can be rewritten from its start.
+  check "zoned C=$c: blkdiscard of (full) zone 1" $T blkdiscard -o $((1 * ZS)) -l $ZS "$DEV"
+  check "zoned C=$c: zone 1 reads zeros after the reset" zero_bytes $((1 * ZS)) 65536
+  check "zoned C=$c: zone 1 rewritten from its start (64 KiB)" dwrite $((1 * ZS)) 65536 "$work/rand"
+  check "zoned C=$c: ... reads back" same_bytes $((1 * ZS)) 65536 "$work/rand"
+  check "zoned C=$c: zone 1's wp is at 64 KiB: a write at 128 KiB fails with EIO" \
+    expect_eio dwrite $((1 * ZS + 131072)) 4096 "$work/rand2"
+  check "zoned C=$c: blkdiscard of zone 8 (wp at 12 KiB)" $T blkdiscard -o $((8 * ZS)) -l $ZS "$DEV"
+  check "zoned C=$c: zone 8 rewritten from its start" dwrite $((8 * ZS)) 4096 "$work/rand2"
+
+  # Zone capacity: zone 9 filled to capacity - 8 KiB.
+  z=$((9 * ZS))
+  check "zoned C=$c: zone 9: write capacity - 8 KiB" \
+    sh -c "dd if=/dev/urandom of=$DEV bs=$(((ZCAP - 8192) / 2)) count=2 seek=$z iflag=fullblock oflag=direct,seek_bytes status=none"
+  check "zoned C=$c: zone 9: a 16 KiB write crossing the capacity fails with EIO" \
+    expect_eio dwrite $((z + ZCAP - 8192)) 16384 "$work/rand"
+  check "zoned C=$c: ... and changed nothing (zeros at the wp)" zero_bytes $((z + ZCAP - 8192)) 8192
+  check "zoned C=$c: zone 9: the last 8 KiB up to the capacity succeed" \
+    dwrite $((z + ZCAP - 8192)) 8192 "$work/rand"
+  check "zoned C=$c: zone 9: a write between capacity and zone end fails with EIO" \
+    expect_eio dwrite $((z + ZCAP)) 4096 "$work/rand2"
+  check "zoned C=$c: a write crossing from zone 10 into zone 11 fails with EIO" \
+    expect_eio dwrite $((11 * ZS - 4096)) 8192 "$work/rand"
+
+  check "zoned C=$c: nbd-client -d" detach
+  check "zoned C=$c: $fe still running, stops cleanly" stop_server_alive
+}
+stop_server_alive() {
+  kill -0 "$SERVER_PID" || { echo "the server died:"; cat "$SERVER_LOG"; return 1; }
+  stop_server
+}
+
+fs_files() { # write files with checksums into /mnt/t
+  mkdir -p /mnt/t/dir &&
+    head -c $((3 * M)) /dev/urandom > /mnt/t/big &&
+    head -c 262147 /dev/urandom > /mnt/t/odd &&
+    for i in $(seq 1 20); do echo "file $i $RANDOM" > /mnt/t/dir/f$i; done &&
+    (cd /mnt/t && find . -type f ! -name lost+found -print0 | sort -z | xargs -0 sha256sum) > "$work/sums" &&
+    echo "$(wc -l < "$work/sums") files written"
+}
+drop_caches() {
+  sync && echo 3 > /proc/sys/vm/drop_caches && blockdev --flushbufs "$DEV"
+}
+ramdisk_checks() { # CONNS
+  local c=$1
+  check "ramdisk C=$c: start $fe zoned=false" start_server "$fe" size=128M zoned=false \
+    blocksize=$RBS || return
+  if ! check "ramdisk C=$c: nbd-client -b $RBS -C $c" attach $RBS "$c"; then
+    stop_server
+    return
+  fi
+  mkdir -p /mnt/t
+  check "ramdisk C=$c: mkfs.ext4" $T mkfs.ext4 -q -F "$DEV"
+  check "ramdisk C=$c: mount" $T mount -t ext4 "$DEV" /mnt/t &&
+    check "ramdisk C=$c: write files, checksum" fs_files
+  check "ramdisk C=$c: umount" $T umount /mnt/t
+  drop_caches
+  check "ramdisk C=$c: fsck.ext4 -n -f is clean" $T fsck.ext4 -n -f "$DEV"
+  check "ramdisk C=$c: remount" $T mount -t ext4 "$DEV" /mnt/t &&
+    check "ramdisk C=$c: files read back with the same checksums" \
+      sh -c "cd /mnt/t && sha256sum --quiet -c '$work/sums' && echo all match"
+  check "ramdisk C=$c: umount" $T umount /mnt/t
+  check "ramdisk C=$c: nbd-client -d" detach
+  check "ramdisk C=$c: $fe still running, stops cleanly" stop_server_alive
+}
+
+fio_saw_eio() { # STATUS NAME
+  local e
+  cat "$work/$2.log"
+  e=$(jq -r '.jobs[0].error' "$work/$2.json" 2> /dev/null)
+  echo "fio exit status $1, job error ${e:-none}"
+  [ "$1" != 0 ] && { [ "$e" = 5 ] || grep -q 'Input/output error' "$work/$2.log"; }
+}
+
+# The server dies under load.  With a request timeout (nbd-client -t),
+# requests in flight fail when it expires; without one the kernel (since
+# 5.x) waits for ever, and nbd-client -d must release them.
+kill_checks() { # CONNS TIMEOUT-S|none
+  local c=$1 to=$2 fpid t0 t1 rc=0 topt=() what
+  if [ "$to" = none ]; then what="C=$c, no -t"; else what="C=$c, -t $to"; topt=(-t "$to"); fi
+  check "kill $what: start $fe zoned=false" start_server "$fe" size=64M zoned=false \
+    blocksize=4096 || return
+  if ! check "kill $what: nbd-client -C $c ${topt[*]}" attach 4096 "$c" "${topt[@]}"; then
+    stop_server
+    return
+  fi
+  timeout -k 5 90 fio --name=killed --filename="$DEV" --direct=1 --ioengine=libaio \
+    --iodepth=32 --rw=randwrite --bs=4k --time_based --runtime=60 \
+    --output-format=json --output="$work/killed.json" > "$work/killed.log" 2>&1 &
+  fpid=$!
+  sleep 4
+  check "kill $what: fio is writing" kill -0 $fpid
+  check "kill $what: SIGKILL the server" kill -KILL "$SERVER_PID"
+  wait "$SERVER_PID" 2> /dev/null
+  SERVER_PID=
+  t0=$SECONDS
+  if [ "$to" = none ]; then
+    sleep 5
+    check "kill $what: fio still waits (no request timeout)" kill -0 $fpid
+    check "kill $what: nbd-client -d detaches" detach
+  fi
+  wait $fpid || rc=$?
+  t1=$SECONDS
+  check "kill $what: fio ended $((t1 - t0)) s after the kill (< 30 s), not by its timeout" \
+    test $((t1 - t0)) -lt 30 -a "$rc" != 124 -a "$rc" != 137
+  check "kill $what: fio failed with EIO" fio_saw_eio "$rc" killed
+  if [ "$to" != none ]; then
+    check "kill $what: a new read fails with EIO at once" expect_eio dread 0 4096
+    check "kill $what: nbd-client -d detaches" detach
+  fi
+  check "kill $what: nbd-client -c: not connected" sh -c "! $T nbd-client -c $DEV"
+}
+
+for part in $parts; do
+  for c in 1 2; do
+    case $part in
+      zoned)
+        if [ "$fe" = memory ]; then
+          skip_check "zoned C=$c" "nbdkit memory has no zones"
+        else
+          zoned_checks "$c"
+        fi
+        ;;
+      ramdisk) ramdisk_checks "$c" ;;
+      kill)
+        kill_checks "$c" 5
+        [ "$c" = 2 ] || kill_checks "$c" none
+        ;;
+      *) check "known part $part" false ;;
+    esac
+    stop_server > /dev/null
+    [ "$(nbd_size)" = 0 ] || $T nbd-client -d "$DEV" > /dev/null 2>&1
+  done
+done
+tap_end
