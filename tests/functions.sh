@@ -130,6 +130,23 @@ _server_path() {
   [ -x "$p" ] && echo "$p"
 }
 
+# _nbdkit_env: start _cmd with what nbdkit needs to load a sanitizer-built
+# plugin (nbdkit itself is not instrumented: ASan's runtime must come
+# first, and leak checking of nbdkit's own allocations is off).
+_nbdkit_env() {
+  _cmd=()
+  if [ "$ZNBD_SANITIZERS" = yes ]; then
+    _cmd=(env "LD_PRELOAD=$(gcc -print-file-name=libasan.so)"
+      "ASAN_OPTIONS=detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}")
+  fi
+}
+
+# run_nbdkit ARGS...: nbdkit with the plugin-loading environment above.
+run_nbdkit() {
+  _nbdkit_env
+  "${_cmd[@]}" nbdkit "$@"
+}
+
 # frontend_cmd key=value...: fill the array _cmd with the command line that
 # serves on $sock with pidfile $pidfile.  Skips if the binary is not built.
 _frontend_cmd() {
@@ -140,11 +157,7 @@ _frontend_cmd() {
     require nbdkit
     plugin=$(_plugin_path) ||
       skip "front-end plugin: zoned.so is not built yet (no $top_builddir/zoned.so)"
-    if [ "$ZNBD_SANITIZERS" = yes ]; then
-      # nbdkit itself is not instrumented: ASan's runtime must come first.
-      _cmd=(env "LD_PRELOAD=$(gcc -print-file-name=libasan.so)"
-        "ASAN_OPTIONS=detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}")
-    fi
+    _nbdkit_env
     # shellcheck disable=SC2206 # ZNBD_NBDKIT_OPTS: extra nbdkit options, split on spaces
     _cmd+=(nbdkit --exit-with-parent -f -U "$sock" -P "$pidfile" ${ZNBD_NBDKIT_OPTS:-} ${ZNBD_FRONTEND_OPTS:-} "$plugin" "$@")
     ;;
@@ -177,7 +190,7 @@ frontend_help() {
   case "$ZNBD_FRONTEND" in
   plugin)
     p=$(_plugin_path) || skip "front-end plugin: zoned.so is not built yet"
-    nbdkit "$p" --help
+    run_nbdkit "$p" --help
     ;;
   bio | mq)
     p=$(_server_path) || skip "front-end $ZNBD_FRONTEND: server/znbd is not built yet"

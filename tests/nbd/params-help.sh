@@ -20,7 +20,7 @@ note "help lists all $n parameters"
 
 if [ "$ZNBD_FRONTEND" = plugin ]; then
   plugin=$(_plugin_path)
-  nbdkit "$plugin" --dump-plugin >"$tmpdir/dump" || die "--dump-plugin failed"
+  run_nbdkit "$plugin" --dump-plugin >"$tmpdir/dump" || die "--dump-plugin failed"
   for l in name=zoned thread_model=parallel magic_config_key=size has_config_help=1 \
     has_block_size=1 has_extents=1 has_trim=1 has_zero=1 has_flush=1 has_cache=1 \
     has_can_fua=1 has_can_multi_conn=1 has_can_fast_zero=1 has_export_description=1; do
