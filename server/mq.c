@@ -349,3 +349,23 @@ mq_stop(struct mq *m)
   for (unsigned i = 0; i < m->nq; i++)
     pthread_join(m->q[i].th, NULL);
 }
+
+void
+mq_free(struct mq *m)
+{
+  if (!m)
+    return;
+  for (unsigned i = 0; i < m->nq; i++) {
+    struct hwq *q = &m->q[i];
+    for (unsigned t = 0; t < q->depth; t++) {
+      free(q->rqs[t].payload);
+      buf_free(&q->rqs[t].reply);
+    }
+    free(q->rqs);
+    close(q->efd);
+    pthread_mutex_destroy(&q->lock);
+  }
+  free(m->q);
+  free(m->zones);
+  free(m);
+}
