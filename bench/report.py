@@ -138,6 +138,8 @@ def why_not(rs):
         return "not run"
     if all(r["status"] == "na" for r in rs):
         return "n/a (not built)"
+    if all(r["status"] in ("skip", "na") for r in rs):
+        return "skipped (BENCH_TIME_LIMIT)"
     bad = [r for r in rs if r["status"] == "fail"]
     return "failed: " + (bad[0]["extra"] if bad else "?")
 
@@ -170,6 +172,8 @@ for k in ("date", "host", "kernel", "commit", "cpus", "loadavg_start", "loadavg_
           "fio", "nbdkit", "profile", "rounds", "runtime_s", "fill", "elapsed_s",
           "zoned_so", "znbd"):
     md.append("| %s | %s |" % (k, meta.get(k, "")))
+md.append("| elapsed per part (s) | %s |" % ", ".join(
+    "%s %s" % (k[8:], v) for k, v in meta.items() if k.startswith("elapsed_") and k != "elapsed_s"))
 md.append("")
 md.append("Figures: median over the rounds with (min–max); every server is a fresh "
           "process per run, rows of one table interleaved round by round. "
