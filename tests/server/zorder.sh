@@ -4,9 +4,10 @@
 #   mq, scheduler none, pipeline_zoned_writes=true: B is requeued until A
 #     moved the wp, both succeed.
 #   mq, pipeline_zoned_writes=false, and bio: B fails at once (EIO), A ok.
-#   mq, mq-deadline (zone write locking): B holds the zone lock, is
-#     requeued submit_queues x hw_queue_depth times, fails EIO; A then ok.
-#   mq-deadline with no_zone_write_lock=true behaves as scheduler none.
+#   mq, mq-deadline with pipeline_zoned_writes=false (zone write locking):
+#     B takes the zone lock, fails EIO; A waited behind it, then ok.
+#   mq-deadline with pipelining (the default) or no_zone_write_lock=true
+#     does not lock: as scheduler none.
 # Then 64 in-order writes to one zone with zone locking, completion_nsec
 # and 2 hardware queues all succeed, and a 2-tag set serves 64 pipelined
 # requests (the reader waits for tags).
@@ -16,25 +17,24 @@ export ZNBD_FRONTEND=mq
 frontend_available
 
 order() { # EXPECT_B: ok|EIO
-  /usr/bin/python3 - "$1" <<PY || die "ordering check failed ($*)"
-import nbd, sys
-h = nbd.NBD(); h.connect_uri("$uri")
+  # B and A go out in one send, so they reach the server together.
+  PYTHONPATH=$srcdir /usr/bin/python3 - "$sock" "$1" <<'PY' || die "ordering check failed ($*)"
+import struct, sys
+import rawnbd
+c = rawnbd.ready(sys.argv[1], structured=False)
 a, b = b"A" * 4096, b"B" * 4096
-cb_ = h.aio_pwrite(b, 4096)    # ahead of the wp
-ca = h.aio_pwrite(a, 0)        # at the wp
+hdr = lambda ck, off: struct.pack(">IHHQQI", rawnbd.REQ_MAGIC, 0, rawnbd.CMD_WRITE, ck, off, 4096)
+c.s.sendall(hdr(1, 4096) + b + hdr(2, 0) + a)   # B ahead of the wp, then A
 res = {}
-while h.aio_in_flight() > 0:
-    h.poll(-1)
-for name, c in (("A", ca), ("B", cb_)):
-    try:
-        h.aio_command_completed(c); res[name] = "ok"
-    except nbd.Error as e:
-        res[name] = "EIO" if e.errno in (5, "EIO") else "errno %s" % e.errno
-want = {"A": "ok", "B": sys.argv[1]}
+for i in range(2):
+    m, err, ck = struct.unpack(">IIQ", c.recv(16))
+    res["B" if ck == 1 else "A"] = "ok" if err == 0 else ("EIO" if err == 5 else "errno %d" % err)
+want = {"A": "ok", "B": sys.argv[2]}
 assert res == want, (res, want)
-data = h.pread(8192, 0)
+ck = c.request(rawnbd.CMD_READ, 0, 8192)
+err, data = c.simple(ck, 8192)
 assert data[:4096] == a
-if sys.argv[1] == "ok":
+if sys.argv[2] == "ok":
     assert data[4096:] == b
 print("B ahead of the wp: %s, A at the wp: ok" % res["B"])
 PY
@@ -47,9 +47,12 @@ note "mq, none, pipeline: out-of-order write requeued and completed"
 start_frontend $Z pipeline_zoned_writes=false
 order EIO; stop_frontend
 note "mq, none, no pipelining: out-of-order write fails"
-start_frontend $Z --scheduler=mq-deadline hw_queue_depth=4
+start_frontend $Z --scheduler=mq-deadline pipeline_zoned_writes=false
 order EIO; stop_frontend
-note "mq, mq-deadline: out-of-order write holds the zone lock, fails after 4 attempts"
+note "mq, mq-deadline, zone write locking: out-of-order write fails, the one behind it succeeds"
+start_frontend $Z --scheduler=mq-deadline
+order ok; stop_frontend
+note "mq, mq-deadline with pipelining: no zone lock, requeued and completed"
 start_frontend $Z --scheduler=mq-deadline no_zone_write_lock=true
 order ok; stop_frontend
 note "mq, mq-deadline, no_zone_write_lock: as none"
@@ -59,7 +62,8 @@ order EIO; stop_frontend
 note "bio: out-of-order write fails at once"
 ZNBD_FRONTEND=mq
 
-start_frontend $Z --scheduler=mq-deadline submit_queues=2 completion_nsec=100000 --threads=2
+start_frontend $Z --scheduler=mq-deadline pipeline_zoned_writes=false submit_queues=2 \
+  completion_nsec=100000 --threads=2
 /usr/bin/python3 - <<PY || die "in-order burst failed"
 import nbd, os
 hs = [nbd.NBD() for i in range(2)]
