@@ -671,8 +671,17 @@ control_thread(void *arg)
 
   while (wait_fd(c, c->listen_fd, POLLIN)) {
     int fd = accept4(c->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-    if (fd == -1)
-      continue; /* EAGAIN, ECONNABORTED, EINTR, EMFILE: try again */
+    if (fd == -1) {
+      /* Out of descriptors or memory: the connection stays queued, so
+       * back off instead of spinning; otherwise just try again. */
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+          errno == ENOMEM) {
+        struct pollfd p = {.fd = c->wake[0], .events = POLLIN};
+        if (poll(&p, 1, 100) > 0)
+          break;
+      }
+      continue;
+    }
     serve_client(c, fd);
     close(fd);
   }

@@ -245,6 +245,10 @@ zoned_read(struct znbd_dev *d, uint8_t *buf, uint64_t len, uint64_t off)
   uint64_t end = off + len, plen;
   for (; off < end; off += plen, buf += plen) {
     struct znbd_zone *z = zone_piece(d, off, end, &plen);
+    if (z->type == ZNBD_ZONE_TYPE_CONVENTIONAL) {
+      znbd_store_read(d->store, buf, plen, off); /* no zone state */
+      continue;
+    }
     pthread_mutex_lock(&z->lock);
     if (z->cond == ZNBD_ZONE_COND_OFFLINE) {
       pthread_mutex_unlock(&z->lock);
@@ -296,9 +300,11 @@ zoned_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
   struct znbd_zone_txn t;
   int r = -1, e = 0;
 
-  pthread_mutex_lock(&z->lock);
-  if (d->p.pipeline_zoned_writes && z->type == ZNBD_ZONE_TYPE_SEQWRITE_REQ &&
-      z->wp != ZNBD_WP_INVALID && off > z->wp && off < z->start + z->capacity) {
+  bool seq = z->type == ZNBD_ZONE_TYPE_SEQWRITE_REQ;
+  if (seq)
+    pthread_mutex_lock(&z->lock);
+  if (d->p.pipeline_zoned_writes && seq && z->wp != ZNBD_WP_INVALID &&
+      off > z->wp && off < z->start + z->capacity) {
     if (flags & ZNBD_WRITE_NOWAIT) {
       e = EAGAIN;
       goto out;
@@ -326,7 +332,8 @@ zoned_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
   if (first < last)
     znbd_zones_unlock_range(zs, first + 1, last);
 out:
-  pthread_mutex_unlock(&z->lock);
+  if (seq)
+    pthread_mutex_unlock(&z->lock);
   errno = e;
   return r;
 }
@@ -399,9 +406,7 @@ zoned_trim(struct znbd_dev *d, uint64_t len, uint64_t off)
   for (; off < end; off += plen) {
     struct znbd_zone *z = zone_piece(d, off, end, &plen);
     if (z->type == ZNBD_ZONE_TYPE_CONVENTIONAL) {
-      pthread_mutex_lock(&z->lock);
-      znbd_store_zero(d->store, plen, off);
-      pthread_mutex_unlock(&z->lock);
+      znbd_store_zero(d->store, plen, off); /* no zone state */
     } else if (!all && off == z->start && plen == z->len) {
       znbd_zone_mgmt(&d->zs, ZNBD_ZONE_OP_RESET, (uint32_t)(z - d->zs.zone),
                      discard, d);

@@ -110,13 +110,9 @@ znbd_zones_init(struct znbd_zones *zs, const struct znbd_zone_geometry *g)
 
   for (i = 0; i < zs->nr_zones; i++, off += g->zone_size) {
     struct znbd_zone *z = &zs->zone[i];
-    pthread_condattr_t ca;
 
     pthread_mutex_init(&z->lock, NULL);
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&z->changed, &ca);
-    pthread_condattr_destroy(&ca);
+    z->waiters = NULL;
     z->start = off;
     z->len = g->size - off < g->zone_size ? g->size - off : g->zone_size;
     if (i < zs->nr_conv) {
@@ -143,24 +139,26 @@ znbd_zones_destroy(struct znbd_zones *zs)
     return;
   for (i = 0; i < zs->nr_zones; i++) {
     pthread_mutex_destroy(&zs->zone[i].lock);
-    pthread_cond_destroy(&zs->zone[i].changed);
   }
   pthread_mutex_destroy(&zs->res_lock);
   free(zs->zone);
   zs->zone = NULL;
 }
 
+/* Conventional zones have no state to guard (the store has its own
+ * locks), so they are never locked for I/O. */
 void
 znbd_zones_lock_range(struct znbd_zones *zs, uint32_t first, uint32_t last)
 {
-  for (uint32_t i = first; i <= last; i++)
+  for (uint32_t i = first < zs->nr_conv ? zs->nr_conv : first; i <= last; i++)
     pthread_mutex_lock(&zs->zone[i].lock);
 }
 
 void
 znbd_zones_unlock_range(struct znbd_zones *zs, uint32_t first, uint32_t last)
 {
-  for (uint32_t i = last + 1; i-- > first;)
+  uint32_t lo = first < zs->nr_conv ? zs->nr_conv : first;
+  for (uint32_t i = last + 1; i-- > lo;)
     pthread_mutex_unlock(&zs->zone[i].lock);
 }
 
@@ -194,12 +192,33 @@ writable(const struct znbd_zone *z)
          z->cond == ZNBD_ZONE_COND_CLOSED;
 }
 
+/* Z's wp or condition changed (Z locked): wake the pipelined writers
+ * that can go on, the one whose offset the wp reached, or all of them when
+ * the zone stopped being writable.  One condition variable per waiter, so
+ * a sequential stream at queue depth N wakes one thread per write, not
+ * N - 1. */
+static void
+wake_waiters(struct znbd_zone *z)
+{
+  bool all = !writable(z);
+  for (struct znbd_zone_waiter *w = z->waiters; w; w = w->next)
+    if (all || z->wp >= w->off)
+      pthread_cond_signal(&w->cv);
+}
+
 int
 znbd_zone_wait_wp(struct znbd_zone *z, uint64_t off, unsigned timeout_ms)
 {
+  struct znbd_zone_waiter w = {.off = off, .next = NULL};
+  struct znbd_zone_waiter **pp;
+  pthread_condattr_t ca;
   struct timespec dl;
   bool timed_out = false;
+  int r = 0;
 
+  if (!(z->type == ZNBD_ZONE_TYPE_SEQWRITE_REQ && writable(z) && z->wp < off &&
+        off < z->start + z->capacity))
+    return 0;
   clock_gettime(CLOCK_MONOTONIC, &dl);
   dl.tv_sec += timeout_ms / 1000;
   dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
@@ -207,15 +226,25 @@ znbd_zone_wait_wp(struct znbd_zone *z, uint64_t off, unsigned timeout_ms)
     dl.tv_sec++;
     dl.tv_nsec -= 1000000000L;
   }
-  while (z->type == ZNBD_ZONE_TYPE_SEQWRITE_REQ && writable(z) && z->wp < off &&
-         off < z->start + z->capacity) {
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&w.cv, &ca);
+  pthread_condattr_destroy(&ca);
+  w.next = z->waiters;
+  z->waiters = &w;
+  while (writable(z) && z->wp < off) {
     if (timed_out) {
       errno = ETIMEDOUT;
-      return -1;
+      r = -1;
+      break;
     }
-    timed_out = pthread_cond_timedwait(&z->changed, &z->lock, &dl) != 0;
+    timed_out = pthread_cond_timedwait(&w.cv, &z->lock, &dl) != 0;
   }
-  return 0;
+  for (pp = &z->waiters; *pp != &w; pp = &(*pp)->next)
+    ;
+  *pp = w.next;
+  pthread_cond_destroy(&w.cv);
+  return r;
 }
 
 /* null_check_active(): room for one more active zone? */
@@ -476,7 +505,7 @@ znbd_zone_write_commit(struct znbd_zone_txn *t)
     z->wp += plen;
     if (z->wp == z->start + z->capacity)
       set_cond(zs, z, ZNBD_ZONE_COND_FULL);
-    pthread_cond_broadcast(&z->changed);
+    wake_waiters(z);
   }
   if (locked)
     pthread_mutex_unlock(&zs->res_lock);
@@ -643,7 +672,7 @@ znbd_zone_mgmt(struct znbd_zones *zs, enum znbd_zone_op op, uint32_t zno,
         pthread_mutex_unlock(&zs->res_lock);
         if (discard)
           discard(opaque, z->start, z->len);
-        pthread_cond_broadcast(&z->changed);
+        wake_waiters(z);
       }
       pthread_mutex_unlock(&z->lock);
     }
@@ -661,7 +690,7 @@ znbd_zone_mgmt(struct znbd_zones *zs, enum znbd_zone_op op, uint32_t zno,
   if (discard && from < z->start + z->len)
     discard(opaque, from, z->start + z->len - from);
   if (r == 0)
-    pthread_cond_broadcast(&z->changed);
+    wake_waiters(z);
   pthread_mutex_unlock(&z->lock);
   return r;
 }

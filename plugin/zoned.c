@@ -235,12 +235,54 @@ errno_name(int e)
   }
 }
 
-/* Log the exact reason, then set errno to what NBD can carry. */
+static const char *
+cond_name(enum znbd_zone_cond c)
+{
+  switch (c) {
+  case ZNBD_ZONE_COND_NOT_WP:
+    return "NOT_WP";
+  case ZNBD_ZONE_COND_EMPTY:
+    return "EMPTY";
+  case ZNBD_ZONE_COND_IMP_OPEN:
+    return "IMP_OPEN";
+  case ZNBD_ZONE_COND_EXP_OPEN:
+    return "EXP_OPEN";
+  case ZNBD_ZONE_COND_CLOSED:
+    return "CLOSED";
+  case ZNBD_ZONE_COND_READONLY:
+    return "READONLY";
+  case ZNBD_ZONE_COND_FULL:
+    return "FULL";
+  case ZNBD_ZONE_COND_OFFLINE:
+    return "OFFLINE";
+  }
+  return "?";
+}
+
+/* Log the exact reason, then set errno to what NBD can carry.  On a zoned
+ * device the zone holding OFFSET is described too (condition, wp, end of
+ * its capacity), so a write-pointer refusal says where the wp was. */
 static int
 fail(const char *op, uint32_t count, uint64_t offset, int e)
 {
-  nbdkit_error("%s: %" PRIu32 " bytes at %" PRIu64 ": %s: %s", op, count,
-               offset, errno_name(e), strerror(e));
+  char zone[160] = "";
+  struct znbd_zone_info zi;
+  if (znbd_dev_nr_zones(dev) && offset < znbd_dev_size(dev)) {
+    uint32_t idx = znbd_dev_zone_index(dev, offset);
+    if (znbd_dev_report(dev, idx, 1, &zi) == 1) {
+      if (zi.wp == ZNBD_WP_INVALID)
+        snprintf(zone, sizeof zone, " (zone %" PRIu32 " at %" PRIu64 ": %s)",
+                 idx, zi.start, cond_name(zi.cond));
+      else
+        snprintf(zone, sizeof zone,
+                 " (zone %" PRIu32 " at %" PRIu64 ": %s, wp %" PRIu64
+                 ", capacity ends at %" PRIu64 ")",
+                 idx, zi.start, cond_name(zi.cond), zi.wp,
+                 zi.start + zi.capacity);
+    }
+  }
+  nbdkit_error("%s: %" PRIu32 " bytes at %" PRIu64 ": %s: %s%s", op, count,
+               offset, errno_name(e), strerror(e), zone);
   errno = znbd_dev_wire_errno(e);
   return -1;
 }

@@ -347,6 +347,11 @@ main(int argc, char **argv)
       execl("/bin/sh", "sh", "-c", script, (char *)NULL);
       _exit(127);
     }
+    free(uri);
+    free(script);
+    free(qu);
+    free(qs);
+    free(qe);
   }
 
   /* Accept loop. */
@@ -422,6 +427,11 @@ main(int argc, char **argv)
     worker_join(s.workers[i]);
   if (s.mq)
     mq_stop(s.mq);
+  for (unsigned i = 0; i < s.nworkers; i++)
+    worker_free(s.workers[i]);
+  free(s.workers);
+  mq_free(s.mq);
+  close(sfd);
   znbd_control_stop(ctl);
   if (child > 0 && !done) {
     kill(child, SIGTERM);

@@ -11,8 +11,9 @@
  * Scheduler mq-deadline here means zone write locking (Linux
  * blk-zoned/mq-deadline before 6.10): at most one write per sequential
  * zone is dispatched at a time, the others wait in a per-zone FIFO until
- * it completes.  no_zone_write_lock=true turns the locking off.
- * pipeline_zoned_writes=true dispatches writes with ZNBD_WRITE_NOWAIT and
+ * it completes.  no_zone_write_lock=true turns the locking off, and so
+ * does pipeline_zoned_writes=true (the default), which instead
+ * dispatches same-zone writes concurrently with ZNBD_WRITE_NOWAIT and
  * requeues one that is ahead of the write pointer (EAGAIN), up to
  * submit_queues * hw_queue_depth attempts, then fails it with EIO.
  */
@@ -26,7 +27,8 @@
 #include "server.h"
 #include "wire.h"
 
-#define REQUEUE_DELAY_NSEC 20000 /* kick the requeue list after 20 us */
+#define TAG_BUF_KEEP (1u << 20)   /* bytes of buffer a free tag keeps */
+#define REQUEUE_DELAY_NSEC 100000 /* kick the requeue list after 100 us */
 
 enum { HQ_EFD = 1, HQ_KICK = 2 };
 
@@ -81,7 +83,10 @@ mq_new(struct server *s, char *err, size_t errlen)
   m->max_attempts = m->nq * depth;
   m->nr_zones = znbd_dev_nr_zones(s->cfg.dev);
   m->nr_conv = p->zone_nr_conv;
-  m->zone_lock = s->sched_deadline && !p->no_zone_write_lock && m->nr_zones > 0;
+  /* Pipelining replaces zone write locking (as in the null_blk /
+   * mq-deadline pipelining patches): both on means no lock. */
+  m->zone_lock = s->sched_deadline && !p->no_zone_write_lock && !m->pipeline &&
+                 m->nr_zones > 0;
   pthread_mutex_init(&m->zlock, NULL);
   if (m->zone_lock && !(m->zones = calloc(m->nr_zones, sizeof *m->zones)))
     goto oom;
@@ -133,6 +138,14 @@ void
 mq_put_tag(struct mq *m, struct rq *rq)
 {
   struct hwq *q = rq->hq;
+  /* Do not keep a 32 MiB buffer per tag after one large request. */
+  if (rq->payload_cap > TAG_BUF_KEEP) {
+    free(rq->payload);
+    rq->payload = NULL;
+    rq->payload_cap = 0;
+  }
+  if (rq->reply.cap > TAG_BUF_KEEP)
+    buf_free(&rq->reply);
   pthread_mutex_lock(&q->lock);
   rq->next = q->free;
   q->free = rq;
@@ -348,4 +361,24 @@ mq_stop(struct mq *m)
   }
   for (unsigned i = 0; i < m->nq; i++)
     pthread_join(m->q[i].th, NULL);
+}
+
+void
+mq_free(struct mq *m)
+{
+  if (!m)
+    return;
+  for (unsigned i = 0; i < m->nq; i++) {
+    struct hwq *q = &m->q[i];
+    for (unsigned t = 0; t < q->depth; t++) {
+      free(q->rqs[t].payload);
+      buf_free(&q->rqs[t].reply);
+    }
+    free(q->rqs);
+    close(q->efd);
+    pthread_mutex_destroy(&q->lock);
+  }
+  free(m->q);
+  free(m->zones);
+  free(m);
 }

@@ -545,7 +545,8 @@ nbdc_feed(struct nbdc *c, const uint8_t *in, size_t len, struct buf *out,
 {
   size_t pos = 0;
   *need = 0;
-  while (c->phase != PH_CLOSED && out->len <= out_high) {
+  c->pause = false;
+  while (c->phase != PH_CLOSED && out->len <= out_high && !c->pause) {
     if (c->discard) {
       size_t n = len - pos < c->discard ? len - pos : c->discard;
       pos += n;

@@ -36,6 +36,7 @@ struct nbdc {
   bool no_zeroes, structured;
   bool ctx_alloc, ctx_zone; /* selected metadata contexts */
   bool stopping;            /* server shutting down: ESHUTDOWN */
+  bool pause;               /* set by the submit callback: feed returns */
   uint64_t discard;         /* input bytes still to drop */
   uint64_t requests;        /* requests answered or submitted */
 };
@@ -65,7 +66,8 @@ typedef int (*nbdc_submit_fn)(void *opaque, struct nbdc *c,
 
 /* Consume IN[0..LEN): handshake options are answered into OUT, requests
  * that fail validation get their error reply in OUT, valid ones go to FN.
- * Stops early when OUT holds more than OUT_HIGH bytes, FN stalls, or the
+ * Stops early when OUT holds more than OUT_HIGH bytes, FN stalls or sets
+ * c->pause (after the request it took), or the
  * connection must close (c->phase == PH_CLOSED: flush OUT then close).
  * Returns the bytes consumed; *NEED is the total size of the next
  * incomplete message at IN + return value (0 if unknown/not needed). */

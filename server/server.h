@@ -57,6 +57,7 @@ int worker_start(struct worker *w);
 void worker_add_conn(struct worker *w, int fd);
 void worker_stop(struct worker *w); /* ask: finish, close, exit */
 void worker_join(struct worker *w);
+void worker_free(struct worker *w); /* after worker_join */
 /* Called by hardware queue threads: RQ is finished; its reply goes out on
  * its connection and its tag is released by the worker. */
 void worker_complete(struct rq *rq);
@@ -67,6 +68,7 @@ void worker_retry_stalled(struct worker *w);
 struct mq *mq_new(struct server *s, char *err, size_t errlen);
 int mq_start(struct mq *m);
 void mq_stop(struct mq *m);
+void mq_free(struct mq *m); /* after mq_stop; M may be NULL */
 /* A free tag of hardware queue for worker index IDX, or NULL (all busy:
  * the reader waits, as blk-mq's). */
 struct rq *mq_get_tag(struct mq *m, unsigned idx);

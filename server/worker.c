@@ -21,6 +21,9 @@
 #define IN_INITIAL (256u * 1024)
 #define OUT_HIGH (4u * 1024 * 1024) /* stop parsing above this */
 #define STOP_GRACE_NSEC 2000000000ULL
+/* bio: send the replies collected so far after this many requests of one
+ * received batch, so client and server overlap instead of taking turns. */
+#define EARLY_SEND_AFTER 8
 
 enum { UD_RECV = 0, UD_SEND = 1, UD_EFD = 2, UD_TIMER = 3, UD_MASK = 3 };
 
@@ -35,6 +38,7 @@ struct conn {
   size_t sent;
   bool sending, receiving, stalled, dead, flush_close;
   unsigned inflight; /* rqs not yet completed back to us */
+  unsigned batch;    /* requests executed since the last send started */
   struct conn *prev, *next;
 };
 
@@ -55,7 +59,6 @@ struct worker {
   struct __kernel_timespec grace_ts;
   struct conn *conns;
   unsigned nconns;
-  struct buf scratch;
 };
 
 int
@@ -277,6 +280,10 @@ submit_bio(struct conn *c, const struct nbd_req *r)
   struct server *s = c->w->s;
   if (s->completion_nsec == 0) {
     nbd_exec(&c->proto, r, EXEC_NOWAIT, &c->out[c->fill]);
+    /* Let the client start on the first replies of a long batch while
+     * the rest execute (see conn_process). */
+    if (++c->batch == EARLY_SEND_AFTER && !c->sending)
+      c->proto.pause = true;
     return 0;
   }
   /* Timer completion (null_blk irqmode=2): hold the reply. */
@@ -340,6 +347,36 @@ submit(void *opaque, struct nbdc *p, const struct nbd_req *r)
   return submit_bio(c, r);
 }
 
+/* Start sending what is collected now and hand the send to the kernel at
+ * once; if it completed inline, consume its CQE here so the next early
+ * send of the batch can go too. */
+static void
+conn_early_send(struct conn *c)
+{
+  struct io_uring *ring = &c->w->ring;
+  c->fill = !c->fill;
+  c->sent = 0;
+  queue_send(c);
+  io_uring_submit(ring);
+  struct io_uring_cqe *cqe;
+  if (io_uring_peek_cqe(ring, &cqe) == 0 &&
+      io_uring_cqe_get_data64(cqe) == ((uint64_t)(uintptr_t)c | UD_SEND)) {
+    int res = cqe->res;
+    io_uring_cqe_seen(ring, cqe);
+    struct buf *b = &c->out[!c->fill];
+    c->sending = false;
+    if (res > 0 && (size_t)res == b->len) {
+      b->len = 0;
+    } else if (res >= 0 || res == -EINTR || res == -EAGAIN) {
+      c->sent += res > 0 ? (size_t)res : 0;
+      queue_send(c); /* the rest goes with the next submit */
+    } else {         /* freed later by conn_kick, not under our caller's feet */
+      c->dead = true;
+      shutdown(c->fd, SHUT_RDWR);
+    }
+  }
+}
+
 static void
 conn_process(struct conn *c)
 {
@@ -348,8 +385,9 @@ conn_process(struct conn *c)
     return;
   }
   c->stalled = false;
-  if (c->in_tail > c->in_head && !c->flush_close) {
+  while (c->in_tail > c->in_head && !c->flush_close && !c->dead) {
     size_t need;
+    c->batch = 0;
     size_t n = nbdc_feed(&c->proto, c->in + c->in_head, c->in_tail - c->in_head,
                          &c->out[c->fill], OUT_HIGH, submit, c, &need);
     c->in_head += n;
@@ -359,6 +397,9 @@ conn_process(struct conn *c)
       c->in_head = c->in_tail = 0;
     if (c->proto.phase == PH_CLOSED)
       c->flush_close = true;
+    if (!c->proto.pause || c->sending)
+      break;
+    conn_early_send(c);
   }
   conn_kick(c);
 }
@@ -518,18 +559,19 @@ worker_main(void *arg)
       break;
     }
     struct io_uring_cqe *cqe;
-    unsigned head, n = 0;
-    io_uring_for_each_cqe(&w->ring, head, cqe)
-    {
-      n++;
+    /* One CQE at a time, marked seen before it is handled: a handler may
+     * consume the CQE of its own early send (conn_early_send). */
+    while (io_uring_peek_cqe(&w->ring, &cqe) == 0) {
       uint64_t ud = io_uring_cqe_get_data64(cqe);
+      int res = cqe->res;
+      io_uring_cqe_seen(&w->ring, cqe);
       void *p = (void *)(uintptr_t)(ud & ~(uint64_t)UD_MASK);
       switch (ud & UD_MASK) {
       case UD_RECV:
-        on_recv(p, cqe->res);
+        on_recv(p, res);
         break;
       case UD_SEND:
-        on_send(p, cqe->res);
+        on_send(p, res);
         break;
       case UD_EFD:
         on_efd(p);
@@ -546,7 +588,6 @@ worker_main(void *arg)
         break;
       }
     }
-    io_uring_cq_advance(&w->ring, n);
   }
   io_uring_queue_exit(&w->ring);
   return NULL;
@@ -562,4 +603,20 @@ void
 worker_join(struct worker *w)
 {
   pthread_join(w->th, NULL);
+}
+
+void
+worker_free(struct worker *w)
+{
+  close(w->efd);
+  free(w->newfds);
+  for (struct rq *rq = w->done_head, *n; rq; rq = n) {
+    n = rq->next;
+    if (!rq->hq) {
+      buf_free(&rq->reply);
+      free(rq);
+    }
+  }
+  pthread_mutex_destroy(&w->lock);
+  free(w);
 }

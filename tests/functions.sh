@@ -130,6 +130,23 @@ _server_path() {
   [ -x "$p" ] && echo "$p"
 }
 
+# _nbdkit_env: start _cmd with what nbdkit needs to load a sanitizer-built
+# plugin (nbdkit itself is not instrumented: ASan's runtime must come
+# first, and leak checking of nbdkit's own allocations is off).
+_nbdkit_env() {
+  _cmd=()
+  if [ "$ZNBD_SANITIZERS" = yes ]; then
+    _cmd=(env "LD_PRELOAD=$(gcc -print-file-name=libasan.so)"
+      "ASAN_OPTIONS=detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}")
+  fi
+}
+
+# run_nbdkit ARGS...: nbdkit with the plugin-loading environment above.
+run_nbdkit() {
+  _nbdkit_env
+  "${_cmd[@]}" nbdkit "$@"
+}
+
 # frontend_cmd key=value...: fill the array _cmd with the command line that
 # serves on $sock with pidfile $pidfile.  Skips if the binary is not built.
 _frontend_cmd() {
@@ -140,13 +157,9 @@ _frontend_cmd() {
     require nbdkit
     plugin=$(_plugin_path) ||
       skip "front-end plugin: zoned.so is not built yet (no $top_builddir/zoned.so)"
-    if [ "$ZNBD_SANITIZERS" = yes ]; then
-      # nbdkit itself is not instrumented: ASan's runtime must come first.
-      _cmd=(env "LD_PRELOAD=$(gcc -print-file-name=libasan.so)"
-        "ASAN_OPTIONS=detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}")
-    fi
+    _nbdkit_env
     # shellcheck disable=SC2206 # ZNBD_NBDKIT_OPTS: extra nbdkit options, split on spaces
-    _cmd+=(nbdkit --exit-with-parent -f -U "$sock" -P "$pidfile" ${ZNBD_NBDKIT_OPTS:-} "$plugin" "$@")
+    _cmd+=(nbdkit --exit-with-parent -f -U "$sock" -P "$pidfile" ${ZNBD_NBDKIT_OPTS:-} ${ZNBD_FRONTEND_OPTS:-} "$plugin" "$@")
     ;;
   bio | mq)
     server=$(_server_path) ||
@@ -154,12 +167,12 @@ _frontend_cmd() {
     if [ "$ZNBD_SANITIZERS" = yes ]; then
       _cmd=(env "ASAN_OPTIONS=detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}")
     fi
-    _cmd+=("$server" -f -U "$sock" -P "$pidfile" --queue-mode="$ZNBD_FRONTEND" "$@")
+    _cmd+=("$server" -f -U "$sock" -P "$pidfile" --queue-mode="$ZNBD_FRONTEND" ${ZNBD_FRONTEND_OPTS:-} "$@")
     ;;
   memory)
     require nbdkit
     # shellcheck disable=SC2206
-    _cmd=(nbdkit --exit-with-parent -f -U "$sock" -P "$pidfile" ${ZNBD_NBDKIT_OPTS:-} memory)
+    _cmd=(nbdkit --exit-with-parent -f -U "$sock" -P "$pidfile" ${ZNBD_NBDKIT_OPTS:-} ${ZNBD_FRONTEND_OPTS:-} memory)
     for a in "$@"; do
       case "$a" in size=*) _cmd+=("$a") ;; esac
     done
@@ -167,6 +180,23 @@ _frontend_cmd() {
   *)
     die "unknown ZNBD_FRONTEND=$ZNBD_FRONTEND (plugin, bio, mq or memory)"
     ;;
+  esac
+}
+
+# frontend_help: the front-end's help text on stdout (nbdkit PLUGIN --help,
+# znbd --help), exit status of that command.
+frontend_help() {
+  local p
+  case "$ZNBD_FRONTEND" in
+  plugin)
+    p=$(_plugin_path) || skip "front-end plugin: zoned.so is not built yet"
+    run_nbdkit "$p" --help
+    ;;
+  bio | mq)
+    p=$(_server_path) || skip "front-end $ZNBD_FRONTEND: server/znbd is not built yet"
+    "$p" --help
+    ;;
+  *) skip "no help text for front-end $ZNBD_FRONTEND" ;;
   esac
 }
 

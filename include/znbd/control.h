@@ -1,8 +1,8 @@
 /* znbd: the zone control socket, for what NBD cannot carry.
  *
  * A Unix stream socket (mode 0600) speaking one request line, one or
- * more reply lines.  The grammar is in man/nbdkit-zoned-plugin.pod
- * (ZONE CONTROL SOCKET); requests:
+ * more reply lines.  The grammar and reply formats are in
+ * man/znbd-zone-control.pod; requests:
  *   report [ZONE [COUNT]] | open|close|finish|reset ZONE|all |
  *   readonly ZONE | offline ZONE | online ZONE | stats
  * Replies start "ok" or "error ERRNO-NAME message".  No NBD code here.
@@ -15,17 +15,22 @@
 
 #include "znbd/dev.h"
 
-/* Execute one request LINE (no newline needed) against D and write the
- * reply lines to OUT.  A bad line gets an "error EINVAL ..." reply and
- * changes nothing.  Returns 0 if the reply was "ok", else -1 with errno
- * of the refusal. */
+/* Execute one request LINE (no newline needed; at most 4096 bytes)
+ * against D and write the reply lines to OUT; offsets in replies are
+ * bytes.  A bad line gets an "error EINVAL ..." reply and changes nothing.
+ * Returns 0 if the reply was "ok", else -1 with errno of the refusal:
+ * EINVAL (malformed, zone out of range, not zoned), EIO (condition or
+ * type, as null_blk), ETOOMANYREFS (open limit), EOVERFLOW (active limit),
+ * ENOMEM. */
 int znbd_control_exec(struct znbd_dev *d, const char *line, FILE *out);
 
 struct znbd_control;
 
 /* Listen on PATH (replacing a stale socket) and serve requests on a
  * thread of its own, one client at a time.  Start it after any fork.
- * Returns NULL with errno and a message in ERR. */
+ * Returns NULL with errno and a message naming PATH in ERR: EEXIST (PATH
+ * is not a socket), EADDRINUSE (a server listens there), ENAMETOOLONG,
+ * EINVAL (empty path), ENOMEM, or the errno of socket/bind/listen. */
 struct znbd_control *znbd_control_start(struct znbd_dev *d, const char *path,
                                         char *err, size_t errlen);
 

@@ -10,8 +10,8 @@
  * znbd_zone_write_prepare() and znbd_zone_write_commit(), so a write whose
  * data cannot be stored changes nothing.
  *
- * Locking.  Every zone has a mutex (and a condition variable signalled when
- * its wp or condition changes, for pipelined writes).  The counters
+ * Locking.  Every zone has a mutex (and a list of pipelined writes waiting
+ * for its wp, each woken when the wp reaches it).  The counters
  * (EO, IO, CL) and the implicit-close cursor are the only shared state,
  * under one resource lock.  Order: zone locks in ascending zone order, then
  * the resource lock.  An implicit-close victim is taken with trylock while
@@ -28,12 +28,19 @@
 
 #include "znbd/dev.h"
 
+/* A pipelined write waiting for its zone's wp (znbd_zone_wait_wp). */
+struct znbd_zone_waiter {
+  uint64_t off; /* bytes: where the write starts */
+  pthread_cond_t cv;
+  struct znbd_zone_waiter *next;
+};
+
 struct znbd_zone {
   pthread_mutex_t lock;
-  pthread_cond_t changed; /* wp or condition changed */
-  uint64_t start, len;    /* bytes; the last zone may be shorter */
-  uint64_t capacity;      /* bytes writable, <= len */
-  uint64_t wp;            /* ZNBD_WP_INVALID: conv, READONLY, OFFLINE */
+  struct znbd_zone_waiter *waiters; /* woken when the wp reaches them */
+  uint64_t start, len;              /* bytes; the last zone may be shorter */
+  uint64_t capacity;                /* bytes writable, <= len */
+  uint64_t wp; /* ZNBD_WP_INVALID: conv, READONLY, OFFLINE */
   enum znbd_zone_type type;
   enum znbd_zone_cond cond;
 };
@@ -87,7 +94,8 @@ znbd_zones_zone_no(const struct znbd_zones *zs, uint64_t off)
   return (uint32_t)(off / zs->zone_size);
 }
 
-/* Lock / unlock zones FIRST..LAST (inclusive) in ascending order. */
+/* Lock / unlock the sequential zones among FIRST..LAST (inclusive) in
+ * ascending order; conventional zones carry no state and are skipped. */
 void znbd_zones_lock_range(struct znbd_zones *zs, uint32_t first,
                            uint32_t last);
 void znbd_zones_unlock_range(struct znbd_zones *zs, uint32_t first,

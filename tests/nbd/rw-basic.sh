@@ -85,5 +85,13 @@ check_eq(h2.pread(256 * KiB, 0), bytes(want), "second connection reads the same 
 h2.shutdown()
 h.shutdown()
 EOF
+
+# The same device through the nbdsh command line (Debian's /usr/bin/nbdsh).
+require nbdsh
+nbdsh -u "$uri" -c 'h.pwrite(b"\xa5" * 4096, 3 * 1024 * 1024)' \
+  -c 'assert h.pread(4096, 3 * 1024 * 1024) == b"\xa5" * 4096' \
+  -c 'assert h.pread(512, 3 * 1024 * 1024 + 4096) == bytes(512)' ||
+  die "nbdsh -c write/read checks failed"
+note "nbdsh: 4 KiB of 0xa5 written and read back, next sector zero"
 stop_frontend
 pass "reads, writes, FUA, flush, zero, trim, cache"

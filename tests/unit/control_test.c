@@ -354,6 +354,50 @@ test_zoned(void)
   return true;
 }
 
+/* Resource limits: EOVERFLOW for the active limit, open all refused as a
+ * whole when the CLOSED zones would not fit under max_open (ZBC), finish
+ * all. */
+static void
+test_limits(void)
+{
+  static const char *const kv[] = {
+      "size", "8M", "zone_size", "1M", "zone_max_open", "2", "zone_max_active",
+      "3",    NULL};
+  struct znbd_dev *d = make_dev(kv);
+  char *before, *after;
+
+  if (d == NULL)
+    return;
+  write_at(d, 0, 4096);
+  write_at(d, 1 * MB, 4096);
+  write_at(d, 2 * MB, 4096); /* implicitly closes zone 0 (round-robin) */
+  expect_ok(d, "stats",
+            "ok zones=8 conv=0 empty=5 imp_open=2 exp_open=0 closed=1 "
+            "full=0 readonly=0 offline=0 active=3 max_open=2 max_active=3 "
+            "allocated=12288\n");
+  before = full_report(d);
+  expect_err(d, "open 3", EOVERFLOW,
+             "error EOVERFLOW zone 3: open refused: active zone limit "
+             "reached (max_active=3, active=3)");
+  expect_ok(d, "close all", "ok all count=2\n");
+  free(before);
+  before = full_report(d);
+  expect_err(d, "open all", ETOOMANYREFS,
+             "error ETOOMANYREFS open all refused: 3 closed + 0 explicitly "
+             "open zones exceed max_open=2");
+  after = full_report(d);
+  CHECK(strcmp(before, after) == 0, "refused open all changed state:\n%s",
+        after);
+  free(before);
+  free(after);
+  expect_ok(d, "finish all", "ok all count=3\n");
+  expect_ok(d, "stats",
+            "ok zones=8 conv=0 empty=5 imp_open=0 exp_open=0 closed=0 "
+            "full=3 readonly=0 offline=0 active=0 max_open=2 max_active=3 "
+            "allocated=12288\n"); /* finish keeps the data below the wp */
+  znbd_dev_free(d);
+}
+
 /* ---- socket ---- */
 
 static int
@@ -446,6 +490,18 @@ test_socket(void)
   CHECK(r && strncmp(r, "ok zones=0 ", 11) == 0 &&
             strstr(r, "\nerror EINVAL unknown request 'bogus'"),
         "socket replies: '%s'", r ? r : "(null)");
+  {
+    /* An over-long line gets one error and is skipped up to its newline;
+     * the next request is served normally. */
+    static char big[6000];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    CHECK(write(fd, big, strlen(big)) == (ssize_t)strlen(big), "write big");
+    r = converse(fd, "\nstats\n", 2);
+    CHECK(r && strncmp(r, "error EINVAL request longer than 4096", 37) == 0 &&
+              strstr(r, "\nok zones=0 ") != NULL,
+          "over-long line: '%s'", r ? r : "(null)");
+  }
   r = converse(fd, "report\n", 1);
   CHECK(r && strcmp(r, "error EINVAL not a zoned device\n") == 0,
         "report reply: '%s'", r ? r : "(null)");
@@ -486,6 +542,8 @@ main(void)
 
   test_plain();
   zoned_ran = test_zoned();
+  if (zoned_ran)
+    test_limits();
   test_socket();
   printf("control_test: %d checks, %d failed\n", checks, failures);
   if (failures)

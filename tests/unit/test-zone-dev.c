@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "znbd/dev.h"
 #include "check.h"
@@ -183,6 +184,46 @@ test_pipeline(void)
   znbd_dev_free(d);
 }
 
+struct ahead {
+  struct znbd_dev *d;
+  int r, e;
+};
+
+static void *
+write_ahead(void *opaque)
+{
+  struct ahead *a = opaque;
+  uint8_t buf[4096] = {3};
+  a->r = znbd_dev_write(a->d, buf, 4096, (2 << 20) + 8192, 0);
+  a->e = errno;
+  return NULL;
+}
+
+/* A waiting write is woken, not left to time out, when its zone stops
+ * being writable (finished by a management op): it fails with EIO. */
+static void
+test_wait_woken_by_finish(void)
+{
+  static const char *const kv[] = {
+      "size", "4M", "zone_size", "1M", "zone_write_timeout", "20000", NULL};
+  struct znbd_dev *d = make(kv);
+  struct ahead a = {d, 0, 0};
+  struct timespec t0, t1, nap = {0, 50 * 1000000L};
+  pthread_t th;
+
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  pthread_create(&th, NULL, write_ahead, &a);
+  nanosleep(&nap, NULL);
+  CHECK_EQ(znbd_dev_zone_op(d, ZNBD_ZONE_OP_FINISH, 2), 0);
+  pthread_join(th, NULL);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  CHECK(a.r < 0 && a.e == EIO);
+  /* Woken by the finish, long before the 20 s timeout. */
+  CHECK(t1.tv_sec - t0.tv_sec < 15);
+  CHECK_EQ(cond(d, 2), ZNBD_ZONE_COND_FULL);
+  znbd_dev_free(d);
+}
+
 struct opener {
   struct znbd_dev *d;
   unsigned id;
@@ -341,6 +382,7 @@ main(void)
 {
   test_start_lists();
   test_pipeline();
+  test_wait_woken_by_finish();
   test_concurrent_limits();
   test_extents_trim_describe();
   return check_done("test-zone-dev");

@@ -10,6 +10,13 @@
  * geometries (limits, npo2 zone sizes, smaller last zone, capacity <
  * size); the seed and step are printed on a mismatch.
  *
+ * Then the same model drives lib/dev.c (zoned device from params, 512-byte
+ * blocks) with data: random bytes and zeros written, appends, NBD trims,
+ * zone ops and fault zones; after each request the zones it touched are
+ * read back and compared byte for byte with the model's image (and every
+ * zone every 512 requests), per zone_read_past_wp (zero, ones, error);
+ * stats, report and base:allocation extents must agree too.
+ *
  * Usage: test-zone-model [OPS-PER-RUN [SEED]]
  */
 #include <errno.h>
@@ -930,7 +937,7 @@ main(int argc, char **argv)
   } devs[] = {{"po2 4K, 2 conv", dev_a},
               {"npo2 3K, last 2K, open 2 act 3, ones", dev_b},
               {"npo2 5K cap 3.5K, open 3, error", dev_c}};
-  unsigned long dev_ops = ops / 2;
+  unsigned long dev_ops = ops;
   for (size_t c = 0; c < sizeof devs / sizeof devs[0]; c++) {
     if (argc > 2) {
       fail |= run_dev(devs[c].name, devs[c].kv, strtoull(argv[2], NULL, 0),
