@@ -141,10 +141,12 @@ if [ "${1:-}" = --guest ]; then
   for qm in bio mq; do
     for s in none mq-deadline; do
       [ $qm = mq ] || [ $s = none ] || continue
-      opt=
+      opt= extra=
       [ $qm = bio ] || opt=--scheduler=$s
-      info "nbd0 on znbd --queue-mode=$qm $opt $zparams"
-      serve "$znbd" -f -U $work/s.sock -P $work/s.pid --queue-mode=$qm $opt $zparams &&
+      # zone write locking needs pipelining off (man znbd, QUEUE MODELS)
+      [ $s = none ] || extra=pipeline_zoned_writes=false
+      info "nbd0 on znbd --queue-mode=$qm $opt $zparams $extra"
+      serve "$znbd" -f -U $work/s.sock -P $work/s.pid --queue-mode=$qm $opt $zparams $extra &&
         zw "zoned/nbd-znbd-$qm${opt:+-$s}/none" /dev/nbd0 none --size=1G
       unserve
     done
@@ -223,7 +225,7 @@ mkdir -p "$(dirname "$out")"
   echo "Zoned rows: \`nullb/SCHED\` = null_blk zoned with \`fio --zonemode=zbd --ioscheduler=SCHED\`;"
   echo "\`nbd-*/none\` = /dev/nbd0 (not zoned to the kernel: one sequential stream from offset 0, kernel scheduler none)"
   echo "on a zoned export with 1 MiB zones and completion_nsec=100000; \`nbd-znbd-mq-SCHED\` = \`znbd --queue-mode=mq --scheduler=SCHED\`"
-  echo "(mq-deadline = znbd's own zone write locking, here with the default pipeline_zoned_writes=true, which turns it off: see man znbd)."
+  echo "(mq-deadline = znbd's own zone write locking, with pipeline_zoned_writes=false, which the locking needs: see man znbd)."
   echo
   echo "## Setup, as run"
   echo
