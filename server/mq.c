@@ -27,6 +27,7 @@
 #include "server.h"
 #include "wire.h"
 
+#define TAG_BUF_KEEP (1u << 20)   /* bytes of buffer a free tag keeps */
 #define REQUEUE_DELAY_NSEC 100000 /* kick the requeue list after 100 us */
 
 enum { HQ_EFD = 1, HQ_KICK = 2 };
@@ -137,6 +138,14 @@ void
 mq_put_tag(struct mq *m, struct rq *rq)
 {
   struct hwq *q = rq->hq;
+  /* Do not keep a 32 MiB buffer per tag after one large request. */
+  if (rq->payload_cap > TAG_BUF_KEEP) {
+    free(rq->payload);
+    rq->payload = NULL;
+    rq->payload_cap = 0;
+  }
+  if (rq->reply.cap > TAG_BUF_KEEP)
+    buf_free(&rq->reply);
   pthread_mutex_lock(&q->lock);
   rq->next = q->free;
   q->free = rq;

@@ -167,6 +167,7 @@ _frontend_cmd() {
     if [ "$ZNBD_SANITIZERS" = yes ]; then
       _cmd=(env "ASAN_OPTIONS=detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}")
     fi
+    # shellcheck disable=SC2206 # ZNBD_FRONTEND_OPTS: options, split on spaces
     _cmd+=("$server" -f -U "$sock" -P "$pidfile" --queue-mode="$ZNBD_FRONTEND" ${ZNBD_FRONTEND_OPTS:-} "$@")
     ;;
   memory)

@@ -55,6 +55,10 @@ check() {
     _tap_failed=$((_tap_failed + 1))
     echo "#   exit status $rc of: $*"
     [ -z "$out" ] || printf '%s\n' "$out" | tail -n 30 | sed 's/^/#   /'
+    if [ -n "${SERVER_PID:-}" ] && [ -s "${SERVER_LOG:-}" ]; then
+      echo "#   server log (last lines):"
+      tail -n 8 "$SERVER_LOG" | sed 's/^/#   | /'
+    fi
   fi
   return "$rc"
 }

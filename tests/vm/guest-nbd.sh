@@ -9,7 +9,7 @@
 #          write ahead of the write pointer fails with EIO and changes no
 #          byte and no wp; blkdiscard of a zone resets it; writes crossing
 #          the zone capacity fail.
-# ramdisk: zoned=false: mkfs.ext4, files, fsck -n clean, remount, verify.
+# ramdisk: zoned=false (64 MiB, -b 512): mkfs.ext4, files, fsck -n clean, remount, verify.
 # kill:    the server is SIGKILLed while fio writes: fio gets EIO,
 #          nbd-client -d detaches, nothing hangs.
 # shellcheck source=guest-lib.sh
@@ -44,14 +44,13 @@ fio_zones() {
     --zonesize=$ZCAP --offset=$((first * ZS)) --size=$((n * ZS)) \
     --io_size=$((n * ZCAP)) --verify=crc32c --do_verify=1 --verify_fatal=1 \
     --output-format=json --output="$out" > "$work/$name.log" 2>&1 || rc=$?
-  cat "$work/$name.log"
-  [ "$rc" = 0 ] || { echo "fio exited $rc"; cat "$out"; return 1; }
   local w r e
-  w=$(jq '.jobs[0].write.io_bytes' "$out")
-  r=$(jq '.jobs[0].read.io_bytes' "$out")
-  e=$(jq '.jobs[0].error' "$out")
-  echo "fio $name: wrote $w bytes, verified $r bytes, error $e"
-  [ "$e" = 0 ] && [ "$w" = $((n * ZCAP)) ] && [ "$r" = $((n * ZCAP)) ]
+  w=$(jq '.jobs[0].write.io_bytes' "$out" 2> /dev/null)
+  r=$(jq '.jobs[0].read.io_bytes' "$out" 2> /dev/null)
+  e=$(jq '.jobs[0].error' "$out" 2> /dev/null)
+  grep -v '^fio: connected' "$work/$name.log" | head -n 12
+  echo "fio $name: status $rc, wrote ${w:-?} bytes, verified ${r:-?} bytes, error ${e:-?}"
+  [ "$rc" = 0 ] && [ "$e" = 0 ] && [ "$w" = $((n * ZCAP)) ] && [ "$r" = $((n * ZCAP)) ]
 }
 
 zoned_checks() { # CONNS
@@ -128,7 +127,7 @@ drop_caches() {
 }
 ramdisk_checks() { # CONNS
   local c=$1
-  check "ramdisk C=$c: start $fe zoned=false" start_server "$fe" size=128M zoned=false \
+  check "ramdisk C=$c: start $fe zoned=false" start_server "$fe" size=64M zoned=false \
     blocksize=$RBS || return
   if ! check "ramdisk C=$c: nbd-client -b $RBS -C $c" attach $RBS "$c"; then
     stop_server
@@ -209,12 +208,14 @@ for part in $parts; do
       ramdisk) ramdisk_checks "$c" ;;
       kill)
         kill_checks "$c" 5
-        [ "$c" = 2 ] || kill_checks "$c" none
+        # Kernel behaviour, not the server's: once is enough.
+        [ "$c" = 2 ] || [ "$fe" != plugin ] || kill_checks "$c" none
         ;;
       *) check "known part $part" false ;;
     esac
     stop_server > /dev/null
     [ "$(nbd_size)" = 0 ] || $T nbd-client -d "$DEV" > /dev/null 2>&1
+    note "$part C=$c done at ${SECONDS} s"
   done
 done
 tap_end
