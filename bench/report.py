@@ -183,6 +183,8 @@ for k in ("date", "host", "kernel", "commit", "cpus", "loadavg_start", "loadavg_
           "fio", "nbdkit", "profile", "rounds", "runtime_s", "fill", "elapsed_s",
           "zoned_so", "znbd"):
     md.append("| %s | %s |" % (k, meta.get(k, "")))
+md.append("| 1-min load average at start→end of each part | %s |" % ", ".join(
+    "%s %s" % (k[5:], v) for k, v in meta.items() if k.startswith("load_")))
 md.append("| elapsed per part (s) | %s |" % ", ".join(
     "%s %s" % (k[8:], v) for k, v in meta.items() if k.startswith("elapsed_") and k != "elapsed_s"))
 md.append("")
