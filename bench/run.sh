@@ -413,8 +413,10 @@ for p in $parts; do
   case $p in
     ram | zoned | submit | order | peers | scale)
       tp=$(date +%s)
+      la=$(cut -d' ' -f1 /proc/loadavg)
       "part_$p"
       echo "elapsed_$p=$(($(date +%s) - tp))" >>"$work/meta"
+      echo "load_$p=$la→$(cut -d' ' -f1 /proc/loadavg)" >>"$work/meta"
       ;;
     *) echo "bench: unknown part $p" >&2; exit 2 ;;
   esac

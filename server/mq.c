@@ -30,21 +30,21 @@
 #define TAG_BUF_KEEP (1u << 20)   /* bytes of buffer a free tag keeps */
 #define REQUEUE_DELAY_NSEC 100000 /* kick the requeue list after 100 us */
 
-enum { HQ_EFD = 1, HQ_KICK = 2 };
+/* User data on a hardware queue's ring (rq pointers are 8-aligned). */
+enum { HQ_EFD = 1, HQ_KICK = 2, HQ_MSG = 3 };
 
 struct hwq {
   struct mq *m;
   unsigned idx;
   pthread_t th;
   struct io_uring ring;
-  int efd;
+  struct waker wk;
   uint64_t efd_val;
   pthread_mutex_t lock;   /* list, free */
   struct rq *head, *tail; /* to dispatch */
   struct rq *free;        /* free tags */
   struct rq *rqs;
   unsigned depth, nfree;
-  atomic_bool kicked;
   atomic_int stalled; /* readers that found no tag */
   atomic_bool stop;
   bool kick_armed;
@@ -106,8 +106,10 @@ mq_new(struct server *s, char *err, size_t errlen)
       q->free = &q->rqs[t];
     }
     q->nfree = depth;
-    q->efd = eventfd(0, EFD_CLOEXEC);
-    if (q->efd == -1) {
+    atomic_init(&q->wk.ring_fd, -1);
+    q->wk.msg_ud = HQ_MSG;
+    q->wk.efd = eventfd(0, EFD_CLOEXEC);
+    if (q->wk.efd == -1) {
       snprintf(err, errlen, "eventfd: %s", strerror(errno));
       return NULL;
     }
@@ -135,15 +137,10 @@ mq_get_tag(struct mq *m, unsigned idx)
 }
 
 void
-mq_put_tag(struct mq *m, struct rq *rq)
+mq_put_tag(struct mq *m, struct rq *rq, struct io_uring *from)
 {
   struct hwq *q = rq->hq;
-  /* Do not keep a 32 MiB buffer per tag after one large request. */
-  if (rq->payload_cap > TAG_BUF_KEEP) {
-    free(rq->payload);
-    rq->payload = NULL;
-    rq->payload_cap = 0;
-  }
+  /* Do not keep a 32 MiB reply buffer per tag after one large read. */
   if (rq->reply.cap > TAG_BUF_KEEP)
     buf_free(&rq->reply);
   pthread_mutex_lock(&q->lock);
@@ -155,22 +152,12 @@ mq_put_tag(struct mq *m, struct rq *rq)
   if (atomic_exchange(&q->stalled, 0) > 0) {
     for (unsigned i = 0; i < m->s->nworkers; i++)
       if (m->s->workers[i] != rq->w)
-        worker_retry_stalled(m->s->workers[i]);
+        worker_retry_stalled(m->s->workers[i], from);
   }
 }
 
 static void
-hwq_kick(struct hwq *q)
-{
-  if (!atomic_exchange(&q->kicked, true)) {
-    uint64_t one = 1;
-    if (write(q->efd, &one, 8) != 8)
-      perror("znbd: eventfd write");
-  }
-}
-
-static void
-hwq_push(struct hwq *q, struct rq *rq)
+hwq_push(struct hwq *q, struct rq *rq, struct io_uring *from)
 {
   rq->next = NULL;
   pthread_mutex_lock(&q->lock);
@@ -180,7 +167,10 @@ hwq_push(struct hwq *q, struct rq *rq)
     q->head = rq;
   q->tail = rq;
   pthread_mutex_unlock(&q->lock);
-  hwq_kick(q);
+  /* The hardware queue's own thread (zone lock passed on) looks at its
+   * list again before it sleeps; others wake it once per batch. */
+  if (from != &q->ring)
+    waker_kick(&q->wk, from);
 }
 
 static bool
@@ -193,7 +183,7 @@ seq_write(struct mq *m, struct rq *rq)
 }
 
 void
-mq_submit(struct mq *m, struct rq *rq)
+mq_submit(struct mq *m, struct rq *rq, struct io_uring *from)
 {
   rq->zone_locked = false;
   if (m->zone_lock && seq_write(m, rq)) {
@@ -213,13 +203,14 @@ mq_submit(struct mq *m, struct rq *rq)
     rq->zone_locked = true;
     pthread_mutex_unlock(&m->zlock);
   }
-  hwq_push(rq->hq, rq);
+  hwq_push(rq->hq, rq, from);
 }
 
 /* The request is done: release its zone write lock, hand it back. */
 static void
-complete(struct mq *m, struct rq *rq)
+complete(struct hwq *q, struct rq *rq)
 {
+  struct mq *m = q->m;
   if (rq->zone_locked) {
     struct zstate *z = &m->zones[rq->zone];
     pthread_mutex_lock(&m->zlock);
@@ -235,9 +226,9 @@ complete(struct mq *m, struct rq *rq)
     pthread_mutex_unlock(&m->zlock);
     rq->zone_locked = false;
     if (next)
-      hwq_push(next->hq, next);
+      hwq_push(next->hq, next, &q->ring);
   }
-  worker_complete(rq);
+  worker_complete(rq, &q->ring);
 }
 
 /* queue_rq: execute RQ.  Returns true if it must be requeued. */
@@ -262,7 +253,7 @@ done:
   if (m->completion_nsec)
     arm_timeout(&q->ring, &rq->ts, m->completion_nsec, (uint64_t)(uintptr_t)rq);
   else
-    complete(m, rq);
+    complete(q, rq);
   return false;
 }
 
@@ -270,17 +261,19 @@ static void *
 hwq_main(void *arg)
 {
   struct hwq *q = arg;
-  struct mq *m = q->m;
   if (ring_init(&q->ring, 2 * q->depth + 8) < 0) {
     fprintf(stderr, "znbd: io_uring setup failed\n");
     exit(EXIT_FAILURE);
   }
   struct io_uring_sqe *sqe = get_sqe(&q->ring);
-  io_uring_prep_read(sqe, q->efd, &q->efd_val, 8, 0);
+  io_uring_prep_read(sqe, q->wk.efd, &q->efd_val, 8, 0);
   io_uring_sqe_set_data64(sqe, HQ_EFD);
+  atomic_store(&q->wk.ring_fd, q->ring.ring_fd);
   struct rq *requeue = NULL, *requeue_tail = NULL;
+  bool again = false;
   for (;;) {
-    int r = io_uring_submit_and_wait(&q->ring, 1);
+    /* Work our own completions queued (a zone lock passed on): no sleep. */
+    int r = io_uring_submit_and_wait(&q->ring, again ? 0 : 1);
     if (r < 0 && r != -EINTR && r != -EBUSY) {
       fprintf(stderr, "znbd: io_uring_submit_and_wait: %s\n", strerror(-r));
       exit(EXIT_FAILURE);
@@ -296,16 +289,21 @@ hwq_main(void *arg)
         efd = true;
       else if (ud == HQ_KICK)
         q->kick_armed = false;
+      else if (ud == HQ_MSG)
+        ;
+      else if ((ud & UD_WAKE_MASK) == UD_WAKE_FAIL)
+        waker_kick_efd(
+            (struct waker *)(uintptr_t)(ud & ~(uint64_t)UD_WAKE_MASK));
       else
-        complete(m, (struct rq *)(uintptr_t)ud);
+        complete(q, (struct rq *)(uintptr_t)ud);
     }
     io_uring_cq_advance(&q->ring, n);
     if (efd) {
       sqe = get_sqe(&q->ring);
-      io_uring_prep_read(sqe, q->efd, &q->efd_val, 8, 0);
+      io_uring_prep_read(sqe, q->wk.efd, &q->efd_val, 8, 0);
       io_uring_sqe_set_data64(sqe, HQ_EFD);
     }
-    atomic_store(&q->kicked, false);
+    atomic_store(&q->wk.kicked, false);
     pthread_mutex_lock(&q->lock);
     struct rq *list = q->head;
     q->head = q->tail = NULL;
@@ -336,7 +334,11 @@ hwq_main(void *arg)
       arm_timeout(&q->ring, &q->kick_ts, REQUEUE_DELAY_NSEC, HQ_KICK);
       q->kick_armed = true;
     }
+    pthread_mutex_lock(&q->lock);
+    again = q->head != NULL;
+    pthread_mutex_unlock(&q->lock);
   }
+  atomic_store(&q->wk.ring_fd, -1);
   io_uring_queue_exit(&q->ring);
   return NULL;
 }
@@ -355,9 +357,7 @@ mq_stop(struct mq *m)
 {
   for (unsigned i = 0; i < m->nq; i++) {
     atomic_store(&m->q[i].stop, true);
-    uint64_t one = 1;
-    if (write(m->q[i].efd, &one, 8) != 8)
-      perror("znbd: eventfd write");
+    waker_kick_efd(&m->q[i].wk);
   }
   for (unsigned i = 0; i < m->nq; i++)
     pthread_join(m->q[i].th, NULL);
@@ -370,12 +370,10 @@ mq_free(struct mq *m)
     return;
   for (unsigned i = 0; i < m->nq; i++) {
     struct hwq *q = &m->q[i];
-    for (unsigned t = 0; t < q->depth; t++) {
-      free(q->rqs[t].payload);
+    for (unsigned t = 0; t < q->depth; t++)
       buf_free(&q->rqs[t].reply);
-    }
     free(q->rqs);
-    close(q->efd);
+    close(q->wk.efd);
     pthread_mutex_destroy(&q->lock);
   }
   free(m->q);

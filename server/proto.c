@@ -337,8 +337,9 @@ handshake_step(struct nbdc *c, const uint8_t *in, size_t len, struct buf *out,
       c->phase = PH_CLOSED;
       return len;
     }
-    opt_error(out, opt, NBD_REP_ERR_TOO_BIG, "option too large");
-    c->discard = olen;
+    c->discard = olen; /* refused once its data is read */
+    c->after_discard = AFTER_OPT_TOO_BIG;
+    c->after_opt = opt;
     return 16;
   }
   if (len - 16 < olen) {
@@ -425,14 +426,16 @@ static uint32_t
 validate(const struct nbdc *c, const struct nbd_req *r, const char **msg)
 {
   static const uint16_t allowed[] = {
-      [NBD_CMD_READ] = NBD_CMD_FLAG_DF,
+      /* doc/proto.md: FUA "is valid for all commands" (ignored where
+       * it means nothing); the others only where listed. */
+      [NBD_CMD_READ] = NBD_CMD_FLAG_FUA | NBD_CMD_FLAG_DF,
       [NBD_CMD_WRITE] = NBD_CMD_FLAG_FUA,
-      [NBD_CMD_FLUSH] = 0,
+      [NBD_CMD_FLUSH] = NBD_CMD_FLAG_FUA,
       [NBD_CMD_TRIM] = NBD_CMD_FLAG_FUA,
-      [NBD_CMD_CACHE] = 0,
+      [NBD_CMD_CACHE] = NBD_CMD_FLAG_FUA,
       [NBD_CMD_WRITE_ZEROES] =
           NBD_CMD_FLAG_FUA | NBD_CMD_FLAG_NO_HOLE | NBD_CMD_FLAG_FAST_ZERO,
-      [NBD_CMD_BLOCK_STATUS] = NBD_CMD_FLAG_REQ_ONE,
+      [NBD_CMD_BLOCK_STATUS] = NBD_CMD_FLAG_FUA | NBD_CMD_FLAG_REQ_ONE,
   };
   if (c->stopping) {
     *msg = "server is shutting down";
@@ -512,9 +515,12 @@ request_step(struct nbdc *c, const uint8_t *in, size_t len, struct buf *out,
   }
   const char *msg = NULL;
   if (r.type == NBD_CMD_WRITE && r.len > NBD_MAX_PAYLOAD) {
-    nbd_reply_error(c, &r, NBD_EINVAL, "write larger than maximum payload",
-                    out);
+    /* Drop the payload, then refuse: libnbd counts the command as sent
+     * only after its payload, so an earlier reply would be unknown. */
     c->discard = r.len;
+    c->after_discard = AFTER_WRITE_TOO_BIG;
+    c->after_req =
+        (struct nbd_req_hdr){r.flags, r.type, r.cookie, r.off, r.len};
     c->requests++;
     *used = NBD_REQUEST_SIZE;
     return RQ_DONE;
@@ -539,6 +545,24 @@ request_step(struct nbdc *c, const uint8_t *in, size_t len, struct buf *out,
   return RQ_DONE;
 }
 
+/* The reply owed after dropping an oversized message (see nbdc). */
+static void
+owed_reply(struct nbdc *c, struct buf *out)
+{
+  if (c->after_discard == AFTER_OPT_TOO_BIG) {
+    opt_error(out, c->after_opt, NBD_REP_ERR_TOO_BIG, "option too large");
+  } else if (c->after_discard == AFTER_WRITE_TOO_BIG) {
+    struct nbd_req r = {.flags = c->after_req.flags,
+                        .type = c->after_req.type,
+                        .cookie = c->after_req.cookie,
+                        .off = c->after_req.off,
+                        .len = c->after_req.len};
+    nbd_reply_error(c, &r, NBD_EINVAL, "write larger than maximum payload",
+                    out);
+  }
+  c->after_discard = AFTER_NONE;
+}
+
 size_t
 nbdc_feed(struct nbdc *c, const uint8_t *in, size_t len, struct buf *out,
           size_t out_high, nbdc_submit_fn fn, void *opaque, size_t *need)
@@ -553,6 +577,7 @@ nbdc_feed(struct nbdc *c, const uint8_t *in, size_t len, struct buf *out,
       c->discard -= n;
       if (c->discard)
         break;
+      owed_reply(c, out);
       continue;
     }
     if (c->phase != PH_TRANS) {

@@ -38,7 +38,16 @@ struct nbdc {
   bool stopping;            /* server shutting down: ESHUTDOWN */
   bool pause;               /* set by the submit callback: feed returns */
   uint64_t discard;         /* input bytes still to drop */
-  uint64_t requests;        /* requests answered or submitted */
+  /* Reply owed once the dropped bytes are consumed (a client may only
+   * expect it after sending them): an oversized option or write. */
+  enum { AFTER_NONE, AFTER_OPT_TOO_BIG, AFTER_WRITE_TOO_BIG } after_discard;
+  uint32_t after_opt;
+  struct nbd_req_hdr {
+    uint16_t flags, type;
+    uint64_t cookie, off;
+    uint32_t len;
+  } after_req;
+  uint64_t requests; /* requests answered or submitted */
 };
 
 /* Context ids handed out by NBD_OPT_SET_META_CONTEXT. */

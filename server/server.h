@@ -23,6 +23,30 @@ enum queue_mode { QM_BIO, QM_MQ };
 
 struct worker;
 struct mq;
+struct inbuf; /* worker.c: a connection's input buffer, refcounted */
+
+/* The wakeup of a thread that sleeps in io_uring_submit_and_wait() on its
+ * own ring: other threads post a CQE to that ring with an io_uring
+ * MSG_RING request from their own ring (sent with their next submit, so a
+ * whole batch of hand-overs costs one wakeup), or write its eventfd when
+ * they have no ring or the ring is not up yet.  KICKED makes it one
+ * wakeup per batch: set by the first sender, cleared by the woken thread
+ * before it takes the handed-over work. */
+struct waker {
+  atomic_int ring_fd; /* -1 until the ring exists and after it is gone */
+  int efd;
+  uint64_t msg_ud; /* user data of the CQE posted on the woken ring */
+  atomic_bool kicked;
+};
+/* Low bits of the user data of a failed MSG_RING on the sender's ring
+ * (pointer to the struct waker | UD_WAKE_FAIL); on success it posts no
+ * CQE there. */
+#define UD_WAKE_FAIL 4
+#define UD_WAKE_MASK 7
+/* Wake T once per batch: MSG_RING from FROM (NULL: eventfd write). */
+void waker_kick(struct waker *t, struct io_uring *from);
+/* Wake T now, by eventfd (a failed MSG_RING, stop, new connections). */
+void waker_kick_efd(struct waker *t);
 
 struct server {
   struct srv_cfg cfg;
@@ -37,9 +61,8 @@ struct server {
 /* A request held by the mq model or by a delayed bio completion. */
 struct rq {
   struct nbd_req req;
-  uint8_t *payload; /* copy of a WRITE payload */
-  size_t payload_cap;
-  struct buf reply; /* the complete reply, built by queue_rq */
+  struct inbuf *pin; /* input buffer holding the WRITE payload (a ref) */
+  struct buf reply;  /* the complete reply, built by queue_rq */
   struct conn *conn;
   const struct nbdc *proto; /* conn's protocol state */
   struct worker *w;
@@ -60,9 +83,9 @@ void worker_join(struct worker *w);
 void worker_free(struct worker *w); /* after worker_join */
 /* Called by hardware queue threads: RQ is finished; its reply goes out on
  * its connection and its tag is released by the worker. */
-void worker_complete(struct rq *rq);
+void worker_complete(struct rq *rq, struct io_uring *from);
 /* Tags were freed on a queue with stalled readers: retry them. */
-void worker_retry_stalled(struct worker *w);
+void worker_retry_stalled(struct worker *w, struct io_uring *from);
 
 /* mq.c */
 struct mq *mq_new(struct server *s, char *err, size_t errlen);
@@ -72,10 +95,11 @@ void mq_free(struct mq *m); /* after mq_stop; M may be NULL */
 /* A free tag of hardware queue for worker index IDX, or NULL (all busy:
  * the reader waits, as blk-mq's). */
 struct rq *mq_get_tag(struct mq *m, unsigned idx);
-/* Insert RQ (tagged, filled) through the scheduler. */
-void mq_submit(struct mq *m, struct rq *rq);
-/* Release RQ's tag; wakes stalled readers. */
-void mq_put_tag(struct mq *m, struct rq *rq);
+/* Insert RQ (tagged, filled) through the scheduler; FROM is the caller's
+ * ring, which carries the hardware queue's wakeup with its next submit. */
+void mq_submit(struct mq *m, struct rq *rq, struct io_uring *from);
+/* Release RQ's tag; wakes stalled readers (through FROM). */
+void mq_put_tag(struct mq *m, struct rq *rq, struct io_uring *from);
 
 /* Arm an io_uring timeout of NSEC on RING for user data UD, using TS. */
 void arm_timeout(struct io_uring *ring, struct __kernel_timespec *ts,

@@ -25,21 +25,44 @@
  * received batch, so client and server overlap instead of taking turns. */
 #define EARLY_SEND_AFTER 8
 
-enum { UD_RECV = 0, UD_SEND = 1, UD_EFD = 2, UD_TIMER = 3, UD_MASK = 3 };
+/* User data: a pointer (8-aligned) | its type.  UD_MSG is a MSG_RING
+ * wakeup (struct waker), UD_WAKE_FAIL (server.h) a failed one we sent. */
+enum {
+  UD_RECV = 0,
+  UD_SEND = 1,
+  UD_EFD = 2,
+  UD_TIMER = 3,
+  UD_MSG = 5,
+  UD_MASK = UD_WAKE_MASK
+};
+
+/* A connection's input buffer.  WRITE payloads are not copied in mq mode:
+ * their rq holds a reference to the buffer they were received into, and
+ * the connection receives into a fresh buffer (moving only the unparsed
+ * tail) rather than reuse bytes a queued request still points at. */
+struct inbuf {
+  unsigned refs; /* the connection's + one per queued rq; worker thread only */
+  size_t cap;
+  struct inbuf *next; /* worker's free list */
+  uint8_t data[];
+};
+#define INBUF_FREE_KEEP 16 /* IN_INITIAL-sized buffers a worker keeps */
 
 struct conn {
   struct worker *w;
   int fd;
   struct nbdc proto;
-  uint8_t *in;
+  struct inbuf *inb;
+  uint8_t *in; /* inb->data */
   size_t in_head, in_tail, in_cap, need;
   struct buf out[2]; /* out[fill] collects, out[!fill] is being sent */
   int fill;
   size_t sent;
-  bool sending, receiving, stalled, dead, flush_close;
+  bool sending, receiving, stalled, dead, flush_close, touched;
   unsigned inflight; /* rqs not yet completed back to us */
   unsigned batch;    /* requests executed since the last send started */
   struct conn *prev, *next;
+  struct conn *touch_next; /* conns with completions this turn */
 };
 
 struct worker {
@@ -47,13 +70,14 @@ struct worker {
   unsigned idx;
   pthread_t th;
   struct io_uring ring;
-  int efd;
+  struct waker wk;
   uint64_t efd_val;
   pthread_mutex_t lock; /* newfds, done */
   int *newfds;
   size_t nnew, capnew;
   struct rq *done_head, *done_tail;
-  atomic_bool signalled;
+  struct inbuf *free_inb;
+  unsigned nfree_inb;
   atomic_bool stop;
   bool stopping, grace_armed;
   struct __kernel_timespec grace_ts;
@@ -95,13 +119,60 @@ arm_timeout(struct io_uring *ring, struct __kernel_timespec *ts, uint64_t nsec,
   io_uring_sqe_set_data64(sqe, ud);
 }
 
-static void
-wake(struct worker *w)
+void
+waker_kick_efd(struct waker *t)
 {
-  if (!atomic_exchange(&w->signalled, true)) {
-    uint64_t one = 1;
-    if (write(w->efd, &one, 8) != 8)
-      perror("znbd: eventfd write");
+  uint64_t one = 1;
+  if (write(t->efd, &one, 8) != 8)
+    perror("znbd: eventfd write");
+}
+
+void
+waker_kick(struct waker *t, struct io_uring *from)
+{
+  if (atomic_exchange(&t->kicked, true))
+    return; /* a wakeup is on its way and the work will be seen */
+  int fd = atomic_load(&t->ring_fd);
+  if (!from || fd < 0) {
+    waker_kick_efd(t);
+    return;
+  }
+  struct io_uring_sqe *sqe = get_sqe(from);
+  io_uring_prep_msg_ring(sqe, fd, 0, t->msg_ud, 0);
+  sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+  io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)t | UD_WAKE_FAIL);
+}
+
+static struct inbuf *
+inbuf_get(struct worker *w, size_t cap)
+{
+  struct inbuf *b = NULL;
+  if (cap <= IN_INITIAL && w->free_inb) {
+    b = w->free_inb;
+    w->free_inb = b->next;
+    w->nfree_inb--;
+  } else {
+    if (cap < IN_INITIAL)
+      cap = IN_INITIAL;
+    if (!(b = malloc(sizeof *b + cap)))
+      return NULL;
+    b->cap = cap;
+  }
+  b->refs = 1;
+  return b;
+}
+
+static void
+inbuf_put(struct worker *w, struct inbuf *b)
+{
+  if (--b->refs)
+    return;
+  if (b->cap == IN_INITIAL && w->nfree_inb < INBUF_FREE_KEEP) {
+    b->next = w->free_inb;
+    w->free_inb = b;
+    w->nfree_inb++;
+  } else {
+    free(b);
   }
 }
 
@@ -114,8 +185,10 @@ worker_new(struct server *s, unsigned idx)
   w->s = s;
   w->idx = idx;
   pthread_mutex_init(&w->lock, NULL);
-  w->efd = eventfd(0, EFD_CLOEXEC);
-  if (w->efd == -1) {
+  atomic_init(&w->wk.ring_fd, -1);
+  w->wk.msg_ud = (uint64_t)(uintptr_t)w | UD_MSG;
+  w->wk.efd = eventfd(0, EFD_CLOEXEC);
+  if (w->wk.efd == -1) {
     free(w);
     return NULL;
   }
@@ -139,13 +212,11 @@ worker_add_conn(struct worker *w, int fd)
   }
   w->newfds[w->nnew++] = fd;
   pthread_mutex_unlock(&w->lock);
-  uint64_t one = 1;
-  if (write(w->efd, &one, 8) != 8)
-    perror("znbd: eventfd write");
+  waker_kick_efd(&w->wk);
 }
 
 void
-worker_complete(struct rq *rq)
+worker_complete(struct rq *rq, struct io_uring *from)
 {
   struct worker *w = rq->w;
   rq->next = NULL;
@@ -156,22 +227,20 @@ worker_complete(struct rq *rq)
     w->done_head = rq;
   w->done_tail = rq;
   pthread_mutex_unlock(&w->lock);
-  wake(w);
+  waker_kick(&w->wk, from);
 }
 
 void
-worker_retry_stalled(struct worker *w)
+worker_retry_stalled(struct worker *w, struct io_uring *from)
 {
-  wake(w);
+  waker_kick(&w->wk, from);
 }
 
 void
 worker_stop(struct worker *w)
 {
   atomic_store(&w->stop, true);
-  uint64_t one = 1;
-  if (write(w->efd, &one, 8) != 8)
-    perror("znbd: eventfd write");
+  waker_kick_efd(&w->wk);
 }
 
 /* ---- connections ---- */
@@ -192,7 +261,7 @@ conn_maybe_free(struct conn *c)
   if (c->next)
     c->next->prev = c->prev;
   w->nconns--;
-  free(c->in);
+  inbuf_put(w, c->inb);
   buf_free(&c->out[0]);
   buf_free(&c->out[1]);
   free(c);
@@ -223,26 +292,47 @@ static void
 queue_recv(struct conn *c)
 {
   size_t need = c->need > c->in_tail - c->in_head ? c->need : 0;
-  /* Make room: compact, then grow to hold the whole next message. */
-  if (c->in_head == c->in_tail)
-    c->in_head = c->in_tail = 0;
-  if (c->in_head > 0 &&
-      (c->in_cap - c->in_tail < 64 * 1024 || c->in_cap - c->in_head < need)) {
-    memmove(c->in, c->in + c->in_head, c->in_tail - c->in_head);
-    c->in_tail -= c->in_head;
-    c->in_head = 0;
-  }
-  if (need > c->in_cap) {
-    size_t cap = c->in_cap;
-    while (cap < need)
-      cap *= 2;
-    uint8_t *p = realloc(c->in, cap);
-    if (!p) {
-      conn_kill(c);
-      return;
+  size_t cap = c->in_cap;
+  while (cap < need)
+    cap *= 2;
+  if (c->inb->refs > 1) {
+    /* Queued writes point into this buffer: leave its bytes alone and
+     * move on to a fresh one when it is short of room. */
+    if (c->in_cap - c->in_tail < 64 * 1024 || c->in_cap - c->in_head < need) {
+      struct inbuf *b = inbuf_get(c->w, cap);
+      if (!b) {
+        conn_kill(c);
+        return;
+      }
+      memcpy(b->data, c->in + c->in_head, c->in_tail - c->in_head);
+      c->in_tail -= c->in_head;
+      c->in_head = 0;
+      inbuf_put(c->w, c->inb);
+      c->inb = b;
+      c->in = b->data;
+      c->in_cap = b->cap;
     }
-    c->in = p;
-    c->in_cap = cap;
+  } else {
+    /* Make room: compact, then grow to hold the whole next message. */
+    if (c->in_head == c->in_tail)
+      c->in_head = c->in_tail = 0;
+    if (c->in_head > 0 &&
+        (c->in_cap - c->in_tail < 64 * 1024 || c->in_cap - c->in_head < need)) {
+      memmove(c->in, c->in + c->in_head, c->in_tail - c->in_head);
+      c->in_tail -= c->in_head;
+      c->in_head = 0;
+    }
+    if (need > c->in_cap) {
+      struct inbuf *b = realloc(c->inb, sizeof *b + cap);
+      if (!b) {
+        conn_kill(c);
+        return;
+      }
+      b->cap = cap;
+      c->inb = b;
+      c->in = b->data;
+      c->in_cap = cap;
+    }
   }
   struct io_uring_sqe *sqe = get_sqe(&c->w->ring);
   io_uring_prep_recv(sqe, c->fd, c->in + c->in_tail, c->in_cap - c->in_tail, 0);
@@ -313,20 +403,10 @@ submit_mq(struct conn *c, const struct nbd_req *r)
     return 1;
   }
   rq->req = *r;
-  if (r->type == NBD_CMD_WRITE) {
-    if (rq->payload_cap < r->len) {
-      uint8_t *p = realloc(rq->payload, r->len);
-      if (!p) {
-        mq_put_tag(m, rq);
-        nbd_reply_error(&c->proto, r, NBD_ENOMEM, "out of memory",
-                        &c->out[c->fill]);
-        return 0;
-      }
-      rq->payload = p;
-      rq->payload_cap = r->len;
-    }
-    memcpy(rq->payload, r->payload, r->len);
-    rq->req.payload = rq->payload;
+  rq->pin = NULL;
+  if (r->type == NBD_CMD_WRITE) { /* the payload stays where it arrived */
+    rq->pin = c->inb;
+    c->inb->refs++;
   }
   rq->reply.len = 0;
   rq->conn = c;
@@ -334,7 +414,7 @@ submit_mq(struct conn *c, const struct nbd_req *r)
   rq->w = c->w;
   rq->attempts = 0;
   c->inflight++;
-  mq_submit(m, rq);
+  mq_submit(m, rq, &c->w->ring);
   return 0;
 }
 
@@ -393,7 +473,7 @@ conn_process(struct conn *c)
     c->in_head += n;
     c->need = need;
     /* A recv in flight writes at in_tail: only rewind when idle. */
-    if (c->in_head == c->in_tail && !c->receiving)
+    if (c->in_head == c->in_tail && !c->receiving && c->inb->refs == 1)
       c->in_head = c->in_tail = 0;
     if (c->proto.phase == PH_CLOSED)
       c->flush_close = true;
@@ -408,14 +488,15 @@ static void
 conn_new(struct worker *w, int fd)
 {
   struct conn *c = calloc(1, sizeof *c);
-  if (!c || !(c->in = malloc(IN_INITIAL))) {
+  if (!c || !(c->inb = inbuf_get(w, IN_INITIAL))) {
     free(c);
     close(fd);
     return;
   }
   c->w = w;
   c->fd = fd;
-  c->in_cap = IN_INITIAL;
+  c->in = c->inb->data;
+  c->in_cap = c->inb->cap;
   nbdc_init(&c->proto, &w->s->cfg, &c->out[0]);
   c->next = w->conns;
   if (w->conns)
@@ -475,21 +556,30 @@ on_send(struct conn *c, int res)
   conn_process(c);
 }
 
-/* An rq came back (mq completion or bio timer): queue its reply. */
-static void
-rq_finished(struct worker *w, struct rq *rq)
+/* An rq came back (mq completion or bio timer): queue its reply, release
+ * its tag and payload.  Returns its connection, to be processed. */
+static struct conn *
+rq_retire(struct worker *w, struct rq *rq)
 {
   struct conn *c = rq->conn;
   if (!c->dead)
     buf_append(&c->out[c->fill], rq->reply.p, rq->reply.len);
   c->inflight--;
+  if (rq->pin)
+    inbuf_put(w, rq->pin);
   if (rq->hq) {
-    mq_put_tag(w->s->mq, rq);
+    mq_put_tag(w->s->mq, rq, &w->ring);
   } else {
     buf_free(&rq->reply);
     free(rq);
   }
-  conn_process(c);
+  return c;
+}
+
+static void
+rq_finished(struct worker *w, struct rq *rq)
+{
+  conn_process(rq_retire(w, rq));
 }
 
 static void
@@ -508,10 +598,11 @@ begin_stop(struct worker *w)
   w->grace_armed = true;
 }
 
+/* Woken (eventfd or MSG_RING): take new connections and completions. */
 static void
-on_efd(struct worker *w)
+on_wake(struct worker *w)
 {
-  atomic_store(&w->signalled, false);
+  atomic_store(&w->wk.kicked, false);
   pthread_mutex_lock(&w->lock);
   int *fds = w->newfds;
   size_t nnew = w->nnew;
@@ -523,10 +614,24 @@ on_efd(struct worker *w)
   for (size_t i = 0; i < nnew; i++)
     conn_new(w, fds[i]);
   free(fds);
+  /* Queue all the replies first, then process each connection once, so
+   * a batch of completions goes out in one send. */
+  struct conn *touched = NULL;
   while (done) {
     struct rq *n = done->next;
-    rq_finished(w, done);
+    struct conn *c = rq_retire(w, done);
+    if (!c->touched) {
+      c->touched = true;
+      c->touch_next = touched;
+      touched = c;
+    }
     done = n;
+  }
+  while (touched) {
+    struct conn *c = touched;
+    touched = c->touch_next;
+    c->touched = false;
+    conn_process(c);
   }
   /* Tags may have been freed anywhere: retry stalled readers. */
   for (struct conn *c = w->conns, *n; c; c = n) {
@@ -536,8 +641,14 @@ on_efd(struct worker *w)
   }
   if (atomic_load(&w->stop) && !w->stopping)
     begin_stop(w);
+}
+
+static void
+on_efd(struct worker *w)
+{
+  on_wake(w);
   struct io_uring_sqe *sqe = get_sqe(&w->ring);
-  io_uring_prep_read(sqe, w->efd, &w->efd_val, 8, 0);
+  io_uring_prep_read(sqe, w->wk.efd, &w->efd_val, 8, 0);
   io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)w | UD_EFD);
 }
 
@@ -550,8 +661,9 @@ worker_main(void *arg)
     exit(EXIT_FAILURE);
   }
   struct io_uring_sqe *sqe = get_sqe(&w->ring);
-  io_uring_prep_read(sqe, w->efd, &w->efd_val, 8, 0);
+  io_uring_prep_read(sqe, w->wk.efd, &w->efd_val, 8, 0);
   io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)w | UD_EFD);
+  atomic_store(&w->wk.ring_fd, w->ring.ring_fd);
   while (!(w->stopping && w->nconns == 0)) {
     int r = io_uring_submit_and_wait(&w->ring, 1);
     if (r < 0 && r != -EINTR && r != -EBUSY) {
@@ -576,6 +688,12 @@ worker_main(void *arg)
       case UD_EFD:
         on_efd(p);
         break;
+      case UD_MSG:
+        on_wake(p);
+        break;
+      case UD_WAKE_FAIL:
+        waker_kick_efd(p);
+        break;
       case UD_TIMER:
         if (p == (void *)w) { /* stop grace over: drop stragglers */
           for (struct conn *c = w->conns, *nx; c; c = nx) {
@@ -589,6 +707,7 @@ worker_main(void *arg)
       }
     }
   }
+  atomic_store(&w->wk.ring_fd, -1);
   io_uring_queue_exit(&w->ring);
   return NULL;
 }
@@ -608,8 +727,12 @@ worker_join(struct worker *w)
 void
 worker_free(struct worker *w)
 {
-  close(w->efd);
+  close(w->wk.efd);
   free(w->newfds);
+  for (struct inbuf *b = w->free_inb, *n; b; b = n) {
+    n = b->next;
+    free(b);
+  }
   for (struct rq *rq = w->done_head, *n; rq; rq = n) {
     n = rq->next;
     if (!rq->hq) {

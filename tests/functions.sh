@@ -8,6 +8,7 @@
 #   start_frontend key=value...   start the device server chosen by
 #                                 $ZNBD_FRONTEND and wait until it serves;
 #                                 sets $sock, $uri, $server_pid, $server_log
+#                                 (ZNBD_TCP=1: on 127.0.0.1, random port)
 #   stop_frontend                 stop it (also done on exit); fails the test
 #                                 if the server log shows a sanitizer report
 #   frontend_alive                true while the server process runs
@@ -152,6 +153,11 @@ run_nbdkit() {
 _frontend_cmd() {
   local plugin server a
   _cmd=()
+  if [ -n "${_tcp_port:-}" ]; then
+    _listen=(-i 127.0.0.1 -p "$_tcp_port")
+  else
+    _listen=(-U "$sock")
+  fi
   case "$ZNBD_FRONTEND" in
   plugin)
     require nbdkit
@@ -159,7 +165,7 @@ _frontend_cmd() {
       skip "front-end plugin: zoned.so is not built yet (no $top_builddir/zoned.so)"
     _nbdkit_env
     # shellcheck disable=SC2206 # ZNBD_NBDKIT_OPTS: extra nbdkit options, split on spaces
-    _cmd+=(nbdkit --exit-with-parent -f -U "$sock" -P "$pidfile" ${ZNBD_NBDKIT_OPTS:-} ${ZNBD_FRONTEND_OPTS:-} "$plugin" "$@")
+    _cmd+=(nbdkit --exit-with-parent -f "${_listen[@]}" -P "$pidfile" ${ZNBD_NBDKIT_OPTS:-} ${ZNBD_FRONTEND_OPTS:-} "$plugin" "$@")
     ;;
   bio | mq)
     server=$(_server_path) ||
@@ -167,12 +173,13 @@ _frontend_cmd() {
     if [ "$ZNBD_SANITIZERS" = yes ]; then
       _cmd=(env "ASAN_OPTIONS=detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}")
     fi
-    _cmd+=("$server" -f -U "$sock" -P "$pidfile" --queue-mode="$ZNBD_FRONTEND" ${ZNBD_FRONTEND_OPTS:-} "$@")
+    # shellcheck disable=SC2206 # ZNBD_FRONTEND_OPTS: options, split on spaces
+    _cmd+=("$server" -f "${_listen[@]}" -P "$pidfile" --queue-mode="$ZNBD_FRONTEND" ${ZNBD_FRONTEND_OPTS:-} "$@")
     ;;
   memory)
     require nbdkit
     # shellcheck disable=SC2206
-    _cmd=(nbdkit --exit-with-parent -f -U "$sock" -P "$pidfile" ${ZNBD_NBDKIT_OPTS:-} ${ZNBD_FRONTEND_OPTS:-} memory)
+    _cmd=(nbdkit --exit-with-parent -f "${_listen[@]}" -P "$pidfile" ${ZNBD_NBDKIT_OPTS:-} ${ZNBD_FRONTEND_OPTS:-} memory)
     for a in "$@"; do
       case "$a" in size=*) _cmd+=("$a") ;; esac
     done
@@ -221,8 +228,9 @@ require_znbd_frontend() {
 }
 
 _nservers=0
-start_frontend() {
-  [ -z "${server_pid:-}" ] || die "start_frontend: a front-end is already running (pid $server_pid)"
+# _try_start key=value...: start once; 0 serving, 1 exited before serving
+# (status in _start_rc), dies on timeout.
+_try_start() {
   _nservers=$((_nservers + 1))
   sock=$tmpdir/sock$_nservers
   pidfile=$tmpdir/pid$_nservers
@@ -232,7 +240,11 @@ start_frontend() {
   note "starting: ${_cmd[*]}"
   "${_cmd[@]}" >"$server_log" 2>&1 </dev/null &
   server_pid=$!
-  uri="nbd+unix:///?socket=$sock"
+  if [ -n "${_tcp_port:-}" ]; then
+    uri="nbd://127.0.0.1:$_tcp_port"
+  else
+    uri="nbd+unix:///?socket=$sock"
+  fi
   export sock uri server_pid server_log
 
   local timeout=${ZNBD_START_TIMEOUT:-}
@@ -241,22 +253,41 @@ start_frontend() {
   fi
   local i n=$((timeout * 20))
   for ((i = 0; i < n; i++)); do
-    if [ -s "$pidfile" ] && [ -S "$sock" ]; then
+    if [ -s "$pidfile" ] && { [ -n "${_tcp_port:-}" ] || [ -S "$sock" ]; }; then
       return 0
     fi
     if ! kill -0 "$server_pid" 2>/dev/null; then
-      local rc=0
-      wait "$server_pid" || rc=$?
+      _start_rc=0
+      wait "$server_pid" || _start_rc=$?
       server_pid=
-      echo "--- server log ---" >&2
-      cat "$server_log" >&2
-      die "front-end $ZNBD_FRONTEND exited with status $rc before serving"
+      return 1
     fi
     sleep 0.05
   done
   echo "--- server log ---" >&2
   cat "$server_log" >&2
-  die "front-end $ZNBD_FRONTEND did not serve on $sock within ${timeout}s"
+  die "front-end $ZNBD_FRONTEND did not serve on ${_tcp_port:+127.0.0.1:}${_tcp_port:-$sock} within ${timeout}s"
+}
+
+# start_frontend key=value...: serve on a Unix socket in $tmpdir, or with
+# ZNBD_TCP=1 on 127.0.0.1 at a random port (retried if taken).
+start_frontend() {
+  [ -z "${server_pid:-}" ] || die "start_frontend: a front-end is already running (pid $server_pid)"
+  local try tries=1
+  _tcp_port=
+  [ "${ZNBD_TCP:-0}" = 1 ] && tries=5
+  for ((try = 1; try <= tries; try++)); do
+    [ "${ZNBD_TCP:-0}" = 1 ] && _tcp_port=$((20000 + RANDOM % 40000))
+    _try_start "$@" && return 0
+    if [ -n "$_tcp_port" ] && grep -qi 'in use' "$server_log"; then
+      note "port $_tcp_port taken, trying another"
+      continue
+    fi
+    break
+  done
+  echo "--- server log ---" >&2
+  cat "$server_log" >&2
+  die "front-end $ZNBD_FRONTEND exited with status $_start_rc before serving"
 }
 
 frontend_alive() { [ -n "${server_pid:-}" ] && kill -0 "$server_pid" 2>/dev/null; }
@@ -301,7 +332,7 @@ stop_frontend() {
 # expect_start_failure NAME key=value...: starting with these parameters must
 # fail (non-zero exit, within the start timeout) with NAME in the message.
 expect_start_failure() {
-  local name=$1 rc=0 log
+  local name=$1 rc=0 log _tcp_port=
   shift
   _nservers=$((_nservers + 1))
   local sock=$tmpdir/sock$_nservers pidfile=$tmpdir/pid$_nservers

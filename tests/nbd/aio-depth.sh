@@ -4,7 +4,8 @@
 # each checked for success in its completion callback, then 256
 # asynchronous reads compared with what was written; a mix of writes,
 # zeroes and trims in flight together leaves exactly the expected bytes;
-# requests of 32 MiB (the interoperable maximum) and just below work.
+# requests of 32 MiB (the interoperable maximum) work, and trim, zero,
+# cache and block status of more than that.
 . "$(dirname "$0")/../functions.sh"
 
 start_frontend size=64M zoned=false
@@ -64,6 +65,16 @@ big = pattern(32 * MiB, 8)
 h.pwrite(big, 16 * MiB + 512)
 check_eq(h.pread(32 * MiB, 16 * MiB + 512), big, "32 MiB write and read at an unaligned-to-page offset")
 check_eq(h.pread(512, 16 * MiB), bytes(512), "byte range before the 32 MiB write untouched")
+
+# Trim, write-zeroes, cache and block status carry no payload: lengths over
+# the 32 MiB payload limit are fine.
+h.trim(48 * MiB, 0)
+check_eq(h.pread(1536, 48 * MiB - 512), bytes(512) + big[-512:] + bytes(512),
+         "48 MiB trim: zeros up to 48 MiB, the write's last 512 bytes beyond")
+h.zero(40 * MiB + 4096, 8 * MiB)
+check_eq(h.pread(1536, 48 * MiB - 512), bytes(1536), "40 MiB + 4 KiB write-zeroes")
+h.cache(64 * MiB, 0)
+check_eq(extents(h, 0, 64 * MiB), [(0, 64 * MiB, HOLE | ZERO)], "64 MiB block status: all holes")
 h.shutdown()
 EOF
 stop_frontend

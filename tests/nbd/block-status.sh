@@ -62,6 +62,18 @@ m, o, e = got[0]
 check(m == "base:allocation" and o == 0 and len(e) == 2 and e[1] == HZ and 0 < e[0] <= 5 * P,
       "REQ_ONE: one HOLE|ZERO extent at 0 not beyond page 5 (got %r)" % (e,))
 
+# One reply's descriptors: consecutive ones differ in status (NBD spec,
+# BLOCK_STATUS: SHOULD), lengths are multiples of 512, and they do not run
+# past the request.
+raw = []
+h.block_status(size, 0, lambda m, o, e, err: raw.append(list(e)) or 0)
+e = raw[0]
+pairs = [(e[i], e[i + 1]) for i in range(0, len(e), 2)]
+check(all(pairs[i][1] != pairs[i + 1][1] for i in range(len(pairs) - 1)),
+      "one reply: %d descriptors, no two consecutive with the same status" % len(pairs))
+check(all(l % 512 == 0 for l, f in pairs) and sum(l for l, f in pairs) <= size,
+      "descriptor lengths are multiples of 512 within the request")
+
 # Total allocation: pages 5, 10, 12.
 data = sum(l for o, l, f in extents(h, 0, size) if f == 0)
 check_eq(data, 3 * P, "3 pages allocated in all")

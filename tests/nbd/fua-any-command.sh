@@ -6,9 +6,9 @@
 # BLOCK_STATUS with FUA must succeed (plain RAM disk, zoned=false, libnbd
 # strict mode off).
 #
-# XFAIL on bio and mq (tests/nbd/Makefile.am): znbd refuses them with
-# EINVAL — server/proto.c validate() checks r->flags against allowed[],
-# which lists FUA only for WRITE, TRIM and WRITE_ZEROES.
+# Regression test: znbd used to refuse them with EINVAL (server/proto.c
+# validate() allowed FUA only on WRITE, TRIM and WRITE_ZEROES; fixed in
+# 847a296).
 . "$(dirname "$0")/../functions.sh"
 
 start_frontend size=1M zoned=false

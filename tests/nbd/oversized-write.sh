@@ -6,13 +6,10 @@
 # request) — the same handle then reads and writes normally; if it was
 # carried out, the data reads back.
 #
-# XFAIL on bio and mq (tests/nbd/Makefile.am): znbd sends the EINVAL reply
-# right after the request header, before it has read (and discarded) the
-# 33 MiB payload.  libnbd 1.14 counts a command as in flight only once its
-# payload is sent, so it sees a reply for an unknown cookie ("no matching
-# cookie found for server reply") and drops the connection.  The server
-# itself stays healthy and reads the payload correctly; replying after the
-# payload is consumed would fix it.
+# Regression test: znbd used to send the EINVAL reply right after the
+# request header, before reading (and discarding) the payload; libnbd 1.14
+# counts a command as in flight only once its payload is sent, so it saw a
+# reply for an unknown cookie and dropped the connection (fixed in 847a296).
 . "$(dirname "$0")/../functions.sh"
 
 start_frontend size=64M zoned=false
