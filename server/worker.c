@@ -97,10 +97,10 @@ struct worker {
   struct io_uring ring;
   struct waker wk;
   uint64_t efd_val;
-  pthread_mutex_t lock; /* newfds, done */
+  pthread_mutex_t lock; /* newfds */
   int *newfds;
   size_t nnew, capnew;
-  struct rq *done_head, *done_tail;
+  rq_stack done; /* completed rqs handed back */
   struct inbuf *free_inb;
   unsigned nfree_inb;
   struct buf *pool; /* spare reply buffers */
@@ -250,14 +250,7 @@ void
 worker_complete(struct rq *rq, struct io_uring *from)
 {
   struct worker *w = rq->w;
-  rq->next = NULL;
-  pthread_mutex_lock(&w->lock);
-  if (w->done_tail)
-    w->done_tail->next = rq;
-  else
-    w->done_head = rq;
-  w->done_tail = rq;
-  pthread_mutex_unlock(&w->lock);
+  rq_stack_push(&w->done, rq);
   waker_kick(&w->wk, from);
 }
 
@@ -738,9 +731,8 @@ on_wake(struct worker *w)
   size_t nnew = w->nnew;
   w->newfds = NULL;
   w->nnew = w->capnew = 0;
-  struct rq *done = w->done_head;
-  w->done_head = w->done_tail = NULL;
   pthread_mutex_unlock(&w->lock);
+  struct rq *done = rq_stack_take(&w->done);
   for (size_t i = 0; i < nnew; i++)
     conn_new(w, fds[i]);
   free(fds);
@@ -866,7 +858,7 @@ worker_free(struct worker *w)
     n = b->next;
     free(b);
   }
-  for (struct rq *rq = w->done_head, *n; rq; rq = n) {
+  for (struct rq *rq = atomic_load(&w->done), *n; rq; rq = n) {
     n = rq->next;
     if (!rq->hq) {
       buf_free(&rq->reply);
