@@ -229,6 +229,8 @@ def perf_table(part):
         s2 = st(part, second, wl, "iops") if second else None
         for row in rows:
             rs = cell(part, row, wl)
+            if not rs:  # e.g. nbdkit null outside the 4k qd32 submit rows
+                continue
             i = st(part, row, wl, "iops")
             line = [wl, DESC.get(row, row)]
             if i.n == 0:

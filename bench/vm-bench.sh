@@ -35,17 +35,20 @@ if [ "${1:-}" = --guest ]; then
 
   # fio_job TAG DEV FIO-ARGS...: one job; appends "TAG<TAB>IOPS<TAB>status".
   fio_job() {
-    local tag=$1 dev=$2 rc=0 iops
+    local tag=$1 dev=$2 rc=0 iops f
     shift 2
-    fio --name="$tag" --filename="$dev" --direct=1 --bs=4k --runtime="$rt" --time_based \
-      --output-format=json --output="$work/$tag.json" "$@" > "$work/$tag.log" 2>&1 || rc=$?
-    iops=$(jq -r '.jobs[0] | ((.read.iops + .write.iops) | floor)' "$work/$tag.json" 2> /dev/null)
-    [ "$rc" = 0 ] && [ -n "$iops" ] || { iops=NA; sed 's/^/    /' "$work/$tag.log" | head -3; }
+    f=$work/${tag//\//_}
+    fio --name="${tag//\//_}" --filename="$dev" --direct=1 --bs=4k --runtime="$rt" --time_based \
+      --output-format=json --output="$f.json" "$@" > "$f.log" 2>&1 || rc=$?
+    iops=$(jq -r '.jobs[0] | ((.read.iops + .write.iops) | floor)' "$f.json" 2> /dev/null)
+    [ "$rc" = 0 ] && [ -n "$iops" ] || { iops=NA; sed 's/^/    /' "$f.log" | head -3; }
     printf '%s\t%s\t%s\n' "$tag" "$iops" "$rc" | tee -a $out/results.tsv
   }
   # The RAM-disk matrix on one device.
-  matrix() { # NAME DEV
-    local eng rw
+  matrix() { # NAME DEV (I/O scheduler none where there is a choice)
+    local eng rw q=/sys/block/${2#/dev/}/queue/scheduler
+    echo none > $q 2> /dev/null
+    info "  $2: scheduler for the matrix: $(cat $q)"
     for eng in io_uring libaio; do
       for rw in read randread write randwrite; do
         fio_job "$1/$eng/$rw" "$2" --ioengine=$eng --iodepth=128 --rw=$rw --size=1G \
@@ -138,10 +141,12 @@ if [ "${1:-}" = --guest ]; then
   for qm in bio mq; do
     for s in none mq-deadline; do
       [ $qm = mq ] || [ $s = none ] || continue
-      opt=
+      opt= extra=
       [ $qm = bio ] || opt=--scheduler=$s
-      info "nbd0 on znbd --queue-mode=$qm $opt $zparams"
-      serve "$znbd" -f -U $work/s.sock -P $work/s.pid --queue-mode=$qm $opt $zparams &&
+      # zone write locking needs pipelining off (man znbd, QUEUE MODELS)
+      [ $s = none ] || extra=pipeline_zoned_writes=false
+      info "nbd0 on znbd --queue-mode=$qm $opt $zparams $extra"
+      serve "$znbd" -f -U $work/s.sock -P $work/s.pid --queue-mode=$qm $opt $zparams $extra &&
         zw "zoned/nbd-znbd-$qm${opt:+-$s}/none" /dev/nbd0 none --size=1G
       unserve
     done
@@ -209,13 +214,18 @@ mkdir -p "$(dirname "$out")"
   echo "- commit $commit; host $(uname -r), $(nproc) CPUs; host load before: $load0; after: $load1"
   echo "- guest: $(head -1 "$res/info.txt")"
   echo "- qemu $(qemu-system-x86_64 --version | head -1 | awk '{print $4}') TCG (tests/vm/vm-run -m 4096, 2 vCPUs), whole run ${secs} s"
-  echo "- fio: 4 KiB, --direct=1, --runtime=$rt --time_based, one job; RAM matrix: --iodepth=128 --size=1G --norandommap --randrepeat=0; read and randread of never-written sectors on brd/null_blk hit their zero-fill path"
+  echo "- fio: 4 KiB, --direct=1, --runtime=$rt --time_based, one job; RAM matrix: --iodepth=128 --size=1G --norandommap --randrepeat=0, I/O scheduler none on every device; read and randread run first, on never-written sectors (zero-fill paths)"
   echo "- /dev/nbd0: nbd-client -unix SOCK /dev/nbd0 -b 4096 (one connection), server in the guest"
   echo "- command: \`make bench-vm\` = \`bench/vm-bench.sh $rt\`"
   echo
   echo "RAM disks, IOPS (ratio to brd in the same column):"
   echo
   echo "$table"
+  echo
+  echo "Zoned rows: \`nullb/SCHED\` = null_blk zoned with \`fio --zonemode=zbd --ioscheduler=SCHED\`;"
+  echo "\`nbd-*/none\` = /dev/nbd0 (not zoned to the kernel: one sequential stream from offset 0, kernel scheduler none)"
+  echo "on a zoned export with 1 MiB zones and completion_nsec=100000; \`nbd-znbd-mq-SCHED\` = \`znbd --queue-mode=mq --scheduler=SCHED\`"
+  echo "(mq-deadline = znbd's own zone write locking, with pipeline_zoned_writes=false, which the locking needs: see man znbd)."
   echo
   echo "## Setup, as run"
   echo

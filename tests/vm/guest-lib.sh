@@ -3,7 +3,9 @@
 #
 # TAP output (automake's tap-driver reads it; one result per check):
 #   check DESC CMD...        run CMD; "ok N - DESC" or "not ok N - DESC"
-#                            followed by its output as "# " lines
+#                            followed by its output as "# " lines; with
+#                            $TODO set, a failure is "not ok ... # TODO
+#                            $TODO" (XFAIL: known and explained)
 #   skip_check DESC REASON   "ok N - DESC # SKIP REASON"
 #   note TEXT...             a "# " diagnostic line
 #   tap_end                  print the plan "1..N"; returns 1 if any failed
@@ -51,8 +53,13 @@ check() {
     echo "ok $_tap_n - $desc"
     [ -z "$out" ] || printf '%s\n' "$out" | tail -n 5 | sed 's/^/#   /'
   else
-    echo "not ok $_tap_n - $desc"
-    _tap_failed=$((_tap_failed + 1))
+    if [ -n "${TODO:-}" ]; then
+      # A known, explained failure: XFAIL for automake, not a pass.
+      echo "not ok $_tap_n - $desc # TODO $TODO"
+    else
+      echo "not ok $_tap_n - $desc"
+      _tap_failed=$((_tap_failed + 1))
+    fi
     echo "#   exit status $rc of: $*"
     [ -z "$out" ] || printf '%s\n' "$out" | tail -n 30 | sed 's/^/#   /'
     if [ -n "${SERVER_PID:-}" ] && [ -s "${SERVER_LOG:-}" ]; then

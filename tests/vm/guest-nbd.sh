@@ -61,9 +61,16 @@ zoned_checks() { # CONNS
     stop_server
     return
   fi
-  check "zoned C=$c: fio io_uring iodepth 32 writes zones 0-3 to capacity, verify" \
+  # znbd's bio model fails a write ahead of the wp at once (man znbd,
+  # QUEUE MODELS: no pipelining), and with two connections the kernel
+  # spreads one sequential stream over both sockets, so in-order writes
+  # can arrive out of order: multi-request zone writes fail there.
+  local todo=
+  [ "$fe" != bio ] || [ "$c" = 1 ] ||
+    todo="znbd bio does not pipeline zoned writes; with -C 2 the kernel's writes reach it out of order"
+  TODO=$todo check "zoned C=$c: fio io_uring iodepth 32 writes zones 0-3 to capacity, verify" \
     fio_zones "zw-io_uring-C$c" io_uring 0 4
-  check "zoned C=$c: fio libaio iodepth 32 writes zones 4-7 to capacity, verify" \
+  TODO=$todo check "zoned C=$c: fio libaio iodepth 32 writes zones 4-7 to capacity, verify" \
     fio_zones "zw-libaio-C$c" libaio 4 4
   for z in 0 5; do
     check "zoned C=$c: zone $z is full: a write at its start fails with EIO" \
@@ -94,12 +101,12 @@ zoned_checks() { # CONNS
 
   # Zone capacity: zone 9 filled to capacity - 8 KiB.
   z=$((9 * ZS))
-  check "zoned C=$c: zone 9: write capacity - 8 KiB" \
+  TODO=$todo check "zoned C=$c: zone 9: write capacity - 8 KiB (2 writes of 1532 KiB, split by the kernel)" \
     sh -c "dd if=/dev/urandom of=$DEV bs=$(((ZCAP - 8192) / 2)) count=2 seek=$z iflag=fullblock oflag=direct,seek_bytes status=none"
   check "zoned C=$c: zone 9: a 16 KiB write crossing the capacity fails with EIO" \
     expect_eio dwrite $((z + ZCAP - 8192)) 16384 "$work/rand"
   check "zoned C=$c: ... and changed nothing (zeros at the wp)" zero_bytes $((z + ZCAP - 8192)) 8192
-  check "zoned C=$c: zone 9: the last 8 KiB up to the capacity succeed" \
+  TODO=$todo check "zoned C=$c: zone 9: the last 8 KiB up to the capacity succeed" \
     dwrite $((z + ZCAP - 8192)) 8192 "$work/rand"
   check "zoned C=$c: zone 9: a write between capacity and zone end fails with EIO" \
     expect_eio dwrite $((z + ZCAP)) 4096 "$work/rand2"
