@@ -40,9 +40,9 @@ struct hwq {
   struct io_uring ring;
   struct waker wk;
   uint64_t efd_val;
-  pthread_mutex_t lock;   /* list, free */
-  struct rq *head, *tail; /* to dispatch */
-  struct rq *free;        /* free tags */
+  pthread_mutex_t lock; /* free */
+  rq_stack list;        /* to dispatch */
+  struct rq *free;      /* free tags */
   struct rq *rqs;
   unsigned depth, nfree;
   atomic_int stalled; /* readers that found no tag */
@@ -159,14 +159,7 @@ mq_put_tag(struct mq *m, struct rq *rq, struct io_uring *from)
 static void
 hwq_push(struct hwq *q, struct rq *rq, struct io_uring *from)
 {
-  rq->next = NULL;
-  pthread_mutex_lock(&q->lock);
-  if (q->tail)
-    q->tail->next = rq;
-  else
-    q->head = rq;
-  q->tail = rq;
-  pthread_mutex_unlock(&q->lock);
+  rq_stack_push(&q->list, rq);
   /* The hardware queue's own thread (zone lock passed on) looks at its
    * list again before it sleeps; others wake it once per batch. */
   if (from != &q->ring)
@@ -304,11 +297,13 @@ hwq_main(void *arg)
       io_uring_sqe_set_data64(sqe, HQ_EFD);
     }
     atomic_store(&q->wk.kicked, false);
-    pthread_mutex_lock(&q->lock);
-    struct rq *list = q->head;
-    q->head = q->tail = NULL;
-    bool stop = atomic_load(&q->stop) && q->nfree == q->depth;
-    pthread_mutex_unlock(&q->lock);
+    struct rq *list = rq_stack_take(&q->list);
+    bool stop = false;
+    if (atomic_load(&q->stop)) {
+      pthread_mutex_lock(&q->lock);
+      stop = q->nfree == q->depth;
+      pthread_mutex_unlock(&q->lock);
+    }
     if (stop && !list && !requeue)
       break;
     /* Requeued requests go first once the kick timer fired or new work
@@ -334,9 +329,7 @@ hwq_main(void *arg)
       arm_timeout(&q->ring, &q->kick_ts, REQUEUE_DELAY_NSEC, HQ_KICK);
       q->kick_armed = true;
     }
-    pthread_mutex_lock(&q->lock);
-    again = q->head != NULL;
-    pthread_mutex_unlock(&q->lock);
+    again = atomic_load(&q->list) != NULL;
   }
   atomic_store(&q->wk.ring_fd, -1);
   io_uring_queue_exit(&q->ring);

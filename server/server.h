@@ -74,6 +74,35 @@ struct rq {
   struct __kernel_timespec ts;
 };
 
+/* A lock-free hand-over list of rqs: any thread pushes, one thread takes
+ * them all at once.  Sequentially consistent, so a taker that clears its
+ * waker's KICKED flag before taking sees every push whose sender found the
+ * flag still set. */
+typedef _Atomic(struct rq *) rq_stack;
+
+static inline void
+rq_stack_push(rq_stack *top, struct rq *rq)
+{
+  struct rq *old = atomic_load(top);
+  do
+    rq->next = old;
+  while (!atomic_compare_exchange_weak(top, &old, rq));
+}
+
+/* Take every pushed rq, oldest first (so each sender's order is kept). */
+static inline struct rq *
+rq_stack_take(rq_stack *top)
+{
+  struct rq *l = atomic_exchange(top, NULL), *r = NULL;
+  while (l) {
+    struct rq *n = l->next;
+    l->next = r;
+    r = l;
+    l = n;
+  }
+  return r;
+}
+
 /* worker.c */
 struct worker *worker_new(struct server *s, unsigned idx);
 int worker_start(struct worker *w);

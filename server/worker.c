@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "server.h"
@@ -48,6 +49,26 @@ struct inbuf {
 };
 #define INBUF_FREE_KEEP 16 /* IN_INITIAL-sized buffers a worker keeps */
 
+/* Replies of completed rqs are not copied into the output buffer: the rq's
+ * reply buffer is queued as it is (the tag gets a spare buffer from the
+ * worker's pool) and sent with the output buffer's bytes by one sendmsg.
+ * Replies shorter than this are copied: cheaper than an iovec. */
+#define REPLY_MOVE_MIN 512
+#define REPLY_POOL_KEEP 256
+#define REPLY_BUF_KEEP (1u << 20)
+
+/* A reply buffer queued to go out after AT bytes of the output buffer. */
+struct oseg {
+  size_t at;
+  struct buf b;
+};
+
+struct osegs {
+  struct oseg *v;
+  unsigned n, cap;
+  size_t bytes; /* sum of v[].b.len */
+};
+
 struct conn {
   struct worker *w;
   int fd;
@@ -55,7 +76,11 @@ struct conn {
   struct inbuf *inb;
   uint8_t *in; /* inb->data */
   size_t in_head, in_tail, in_cap, need;
-  struct buf out[2]; /* out[fill] collects, out[!fill] is being sent */
+  struct buf out[2];   /* out[fill] collects, out[!fill] is being sent */
+  struct osegs seg[2]; /* reply buffers queued with out[i] */
+  struct iovec *iov;   /* of the sendmsg in flight */
+  unsigned iov_cap;
+  struct msghdr msg;
   int fill;
   size_t sent;
   bool sending, receiving, stalled, dead, flush_close, touched;
@@ -72,12 +97,14 @@ struct worker {
   struct io_uring ring;
   struct waker wk;
   uint64_t efd_val;
-  pthread_mutex_t lock; /* newfds, done */
+  pthread_mutex_t lock; /* newfds */
   int *newfds;
   size_t nnew, capnew;
-  struct rq *done_head, *done_tail;
+  rq_stack done; /* completed rqs handed back */
   struct inbuf *free_inb;
   unsigned nfree_inb;
+  struct buf *pool; /* spare reply buffers */
+  unsigned npool;
   atomic_bool stop;
   bool stopping, grace_armed;
   struct __kernel_timespec grace_ts;
@@ -185,6 +212,10 @@ worker_new(struct server *s, unsigned idx)
   w->s = s;
   w->idx = idx;
   pthread_mutex_init(&w->lock, NULL);
+  if (!(w->pool = calloc(REPLY_POOL_KEEP, sizeof *w->pool))) {
+    free(w);
+    return NULL;
+  }
   atomic_init(&w->wk.ring_fd, -1);
   w->wk.msg_ud = (uint64_t)(uintptr_t)w | UD_MSG;
   w->wk.efd = eventfd(0, EFD_CLOEXEC);
@@ -219,14 +250,7 @@ void
 worker_complete(struct rq *rq, struct io_uring *from)
 {
   struct worker *w = rq->w;
-  rq->next = NULL;
-  pthread_mutex_lock(&w->lock);
-  if (w->done_tail)
-    w->done_tail->next = rq;
-  else
-    w->done_head = rq;
-  w->done_tail = rq;
-  pthread_mutex_unlock(&w->lock);
+  rq_stack_push(&w->done, rq);
   waker_kick(&w->wk, from);
 }
 
@@ -245,6 +269,60 @@ worker_stop(struct worker *w)
 
 /* ---- connections ---- */
 
+static size_t
+side_len(const struct conn *c, int i)
+{
+  return c->out[i].len + c->seg[i].bytes;
+}
+
+static void
+pool_put(struct worker *w, struct buf *b)
+{
+  if (b->cap <= REPLY_BUF_KEEP && w->npool < REPLY_POOL_KEEP) {
+    b->len = 0;
+    w->pool[w->npool++] = *b;
+  } else {
+    buf_free(b);
+  }
+}
+
+/* Side I was sent: empty it, recycle its reply buffers. */
+static void
+side_reset(struct conn *c, int i)
+{
+  struct osegs *sg = &c->seg[i];
+  for (unsigned k = 0; k < sg->n; k++)
+    pool_put(c->w, &sg->v[k].b);
+  sg->n = 0;
+  sg->bytes = 0;
+  c->out[i].len = 0;
+}
+
+/* Queue the reply in *B after what out[fill] holds; *B gets a spare. */
+static bool
+side_move_reply(struct conn *c, struct buf *b)
+{
+  struct worker *w = c->w;
+  struct osegs *sg = &c->seg[c->fill];
+  if (sg->n == sg->cap) {
+    unsigned cap = sg->cap ? 2 * sg->cap : 16;
+    struct oseg *v = realloc(sg->v, cap * sizeof *v);
+    if (!v)
+      return false;
+    sg->v = v;
+    sg->cap = cap;
+  }
+  sg->v[sg->n].at = c->out[c->fill].len;
+  sg->v[sg->n].b = *b;
+  sg->n++;
+  sg->bytes += b->len;
+  if (w->npool)
+    *b = w->pool[--w->npool];
+  else
+    *b = (struct buf){0};
+  return true;
+}
+
 static void conn_process(struct conn *c);
 
 static void
@@ -262,8 +340,12 @@ conn_maybe_free(struct conn *c)
     c->next->prev = c->prev;
   w->nconns--;
   inbuf_put(w, c->inb);
-  buf_free(&c->out[0]);
-  buf_free(&c->out[1]);
+  for (int i = 0; i < 2; i++) {
+    side_reset(c, i);
+    free(c->seg[i].v);
+    buf_free(&c->out[i]);
+  }
+  free(c->iov);
   free(c);
 }
 
@@ -280,10 +362,51 @@ conn_kill(struct conn *c)
 static void
 queue_send(struct conn *c)
 {
-  struct buf *b = &c->out[!c->fill];
+  int i = !c->fill;
+  struct buf *b = &c->out[i];
+  struct osegs *sg = &c->seg[i];
   struct io_uring_sqe *sqe = get_sqe(&c->w->ring);
-  io_uring_prep_send(sqe, c->fd, b->p + c->sent, b->len - c->sent,
-                     MSG_NOSIGNAL);
+  if (sg->n == 0) {
+    io_uring_prep_send(sqe, c->fd, b->p + c->sent, b->len - c->sent,
+                       MSG_NOSIGNAL);
+  } else {
+    /* out bytes and reply buffers interleaved, from c->sent on. */
+    if (c->iov_cap < 2 * sg->n + 1) {
+      unsigned cap = 2 * sg->n + 1;
+      struct iovec *v = realloc(c->iov, cap * sizeof *v);
+      if (!v) {
+        perror("znbd: realloc");
+        abort(); /* as buf_reserve: cannot answer without it */
+      }
+      c->iov = v;
+      c->iov_cap = cap;
+    }
+    unsigned n = 0;
+    size_t skip = c->sent, at = 0;
+#define ADD_IOV(ptr, l)                                                        \
+  do {                                                                         \
+    size_t len_ = (l);                                                         \
+    if (skip >= len_) {                                                        \
+      skip -= len_;                                                            \
+    } else {                                                                   \
+      c->iov[n].iov_base = (uint8_t *)(ptr) + skip;                            \
+      c->iov[n].iov_len = len_ - skip;                                         \
+      skip = 0;                                                                \
+      n++;                                                                     \
+    }                                                                          \
+  } while (0)
+    for (unsigned k = 0; k < sg->n; k++) {
+      ADD_IOV(b->p + at, sg->v[k].at - at);
+      at = sg->v[k].at;
+      ADD_IOV(sg->v[k].b.p, sg->v[k].b.len);
+    }
+    ADD_IOV(b->p + at, b->len - at);
+#undef ADD_IOV
+    memset(&c->msg, 0, sizeof c->msg);
+    c->msg.msg_iov = c->iov;
+    c->msg.msg_iovlen = n;
+    io_uring_prep_sendmsg(sqe, c->fd, &c->msg, MSG_NOSIGNAL);
+  }
   io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)c | UD_SEND);
   c->sending = true;
 }
@@ -348,7 +471,7 @@ conn_kick(struct conn *c)
     conn_maybe_free(c);
     return;
   }
-  if (!c->sending && c->out[c->fill].len) {
+  if (!c->sending && side_len(c, c->fill)) {
     c->fill = !c->fill;
     c->sent = 0;
     queue_send(c);
@@ -358,7 +481,7 @@ conn_kick(struct conn *c)
       conn_kill(c);
     return;
   }
-  if (!c->receiving && !c->stalled && c->out[c->fill].len <= OUT_HIGH &&
+  if (!c->receiving && !c->stalled && side_len(c, c->fill) <= OUT_HIGH &&
       !(c->w->stopping && c->proto.phase != PH_TRANS))
     queue_recv(c);
 }
@@ -443,10 +566,9 @@ conn_early_send(struct conn *c)
       io_uring_cqe_get_data64(cqe) == ((uint64_t)(uintptr_t)c | UD_SEND)) {
     int res = cqe->res;
     io_uring_cqe_seen(ring, cqe);
-    struct buf *b = &c->out[!c->fill];
     c->sending = false;
-    if (res > 0 && (size_t)res == b->len) {
-      b->len = 0;
+    if (res > 0 && (size_t)res == side_len(c, !c->fill)) {
+      side_reset(c, !c->fill);
     } else if (res >= 0 || res == -EINTR || res == -EAGAIN) {
       c->sent += res > 0 ? (size_t)res : 0;
       queue_send(c); /* the rest goes with the next submit */
@@ -546,13 +668,12 @@ on_send(struct conn *c, int res)
     conn_kill(c);
     return;
   }
-  struct buf *b = &c->out[!c->fill];
   c->sent += (size_t)res;
-  if (c->sent < b->len && !c->dead) {
+  if (c->sent < side_len(c, !c->fill) && !c->dead) {
     queue_send(c);
     return;
   }
-  b->len = 0;
+  side_reset(c, !c->fill);
   conn_process(c);
 }
 
@@ -562,8 +683,10 @@ static struct conn *
 rq_retire(struct worker *w, struct rq *rq)
 {
   struct conn *c = rq->conn;
-  if (!c->dead)
-    buf_append(&c->out[c->fill], rq->reply.p, rq->reply.len);
+  if (!c->dead) {
+    if (rq->reply.len < REPLY_MOVE_MIN || !side_move_reply(c, &rq->reply))
+      buf_append(&c->out[c->fill], rq->reply.p, rq->reply.len);
+  }
   c->inflight--;
   if (rq->pin)
     inbuf_put(w, rq->pin);
@@ -608,9 +731,8 @@ on_wake(struct worker *w)
   size_t nnew = w->nnew;
   w->newfds = NULL;
   w->nnew = w->capnew = 0;
-  struct rq *done = w->done_head;
-  w->done_head = w->done_tail = NULL;
   pthread_mutex_unlock(&w->lock);
+  struct rq *done = rq_stack_take(&w->done);
   for (size_t i = 0; i < nnew; i++)
     conn_new(w, fds[i]);
   free(fds);
@@ -729,11 +851,14 @@ worker_free(struct worker *w)
 {
   close(w->wk.efd);
   free(w->newfds);
+  for (unsigned i = 0; i < w->npool; i++)
+    buf_free(&w->pool[i]);
+  free(w->pool);
   for (struct inbuf *b = w->free_inb, *n; b; b = n) {
     n = b->next;
     free(b);
   }
-  for (struct rq *rq = w->done_head, *n; rq; rq = n) {
+  for (struct rq *rq = atomic_load(&w->done), *n; rq; rq = n) {
     n = rq->next;
     if (!rq->hq) {
       buf_free(&rq->reply);
