@@ -417,30 +417,6 @@ cond_short(unsigned c)
 }
 
 static const char *
-cond_long(unsigned c)
-{
-  switch (c) {
-  case ZNBD_ZONE_COND_NOT_WP:
-    return "NOT_WP";
-  case ZNBD_ZONE_COND_EMPTY:
-    return "EMPTY";
-  case ZNBD_ZONE_COND_IMP_OPEN:
-    return "IMP_OPEN";
-  case ZNBD_ZONE_COND_EXP_OPEN:
-    return "EXP_OPEN";
-  case ZNBD_ZONE_COND_CLOSED:
-    return "CLOSED";
-  case ZNBD_ZONE_COND_READONLY:
-    return "READONLY";
-  case ZNBD_ZONE_COND_FULL:
-    return "FULL";
-  case ZNBD_ZONE_COND_OFFLINE:
-    return "OFFLINE";
-  }
-  return "UNKNOWN";
-}
-
-static const char *
 type_text(unsigned t)
 {
   /* blkzone's type_text[] */
@@ -513,7 +489,7 @@ print_json(const struct geom *g, enum source src, const struct zone *zones,
       printf("%" PRIu64, (z->wp - z->start) / SECTOR);
     printf(", \"cond\": %u, \"cond_name\": \"%s\", \"type\": %u"
            ", \"type_name\": \"%s\"}",
-           z->cond, cond_long(z->cond), z->type, type_text(z->type));
+           z->cond, znbd_zone_cond_name(z->cond), z->type, type_text(z->type));
   }
   printf("\n  ]\n}\n");
 }
@@ -676,7 +652,7 @@ nbd_op_wanted(const struct opts *o, bool reset, bool exact,
     if (o->all)
       return false;
     die(EXIT_REFUSED, "%s: %s refused in condition %s", zone_desc(z, idx),
-        o->command, cond_long(z->cond));
+        o->command, znbd_zone_cond_name(z->cond));
   }
   if (reset) /* base:allocation shows an EXP_OPEN zone at its start as
               * EMPTY: reset it anyway (resetting EMPTY is harmless) */
@@ -767,7 +743,8 @@ op_nbd(struct ctx *c, const struct opts *o, bool reset)
       continue;
     }
     die(EXIT_REFUSED, "%s: still %s after %s (%s)",
-        zone_desc(&after[i], first + i), cond_long(after[i].cond), o->command,
+        zone_desc(&after[i], first + i), znbd_zone_cond_name(after[i].cond),
+        o->command,
         exact ? (reset ? "the server ignored the TRIM"
                        : "the server ignored the WRITE_ZEROES")
               : "READONLY or OFFLINE, or the server ignored the request; "

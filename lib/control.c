@@ -34,66 +34,8 @@
 static const char *
 errno_name(int e)
 {
-  switch (e) {
-  case EINVAL:
-    return "EINVAL";
-  case EIO:
-    return "EIO";
-  case ETOOMANYREFS:
-    return "ETOOMANYREFS";
-  case EOVERFLOW:
-    return "EOVERFLOW";
-  case ENOMEM:
-    return "ENOMEM";
-  case ENOSPC:
-    return "ENOSPC";
-  case EPERM:
-    return "EPERM";
-  case EAGAIN:
-    return "EAGAIN";
-  case ETIMEDOUT:
-    return "ETIMEDOUT";
-  case ENOENT:
-    return "ENOENT";
-  default:
-    return "EIO";
-  }
-}
-
-static const char *
-cond_name(enum znbd_zone_cond c)
-{
-  switch (c) {
-  case ZNBD_ZONE_COND_NOT_WP:
-    return "NOT_WP";
-  case ZNBD_ZONE_COND_EMPTY:
-    return "EMPTY";
-  case ZNBD_ZONE_COND_IMP_OPEN:
-    return "IMP_OPEN";
-  case ZNBD_ZONE_COND_EXP_OPEN:
-    return "EXP_OPEN";
-  case ZNBD_ZONE_COND_CLOSED:
-    return "CLOSED";
-  case ZNBD_ZONE_COND_READONLY:
-    return "READONLY";
-  case ZNBD_ZONE_COND_FULL:
-    return "FULL";
-  case ZNBD_ZONE_COND_OFFLINE:
-    return "OFFLINE";
-  }
-  return "UNKNOWN";
-}
-
-static const char *
-type_name(enum znbd_zone_type t)
-{
-  switch (t) {
-  case ZNBD_ZONE_TYPE_CONVENTIONAL:
-    return "CONVENTIONAL";
-  case ZNBD_ZONE_TYPE_SEQWRITE_REQ:
-    return "SEQ_WRITE_REQUIRED";
-  }
-  return "UNKNOWN";
+  const char *n = znbd_errno_name(e);
+  return n ? n : "EIO";
 }
 
 static const char *
@@ -146,7 +88,8 @@ print_zone(FILE *out, uint32_t idx, const struct znbd_zone_info *z)
     fputs(" wp=-", out);
   else
     fprintf(out, " wp=%" PRIu64, z->wp);
-  fprintf(out, " type=%s cond=%s", type_name(z->type), cond_name(z->cond));
+  fprintf(out, " type=%s cond=%s", znbd_zone_type_name(z->type),
+          znbd_zone_cond_name(z->cond));
 }
 
 /* ---- parsing -------------------------------------------------------- */
@@ -288,11 +231,11 @@ op_error_msg(struct znbd_dev *d, enum znbd_zone_op op, uint32_t idx,
                op_word(op));
     else
       snprintf(msg, len, "zone %" PRIu32 ": %s refused in condition %s", idx,
-               op_word(op), cond_name(z->cond));
+               op_word(op), znbd_zone_cond_name(z->cond));
     break;
   default:
     snprintf(msg, len, "zone %" PRIu32 " (%s): %s failed: %s", idx,
-             cond_name(z->cond), op_word(op), strerror(e));
+             znbd_zone_cond_name(z->cond), op_word(op), strerror(e));
     break;
   }
 }

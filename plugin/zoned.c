@@ -212,51 +212,13 @@ static const char *
 errno_name(int e)
 {
   switch (e) {
-  case EINVAL:
-    return "EINVAL";
-  case EIO:
-    return "EIO";
-  case ENOMEM:
-    return "ENOMEM";
-  case ENOSPC:
-    return "ENOSPC";
-  case EPERM:
-    return "EPERM";
-  case EAGAIN:
-    return "EAGAIN";
   case ETOOMANYREFS:
     return "ETOOMANYREFS (too many open zones)";
   case EOVERFLOW:
     return "EOVERFLOW (too many active zones)";
-  case ETIMEDOUT:
-    return "ETIMEDOUT";
-  default:
-    return "?";
   }
-}
-
-static const char *
-cond_name(enum znbd_zone_cond c)
-{
-  switch (c) {
-  case ZNBD_ZONE_COND_NOT_WP:
-    return "NOT_WP";
-  case ZNBD_ZONE_COND_EMPTY:
-    return "EMPTY";
-  case ZNBD_ZONE_COND_IMP_OPEN:
-    return "IMP_OPEN";
-  case ZNBD_ZONE_COND_EXP_OPEN:
-    return "EXP_OPEN";
-  case ZNBD_ZONE_COND_CLOSED:
-    return "CLOSED";
-  case ZNBD_ZONE_COND_READONLY:
-    return "READONLY";
-  case ZNBD_ZONE_COND_FULL:
-    return "FULL";
-  case ZNBD_ZONE_COND_OFFLINE:
-    return "OFFLINE";
-  }
-  return "?";
+  const char *n = znbd_errno_name(e);
+  return n ? n : "?";
 }
 
 /* Log the exact reason, then set errno to what NBD can carry.  On a zoned
@@ -272,12 +234,12 @@ fail(const char *op, uint32_t count, uint64_t offset, int e)
     if (znbd_dev_report(dev, idx, 1, &zi) == 1) {
       if (zi.wp == ZNBD_WP_INVALID)
         snprintf(zone, sizeof zone, " (zone %" PRIu32 " at %" PRIu64 ": %s)",
-                 idx, zi.start, cond_name(zi.cond));
+                 idx, zi.start, znbd_zone_cond_name(zi.cond));
       else
         snprintf(zone, sizeof zone,
                  " (zone %" PRIu32 " at %" PRIu64 ": %s, wp %" PRIu64
                  ", capacity ends at %" PRIu64 ")",
-                 idx, zi.start, cond_name(zi.cond), zi.wp,
+                 idx, zi.start, znbd_zone_cond_name(zi.cond), zi.wp,
                  zi.start + zi.capacity);
     }
   }

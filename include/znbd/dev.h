@@ -145,4 +145,13 @@ void znbd_dev_stats(struct znbd_dev *d, struct znbd_dev_stats *out);
  * EIO/EINVAL/ENOMEM/ENOSPC/EPERM unchanged, else EIO. */
 int znbd_dev_wire_errno(int err);
 
+/* Standard names, for logs, reports and the control protocol:
+ * "EMPTY", "IMP_OPEN", ... (Linux BLK_ZONE_COND_* numbering; "UNKNOWN"
+ * for any other value); "CONVENTIONAL" / "SEQ_WRITE_REQUIRED" (blkzone's
+ * words; "UNKNOWN" otherwise); "EIO", "ETOOMANYREFS", ... for the errno
+ * values this API returns, NULL for any other. */
+const char *znbd_zone_cond_name(unsigned cond);
+const char *znbd_zone_type_name(unsigned type);
+const char *znbd_errno_name(int err);
+
 #endif
