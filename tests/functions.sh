@@ -111,6 +111,9 @@ _cleanup() {
 trap _cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+# Work inside $tmpdir: files tools drop in the current directory (fio's
+# *-verify.state) go away with it instead of littering the build tree.
+cd "$tmpdir"
 
 # ---------------------------------------------------------------- front-ends
 # The plugin: the top of the build tree (as the README says), else libtool's
