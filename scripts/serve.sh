@@ -8,7 +8,9 @@
 #   ZNBD_PARAMS="size=1G zoned=false" scripts/serve.sh   # replace the default
 #
 # Environment: ZNBD_SOCKET (default /tmp/znbd.sock), ZNBD_PORT (default
-# 10809), ZNBD_PARAMS (the disk's parameters), BUILD (build directory).
+# 10809), ZNBD_CONTROL (the zone control socket of the default disk,
+# default /tmp/znbd.ctl), ZNBD_PARAMS (the disk's parameters, replacing
+# the default), BUILD (build directory, default build/).
 #
 # nbdkit listens on one kind of socket per process, so the TCP side is a
 # second nbdkit (nbd plugin) forwarding to the Unix socket.
@@ -17,25 +19,17 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$top/build}
 sock=${ZNBD_SOCKET:-/tmp/znbd.sock}
 port=${ZNBD_PORT:-10809}
-# The default disk: 4 GiB, 64 MiB zones, the first 4 conventional.
-zoned_default="size=4G zone_size=64M zone_nr_conv=4"
-params=${ZNBD_PARAMS:-}
+ctl=${ZNBD_CONTROL:-/tmp/znbd.ctl}
+# The default disk: 4 GiB, 64 MiB zones, the first 4 conventional, with
+# the zone control socket (nbdzone --control, explicit open/close).
+params=${ZNBD_PARAMS:-size=4G zone_size=64M zone_nr_conv=4 zone_control=$ctl}
 
-ZNBD_DEPS=build "$top/scripts/install-deps.sh"
+# The build dependencies and the clients the README uses with the disk.
+ZNBD_DEPS=serve "$top/scripts/install-deps.sh"
 BUILD=$build "$top/scripts/build.sh"
 
 plugin=$build/zoned.so
 [ -e "$plugin" ] || { echo "serve: $plugin was not built" >&2; exit 1; }
-if [ -z "$params" ]; then
-  # A build without zoned mode refuses zoned=true: fall back to a RAM disk.
-  if nbdkit "$plugin" $zoned_default --run true 2>/dev/null; then
-    params=$zoned_default
-  else
-    params="size=4G zoned=false"
-    echo "serve: this build has no zoned mode yet; serving a RAM disk" >&2
-  fi
-fi
-
 run=$(mktemp -d /tmp/znbd-serve.XXXXXX)
 pids=()
 cleanup() {
@@ -79,6 +73,10 @@ fi
 echo "znbd: serving zoned.so $params $*"
 echo "  nbd+unix:///?socket=$sock"
 echo "  nbd://127.0.0.1:$port"
+# shellcheck disable=SC2086
+for w in $params "$@"; do
+  case $w in zone_control=*) echo "  zone control: ${w#zone_control=}  (nbdzone --control PATH)" ;; esac
+done
 echo "e.g.  nbdinfo 'nbd+unix:///?socket=$sock'     (Ctrl-C stops)"
 # Stop when either server exits, or on a signal.
 wait -n "${pids[@]}" || true

@@ -59,6 +59,34 @@ die(const char *fmt, const char *arg)
   exit(EXIT_FAILURE);
 }
 
+/* Say so when a knob given on the command line has no effect in the
+ * chosen queue model, rather than ignoring it silently.  ARGS are the
+ * key=value words. */
+static void
+warn_ineffective(const struct server *s, const struct znbd_params *p,
+                 bool zoned, int nargs, char **args)
+{
+  static const char *const mq_only[] = {
+      "hw_queue_depth=", "submit_queues=", "no_zone_write_lock="};
+
+  if (s->mode == QM_BIO) {
+    if (s->sched_deadline)
+      note("--scheduler=mq-deadline has no effect with --queue-mode=bio "
+           "(no queues, nothing to schedule)");
+    for (int i = 0; i < nargs; i++)
+      for (size_t k = 0; k < sizeof mq_only / sizeof mq_only[0]; k++)
+        if (strncmp(args[i], mq_only[k], strlen(mq_only[k])) == 0)
+          fprintf(stderr, "znbd: %s has no effect with --queue-mode=bio\n",
+                  args[i]);
+    return;
+  }
+  if (s->sched_deadline && zoned &&
+      (p->pipeline_zoned_writes || p->no_zone_write_lock))
+    note("--scheduler=mq-deadline: zone write locking is off because "
+         "pipeline_zoned_writes=true (the default) or no_zone_write_lock=true; "
+         "give pipeline_zoned_writes=false to lock zones");
+}
+
 static char *
 shell_quote(const char *s)
 {
@@ -230,6 +258,8 @@ main(int argc, char **argv)
   struct znbd_dev *dev = znbd_dev_new(&p, err, sizeof err);
   if (!dev)
     die("%s", err);
+  warn_ineffective(&s, &p, znbd_dev_nr_zones(dev) > 0, argc - optind,
+                   argv + optind);
   s.cfg.dev = dev;
   s.cfg.params = &p;
   s.cfg.size = znbd_dev_size(dev);
@@ -298,7 +328,7 @@ main(int argc, char **argv)
   if (p.zone_control) {
     ctl = znbd_control_start(dev, p.zone_control, err, sizeof err);
     if (!ctl)
-      die("zone_control: %s", err);
+      die("%s", err);
   }
   if (s.mode == QM_MQ) {
     s.mq = mq_new(&s, err, sizeof err);
