@@ -338,6 +338,23 @@ out:
   return r;
 }
 
+/* NBD WRITE_ZEROES with NO_HOLE on a RAM disk: the range must stay
+ * provisioned (doc/proto.md, NBD_CMD_FLAG_NO_HOLE), so store real zeros,
+ * a block at a time. */
+static int
+write_zeros_allocated(struct znbd_dev *d, uint64_t len, uint64_t off)
+{
+  static const uint8_t zeros[64 * 1024];
+
+  for (uint64_t pos = 0; pos < len;) {
+    uint64_t n = len - pos < sizeof zeros ? len - pos : sizeof zeros;
+    if (znbd_store_write(d->store, zeros, n, off + pos) < 0)
+      return -1;
+    pos += n;
+  }
+  return 0;
+}
+
 int
 znbd_dev_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
                unsigned flags)
@@ -346,6 +363,8 @@ znbd_dev_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
     return -1;
   if (is_zoned(d))
     return len ? zoned_write(d, buf, len, off, flags) : 0;
+  if (!buf && (flags & ZNBD_WRITE_ALLOCATE))
+    return write_zeros_allocated(d, len, off);
   if (!buf) { /* WRITE_ZEROES: nothing allocated, whole pages freed */
     znbd_store_zero(d->store, len, off);
     return 0;

@@ -302,9 +302,11 @@ zoned_zero(void *handle, uint32_t count, uint64_t offset, uint32_t flags)
 {
   if (check_aligned("zero", count, offset) < 0)
     return -1;
-  /* Zeroing never allocates and is always fast, so MAY_TRIM and
-   * FAST_ZERO need nothing special: freed pages read back as zeros. */
-  int r = znbd_dev_write(dev, NULL, count, offset, 0);
+  /* Zeroing is always fast, so FAST_ZERO needs nothing special.  With
+   * MAY_TRIM the pages are freed (they read back as zeros); without it
+   * (the client sent NO_HOLE) the range must stay allocated. */
+  unsigned wflags = (flags & NBDKIT_FLAG_MAY_TRIM) ? 0 : ZNBD_WRITE_ALLOCATE;
+  int r = znbd_dev_write(dev, NULL, count, offset, wflags);
   int e = errno;
   complete_delay();
   return r < 0 ? fail("zero", count, offset, e) : 0;

@@ -711,24 +711,12 @@ fail : {
 }
 }
 
-static const uint8_t zero_block[64 * 1024];
-
 static int
 exec_zero(const struct nbdc *c, const struct nbd_req *r, unsigned wflags)
 {
-  struct znbd_dev *d = c->cfg->dev;
-  if (!(r->flags & NBD_CMD_FLAG_NO_HOLE) || znbd_dev_nr_zones(d) > 0)
-    return znbd_dev_write(d, NULL, r->len, r->off, wflags);
-  /* NO_HOLE on a RAM disk: keep the range allocated. */
-  for (uint64_t pos = 0; pos < r->len;) {
-    uint64_t n = r->len - pos;
-    if (n > sizeof zero_block)
-      n = sizeof zero_block;
-    if (znbd_dev_write(d, zero_block, n, r->off + pos, wflags) == -1)
-      return -1;
-    pos += n;
-  }
-  return 0;
+  if (r->flags & NBD_CMD_FLAG_NO_HOLE)
+    wflags |= ZNBD_WRITE_ALLOCATE;
+  return znbd_dev_write(c->cfg->dev, NULL, r->len, r->off, wflags);
 }
 
 /* Block status descriptors being built into one chunk. */

@@ -90,6 +90,10 @@ int znbd_dev_read(struct znbd_dev *d, void *buf, uint64_t len, uint64_t off);
 
 /* Write flags. */
 #define ZNBD_WRITE_NOWAIT 0x1 /* ahead of wp: fail with EAGAIN, don't wait */
+/* With BUF NULL on a non-zoned device: store real zeros so the range
+ * stays allocated (NBD WRITE_ZEROES with NO_HOLE).  Zoned devices ignore
+ * it: their base:allocation is the write pointer, not the pages. */
+#define ZNBD_WRITE_ALLOCATE 0x2
 
 /* Write LEN bytes from BUF at OFF; BUF NULL writes zeros without
  * allocating (NBD WRITE_ZEROES).  Sequential zones follow null_blk's write

@@ -7,10 +7,7 @@
 # write-zeroes without NO_HOLE may free whole pages (HOLE|ZERO, checked in
 # block-status).  issue 5: znbd's base:allocation must match the plugin's.
 #
-# XFAIL on plugin (tests/nbd/Makefile.am): plugin/zoned.c zoned_zero()
-# ignores the flags (no NBDKIT_FLAG_MAY_TRIM means the client sent
-# NO_HOLE) and frees whole pages, so they report HOLE|ZERO; znbd (bio, mq)
-# allocates zero pages as the spec asks.
+# Both front-ends go through znbd_dev_write(ZNBD_WRITE_ALLOCATE).
 . "$(dirname "$0")/../functions.sh"
 
 start_frontend size=1M zoned=false

@@ -37,19 +37,26 @@ cmp -s "$tmpdir/want" "$tmpdir/got" || {
 note "nbdinfo --map: zones 0-3 written to the end, 4-7 empty"
 stop_frontend
 
-start_frontend size=32M zone_size=4M pipeline_zoned_writes=false
-job[1]=--uri=$uri
-rc=0
-fio --output-format=json --output="$tmpdir/strict.json" --name=strict \
-  "${job[@]}" --do_verify=0 >"$tmpdir/strict.log" 2>&1 || rc=$?
+# Whether nbdkit's worker threads reorder two writes of one run is up to
+# the scheduler (about 1 run in 20 kept every write in order under load),
+# so the strict case gets up to 3 runs, each on a fresh device, and must
+# fail with EIO in at least one.
+for try in 1 2 3; do
+  start_frontend size=32M zone_size=4M pipeline_zoned_writes=false
+  job[1]=--uri=$uri
+  rc=0
+  fio --output-format=json --output="$tmpdir/strict.json" --name=strict \
+    "${job[@]}" --do_verify=0 >"$tmpdir/strict.log" 2>&1 || rc=$?
+  frontend_alive || die "the server died"
+  stop_frontend
+  [ "$rc" -eq 0 ] || break
+done
 if [ "$ZNBD_FRONTEND" = plugin ]; then
-  [ "$rc" -ne 0 ] || die "pipeline_zoned_writes=false: fio succeeded at iodepth 32; expected out-of-order writes to fail"
+  [ "$rc" -ne 0 ] || die "pipeline_zoned_writes=false: fio succeeded 3 times at iodepth 32; expected out-of-order writes to fail"
   grep -q 'Input/output error' "$tmpdir/strict.log" ||
     die "fio failed (status $rc) but not with EIO"
-  note "pipeline_zoned_writes=false: fio failed (status $rc): $(grep -m1 'Input/output error' "$tmpdir/strict.log")"
+  note "pipeline_zoned_writes=false: fio failed (status $rc, run $try): $(grep -m1 'Input/output error' "$tmpdir/strict.log")"
 else
   note "pipeline_zoned_writes=false on $ZNBD_FRONTEND: fio status $rc (not asserted)"
 fi
-frontend_alive || die "the server died"
-stop_frontend
 pass "fio iodepth 32 sequential zoned writes: pipelined ok, strict mode checked"
