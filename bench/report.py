@@ -350,8 +350,8 @@ for part in ["ram", "zoned", "submit", "order", "peers", "scale"]:
                   "zone write locking, 123 K with it disabled; variant 236 K none, 81 K "
                   "mq-deadline, 121 K mq-deadline + pipeline_zoned_writes.  In that kernel "
                   "series mq-deadline stops zone write locking on a queue that pipelines "
-                  "zoned writes; znbd's mq-deadline keeps locking unless "
-                  "`no_zone_write_lock=true`, hence both pipelined rows.")
+                  "zoned writes; both pipelined rows are shown (with and without an explicit "
+                  "`no_zone_write_lock=true`) so the table shows whether znbd does the same.")
         md.append("")
     if part == "scale":
         rss_table(part)
