@@ -295,7 +295,7 @@ zoned_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
 {
   struct znbd_zones *zs = &d->zs;
   uint32_t first = znbd_zones_zone_no(zs, off);
-  uint32_t last = znbd_zones_zone_no(zs, off + len - 1);
+  uint32_t last = znbd_zones_last_zone_no(zs, first, off, len);
   struct znbd_zone *z = &zs->zone[first];
   struct znbd_zone_txn t;
   int r = -1, e = 0;

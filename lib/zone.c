@@ -394,7 +394,7 @@ znbd_zone_write_prepare(struct znbd_zones *zs, struct znbd_zone_txn *t,
     return -1;
   }
   t->first = znbd_zones_zone_no(zs, off);
-  t->last = znbd_zones_zone_no(zs, off + len - 1);
+  t->last = znbd_zones_last_zone_no(zs, t->first, off, len);
 
   /* Resource checks need the resource lock from the first piece on; the
    * conditions are stable (all the zones are locked). */

@@ -94,6 +94,20 @@ znbd_zones_zone_no(const struct znbd_zones *zs, uint64_t off)
   return (uint32_t)(off / zs->zone_size);
 }
 
+/* Index of the zone holding the last byte of [OFF, OFF+LEN) (LEN > 0),
+ * given FIRST, the zone holding OFF: no division unless the range runs
+ * into another zone, which requests seldom do. */
+static inline uint32_t
+znbd_zones_last_zone_no(const struct znbd_zones *zs, uint32_t first,
+                        uint64_t off, uint64_t len)
+{
+  const struct znbd_zone *z = &zs->zone[first];
+
+  if (off + len <= z->start + z->len)
+    return first;
+  return znbd_zones_zone_no(zs, off + len - 1);
+}
+
 /* Lock / unlock the sequential zones among FIRST..LAST (inclusive) in
  * ascending order; conventional zones carry no state and are skipped. */
 void znbd_zones_lock_range(struct znbd_zones *zs, uint32_t first,
