@@ -16,23 +16,13 @@
 #include "znbd/dev.h"
 #include "znbd/store.h"
 #include "znbd/zone.h"
+#include "err.h"
 
 struct znbd_dev {
   struct znbd_params p; /* a private copy (own strings) */
   struct znbd_store *store;
   struct znbd_zones zs; /* ZONED: the zone engine (when p.zoned) */
 };
-
-static void __attribute__((format(printf, 3, 4)))
-set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-  if (!err || errlen == 0)
-    return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-}
 
 static char *
 dup_or_null(const char *s, bool *fail)

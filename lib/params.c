@@ -16,6 +16,7 @@
 #include <strings.h>
 
 #include "znbd/params.h"
+#include "err.h"
 
 const char znbd_params_help[] =
     "size=SIZE                 Device size in bytes (required; nbdkit size "
@@ -70,17 +71,6 @@ znbd_params_free(struct znbd_params *p)
   free(p->zone_offline);
   free(p->zone_control);
   p->zone_readonly = p->zone_offline = p->zone_control = NULL;
-}
-
-static void __attribute__((format(printf, 3, 4)))
-set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-  if (!err || errlen == 0)
-    return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
 }
 
 int
