@@ -8,46 +8,18 @@
 
 #include "znbd/dev.h"
 #include "check.h"
+#include "testdev.h"
 
 static struct znbd_dev *
 make(const char *size, const char *bs, const char *backed)
 {
+  const char *const kv[] = {"size",          size,        "zoned",
+                            "false",         "blocksize", bs,
+                            "memory_backed", backed,      NULL};
   struct znbd_params p;
-  char err[256];
-  znbd_params_init(&p);
-  znbd_params_set(&p, "size", size, err, sizeof err);
-  znbd_params_set(&p, "zoned", "false", err, sizeof err);
-  znbd_params_set(&p, "blocksize", bs, err, sizeof err);
-  znbd_params_set(&p, "memory_backed", backed, err, sizeof err);
-  if (znbd_params_finish(&p, NULL, err, sizeof err) < 0) {
-    fprintf(stderr, "finish: %s\n", err);
-    znbd_params_free(&p);
-    return NULL;
-  }
-  struct znbd_dev *d = znbd_dev_new(&p, err, sizeof err);
-  if (!d)
-    fprintf(stderr, "dev_new: %s\n", err);
-  znbd_params_free(&p); /* the device keeps its own copy */
-  return d;
-}
 
-struct ext {
-  uint64_t off[16], len[16];
-  uint32_t flags[16];
-  int n;
-};
-
-static int
-add(void *opaque, uint64_t off, uint64_t len, uint32_t flags)
-{
-  struct ext *e = opaque;
-  if (e->n < 16) {
-    e->off[e->n] = off;
-    e->len[e->n] = len;
-    e->flags[e->n] = flags;
-  }
-  e->n++;
-  return 0;
+  test_params(&p, kv);
+  return test_dev(&p);
 }
 
 static void
@@ -96,7 +68,7 @@ test_ramdisk(void)
   CHECK(znbd_dev_trim(d, 512, 3) == -1 && errno == EINVAL);
   struct ext e = {.n = 0};
   errno = 0;
-  CHECK(znbd_dev_extents(d, 0, (1 << 20) + 512, add, &e) == -1 &&
+  CHECK(znbd_dev_extents(d, 0, (1 << 20) + 512, ext_add, &e) == -1 &&
         errno == EINVAL && e.n == 0);
   znbd_dev_stats(d, &st);
   CHECK_EQ(st.allocated, 4096);
@@ -113,7 +85,7 @@ test_ramdisk(void)
 
   /* Extents: page 0 and the last page allocated. */
   e.n = 0;
-  CHECK_EQ(znbd_dev_extents(d, 0, 1 << 20, add, &e), 0);
+  CHECK_EQ(znbd_dev_extents(d, 0, 1 << 20, ext_add, &e), 0);
   CHECK_EQ(e.n, 3);
   CHECK(e.off[0] == 0 && e.len[0] == 4096 && e.flags[0] == 0);
   CHECK(e.off[1] == 4096 && e.len[1] == (1 << 20) - 8192 && e.flags[1] == 3);

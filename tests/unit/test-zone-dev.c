@@ -12,31 +12,15 @@
 
 #include "znbd/dev.h"
 #include "check.h"
+#include "testdev.h"
 
 static struct znbd_dev *
 make(const char *const *kv)
 {
   struct znbd_params p;
-  char err[256];
-  struct znbd_dev *d;
 
-  znbd_params_init(&p);
-  for (; kv[0]; kv += 2)
-    if (znbd_params_set(&p, kv[0], kv[1], err, sizeof err) < 0) {
-      fprintf(stderr, "%s=%s: %s\n", kv[0], kv[1], err);
-      exit(1);
-    }
-  if (znbd_params_finish(&p, NULL, err, sizeof err) < 0) {
-    fprintf(stderr, "params: %s\n", err);
-    exit(1);
-  }
-  d = znbd_dev_new(&p, err, sizeof err);
-  znbd_params_free(&p);
-  if (!d) {
-    fprintf(stderr, "dev_new: %s\n", err);
-    exit(1);
-  }
-  return d;
+  test_params(&p, kv);
+  return test_dev(&p);
 }
 
 static enum znbd_zone_cond
@@ -302,25 +286,6 @@ test_concurrent_limits(void)
   znbd_dev_free(d);
 }
 
-struct ext {
-  uint64_t off[16], len[16];
-  uint32_t flags[16];
-  int n;
-};
-
-static int
-add(void *opaque, uint64_t off, uint64_t len, uint32_t flags)
-{
-  struct ext *e = opaque;
-  if (e->n < 16) {
-    e->off[e->n] = off;
-    e->len[e->n] = len;
-    e->flags[e->n] = flags;
-  }
-  e->n++;
-  return 0;
-}
-
 static void
 test_extents_trim_describe(void)
 {
@@ -334,7 +299,7 @@ test_extents_trim_describe(void)
 
   memset(buf, 9, sizeof buf);
   CHECK_EQ(znbd_dev_write(d, buf, 8192, 1 << 20, 0), 0);
-  CHECK_EQ(znbd_dev_extents(d, 1 << 20, 2 << 20, add, &e), 0);
+  CHECK_EQ(znbd_dev_extents(d, 1 << 20, 2 << 20, ext_add, &e), 0);
   /* zone 1: [start, wp) data, [wp, end) hole+zero; zone 2 all hole. */
   CHECK_EQ(e.n, 3);
   CHECK(e.off[0] == 1 << 20 && e.len[0] == 8192 && e.flags[0] == 0);

@@ -28,6 +28,7 @@
 #include "znbd/dev.h"
 #include "znbd/params.h"
 #include "znbd/zone.h"
+#include "testdev.h"
 
 #define BLK 512ULL
 #define MAXZ 32
@@ -611,19 +612,8 @@ static struct znbd_dev *
 dev_make(const char *const *kv, struct znbd_zone_geometry *g, int *past)
 {
   struct znbd_params p;
-  char err[256];
-  struct znbd_dev *d;
 
-  znbd_params_init(&p);
-  for (; kv[0]; kv += 2)
-    if (znbd_params_set(&p, kv[0], kv[1], err, sizeof err) < 0) {
-      fprintf(stderr, "%s=%s: %s\n", kv[0], kv[1], err);
-      exit(1);
-    }
-  if (znbd_params_finish(&p, NULL, err, sizeof err) < 0) {
-    fprintf(stderr, "params: %s\n", err);
-    exit(1);
-  }
+  test_params(&p, kv);
   *g = (struct znbd_zone_geometry){.size = p.size,
                                    .zone_size = p.zone_size,
                                    .zone_capacity = p.zone_capacity,
@@ -634,13 +624,7 @@ dev_make(const char *const *kv, struct znbd_zone_geometry *g, int *past)
   *past = p.zone_read_past_wp == ZNBD_READ_PAST_WP_ONES    ? 1
           : p.zone_read_past_wp == ZNBD_READ_PAST_WP_ERROR ? -1
                                                            : 0;
-  d = znbd_dev_new(&p, err, sizeof err);
-  if (!d) {
-    fprintf(stderr, "dev_new: %s\n", err);
-    exit(1);
-  }
-  znbd_params_free(&p);
-  return d;
+  return test_dev(&p);
 }
 
 static int
