@@ -308,7 +308,16 @@ zoned_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
     znbd_zones_lock_range(zs, first + 1, last);
   if (znbd_zone_write_prepare(zs, &t, off, len) < 0)
     e = errno;
-  else {
+  else if (seq && first == last && buf) {
+    /* The common case: commit under the lock, copy outside it (see
+     * znbd_zone_copy_begin); the store cannot fail a write. */
+    znbd_zone_write_commit(&t);
+    znbd_zone_copy_begin(z);
+    pthread_mutex_unlock(&z->lock);
+    znbd_store_write(d->store, buf, len, off);
+    znbd_zone_copy_end(z);
+    return 0;
+  } else {
     if (buf)
       r = znbd_store_write(d->store, buf, len, off);
     else

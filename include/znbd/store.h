@@ -28,8 +28,10 @@ void znbd_store_free(struct znbd_store *s);
 void znbd_store_read(struct znbd_store *s, void *buf, uint64_t len,
                      uint64_t off);
 
-/* Store LEN bytes from BUF at OFF, allocating pages as needed.
- * Returns 0, or -1 with errno ENOMEM (nothing is changed then). */
+/* Store LEN bytes from BUF at OFF (bytes), allocating pages as needed.
+ * Returns 0: pages come from the kernel's page faults on a NORESERVE
+ * mapping, which cannot fail with an error (out of memory is the OOM
+ * killer's business), so callers may rely on a write never failing. */
 int znbd_store_write(struct znbd_store *s, const void *buf, uint64_t len,
                      uint64_t off);
 

@@ -22,6 +22,7 @@
 #define ZNBD_ZONE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -38,9 +39,12 @@ struct znbd_zone_waiter {
 struct znbd_zone {
   pthread_mutex_t lock;
   struct znbd_zone_waiter *waiters; /* woken when the wp reaches them */
-  uint64_t start, len;              /* bytes; the last zone may be shorter */
-  uint64_t capacity;                /* bytes writable, <= len */
-  uint64_t wp; /* ZNBD_WP_INVALID: conv, READONLY, OFFLINE */
+  /* Writes whose wp is committed but whose data is still being copied
+   * outside the lock (znbd_zone_copy_begin/end). */
+  _Atomic uint32_t copying;
+  uint64_t start, len; /* bytes; the last zone may be shorter */
+  uint64_t capacity;   /* bytes writable, <= len */
+  uint64_t wp;         /* ZNBD_WP_INVALID: conv, READONLY, OFFLINE */
   enum znbd_zone_type type;
   enum znbd_zone_cond cond;
 };
@@ -184,6 +188,19 @@ void znbd_zone_write_commit(struct znbd_zone_txn *t);
 
 /* Drop a prepared write without changing anything. */
 void znbd_zone_write_abort(struct znbd_zone_txn *t);
+
+/* Copying a committed write's data outside the zone lock.  With zone Z
+ * locked and the write committed, znbd_zone_copy_begin() counts one copy
+ * in flight; the caller unlocks Z, stores the data and calls
+ * znbd_zone_copy_end() (no lock needed).  Zone management waits for the
+ * copies in flight before it discards a zone's data, so a late copy never
+ * lands in a zone that was reset.  Why: the copy of a first-touched page
+ * costs a page fault (about 2 us here), and holding the zone lock over it
+ * made every writer of a sequential stream queue behind it.  A read that
+ * overlaps a write still in flight may see part of its data, which NBD
+ * allows for overlapping requests; nothing else can observe the gap. */
+void znbd_zone_copy_begin(struct znbd_zone *z);
+void znbd_zone_copy_end(struct znbd_zone *z);
 
 /* Called with the zone locked for byte ranges whose data must go (reset,
  * finish past the old wp, back online). */

@@ -5,6 +5,8 @@
  * the wire errno map. */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -342,12 +344,85 @@ test_extents_trim_describe(void)
   znbd_dev_free(d);
 }
 
+#define RACE_ZONE (4u << 20)
+#define RACE_WRITE (64u << 10)
+
+struct racer {
+  struct znbd_dev *d;
+  unsigned id;
+  _Atomic int *stop;
+  unsigned long writes;
+};
+
+/* Write 64 KiB at zone 1's wp until told to stop (NOWAIT: losing a race
+ * for the wp is an EIO or EAGAIN, not a wait).  Fresh pages make each
+ * copy take tens of microseconds, so copies are often in flight. */
+static void *
+wp_writer(void *opaque)
+{
+  struct racer *r = opaque;
+  static uint8_t buf[2][RACE_WRITE];
+
+  memset(buf[r->id], 0x40 + (int)r->id, RACE_WRITE);
+  while (!*r->stop) {
+    uint64_t w = wp(r->d, 1);
+    if (w + RACE_WRITE > 2ULL * RACE_ZONE)
+      continue;
+    if (znbd_dev_write(r->d, buf[r->id], RACE_WRITE, w, ZNBD_WRITE_NOWAIT) == 0)
+      r->writes++;
+  }
+  return NULL;
+}
+
+/* Writes copy their data after the wp commit, outside the zone lock
+ * (znbd_zone_copy_begin): a reset racing them must wait for the copies,
+ * or a late copy would leave data (and allocated pages) past the wp of a
+ * zone that was just reset.  Each round: two writers at the wp, a reset
+ * while they run, stop them; then every byte the store holds must lie
+ * below the wp (64 KiB writes at the wp: allocated == wp - start). */
+static void
+test_reset_races_copies(void)
+{
+  static const char *const kv[] = {"size", "12M", "zone_size", "4M", NULL};
+  struct znbd_dev *d = make(kv);
+  struct timespec nap = {0, 200 * 1000L};
+  unsigned long writes = 0, bad_rounds = 0;
+
+  for (unsigned round = 0; round < 200; round++) {
+    _Atomic int stop = 0;
+    struct racer r[2];
+    pthread_t th[2];
+    for (unsigned i = 0; i < 2; i++) {
+      r[i] = (struct racer){d, i, &stop, 0};
+      pthread_create(&th[i], NULL, wp_writer, &r[i]);
+    }
+    nanosleep(&nap, NULL);
+    CHECK_EQ(znbd_dev_zone_op(d, ZNBD_ZONE_OP_RESET, 1), 0);
+    stop = 1;
+    for (unsigned i = 0; i < 2; i++) {
+      pthread_join(th[i], NULL);
+      writes += r[i].writes;
+    }
+    struct znbd_dev_stats st;
+    znbd_dev_stats(d, &st);
+    bad_rounds += st.allocated != wp(d, 1) - RACE_ZONE;
+    CHECK_EQ(znbd_dev_zone_op(d, ZNBD_ZONE_OP_RESET, 1), 0);
+  }
+  CHECK(writes > 0);
+  CHECK_EQ(bad_rounds, 0);
+  printf("reset races: %lu writes in 200 rounds, %lu rounds with data past "
+         "the wp\n",
+         writes, bad_rounds);
+  znbd_dev_free(d);
+}
+
 int
 main(void)
 {
   test_start_lists();
   test_pipeline();
   test_wait_woken_by_finish();
+  test_reset_races_copies();
   test_concurrent_limits();
   test_extents_trim_describe();
   return check_done("test-zone-dev");
