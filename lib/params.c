@@ -42,6 +42,8 @@ const char znbd_params_help[] =
     "zone_write_timeout=MS     Longest such wait, in ms (default 500).\n"
     "zone_control=PATH         Unix socket for zone management "
     "(report/open/close/finish/reset...).\n"
+    "sched_batch=BOOL          Serve from SCHED_BATCH threads (default "
+    "true).\n"
     "hw_queue_depth=N          Tags per tag set (znbd mq mode only; default "
     "64).\n"
     "submit_queues=N           Hardware queues (znbd mq mode only; default "
@@ -60,6 +62,7 @@ znbd_params_init(struct znbd_params *p)
   p->zone_read_past_wp = ZNBD_READ_PAST_WP_ZERO;
   p->pipeline_zoned_writes = true;
   p->zone_write_timeout = 500;
+  p->sched_batch = true;
   p->hw_queue_depth = 64;
   p->submit_queues = 1;
 }
@@ -406,6 +409,8 @@ znbd_params_set(struct znbd_params *p, const char *key, const char *value,
     }
     return 0;
   }
+  if (strcmp(key, "sched_batch") == 0)
+    return set_bool(key, value, &p->sched_batch, err, errlen);
   if (strcmp(key, "hw_queue_depth") == 0)
     return set_u32(key, value, &p->hw_queue_depth, err, errlen);
   if (strcmp(key, "submit_queues") == 0)

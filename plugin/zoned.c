@@ -21,6 +21,7 @@
 #include "znbd/control.h"
 #include "znbd/dev.h"
 #include "znbd/params.h"
+#include "znbd/sched.h"
 
 #define THREAD_MODEL NBDKIT_THREAD_MODEL_PARALLEL
 
@@ -93,6 +94,10 @@ zoned_get_ready(void)
     nbdkit_error("%s", err);
     return -1;
   }
+  /* nbdkit creates its connection and worker threads after this, from
+   * this thread: they inherit the policy. */
+  if (params.sched_batch && znbd_sched_batch() < 0)
+    nbdkit_debug("zoned: SCHED_BATCH: %m");
   return 0;
 }
 

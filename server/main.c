@@ -22,6 +22,7 @@
 
 #include "znbd/control.h"
 #include "znbd/params.h"
+#include "znbd/sched.h"
 #include "server.h"
 
 static void
@@ -271,6 +272,10 @@ main(int argc, char **argv)
   if (!s.cfg.description)
     die("%s", "out of memory");
   znbd_dev_describe(dev, s.cfg.description, (size_t)dlen + 1);
+  /* Before any thread starts: they inherit it (lib/sched.c says why). */
+  if (p.sched_batch && znbd_sched_batch() < 0)
+    fprintf(stderr, "znbd: note: sched_batch: SCHED_BATCH: %s\n",
+            strerror(errno));
   s.completion_nsec = s.mode == QM_BIO ? p.completion_nsec : 0;
   s.nworkers = (unsigned)nthreads;
 

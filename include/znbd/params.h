@@ -40,6 +40,7 @@ struct znbd_params {
   bool pipeline_zoned_writes;  /* writes ahead of the wp wait (default true) */
   uint32_t zone_write_timeout; /* ms a pipelined write may wait (default 500) */
   char *zone_control;          /* path of the zone control socket, or NULL */
+  bool sched_batch; /* serve from SCHED_BATCH threads (default true) */
 
   /* Only the server's mq queue model uses these (null_blk names). */
   uint32_t hw_queue_depth; /* tags per tag set (default 64) */

@@ -9,7 +9,7 @@
 keys="size zoned blocksize memory_backed zone_size zone_capacity zone_nr_conv
   zone_max_open zone_max_active zone_full zone_readonly zone_offline
   zone_read_past_wp completion_nsec pipeline_zoned_writes zone_write_timeout
-  zone_control hw_queue_depth submit_queues no_zone_write_lock"
+  zone_control sched_batch hw_queue_depth submit_queues no_zone_write_lock"
 frontend_help >"$tmpdir/help" 2>&1 || die "help failed: $(cat "$tmpdir/help")"
 n=0
 for k in $keys; do

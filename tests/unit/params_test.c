@@ -214,11 +214,15 @@ test_set(void)
   CHECK(p.zone_readonly && strcmp(p.zone_readonly, "3,7-9") == 0);
   CHECK_EQ(znbd_params_set(&p, "no_zone_write_lock", "yes", err, 256), 0);
   CHECK(p.no_zone_write_lock);
+  CHECK(p.sched_batch); /* default */
+  CHECK_EQ(znbd_params_set(&p, "sched_batch", "off", err, 256), 0);
+  CHECK(!p.sched_batch);
   CHECK_EQ(znbd_params_set(&p, "zone_max_open", "14", err, 256), 0);
   CHECK_EQ(p.zone_max_open, 14);
   znbd_params_free(&p);
   CHECK(p.zone_readonly == NULL && p.zone_control == NULL);
 
+  expect_set_fail("sched_batch", "maybe", EINVAL);
   expect_set_fail("size", "64MiB", EINVAL);
   expect_set_fail("size", "1.5M", EINVAL);
   expect_set_fail("zone_size", "12x", EINVAL);
@@ -235,7 +239,7 @@ test_set(void)
   expect_set_fail("completion_nsec", "1ms", EINVAL);
   expect_set_fail("zone_control", "", EINVAL);
   expect_set_fail("no_such_key", "1", ENOENT);
-  printf("set: defaults, every kind of value, 16 refusals naming the key\n");
+  printf("set: defaults, every kind of value, 17 refusals naming the key\n");
 }
 
 static void
