@@ -39,6 +39,7 @@ DESC = {
     "znbd-bio": "znbd bio",
     "znbd-mq": "znbd mq (none)",
     "znbd-bio-zoned": "znbd bio zoned (64M zones)",
+    "znbd-bio-nomem": "znbd bio memory_backed=false (stores nothing)",
     "null-ord": "nbdkit null",
     "mq-none": "znbd mq, scheduler none",
     "mq-deadline": "znbd mq, mq-deadline (zone write locking)",
@@ -396,6 +397,62 @@ for prow in ("mq-deadline-pipe", "mq-deadline-pipe-nzwl"):
           "mq-deadline", ">=", 10)
     check("%s ≥ 0.8× scheduler none" % DESC[prow], "order", prow, "write-4k-qd64-batch16", "iops",
           "mq-none", ">=", 0.8)
+
+# ----------------------------------------------------------------- floors
+# What no server of the kind measured can beat on this machine, from the
+# same run: the reasons behind targets that are missed.
+floors = []
+
+
+def fio_us(part, row, wl):
+    """The fio client's CPU per request (µs): its usr+sys % over IOPS."""
+    c, i = st(part, row, wl, "fio_cpu"), st(part, row, wl, "iops")
+    return (c.med / 100.0 * 1e6 / i.med) if (c.med is not None and i.med) else None
+
+
+pf1, pf0 = meta.get("page_floor_first_ns"), meta.get("page_floor_rewrite_ns")
+wl_f, wl_r = "randwrite-4k-qd32-fresh", "randwrite-4k-qd32-rewrite"
+if pf1 and pf0:
+    fault = (float(pf1) - float(pf0)) / 1000.0
+    floors.append("bench/page-floor (lib/store.c, one thread, no NBD): a 4 KiB write to a "
+                  "never-written page costs %.2f µs, a rewrite %.2f µs: the kernel's page "
+                  "allocation (fault, clear_page, memcg charge) adds **%.2f µs per fresh page**."
+                  % (float(pf1) / 1000, float(pf0) / 1000, fault))
+    srv = st("ram", "zoned.so-ram", wl_r, "cpu_us").med
+    nul_cpu = st("ram", "null", wl_f, "cpu_us").med
+    nul_iops = st("ram", "null", wl_f, "iops").med
+    cli = fio_us("ram", "null", wl_f)
+    if None not in (srv, nul_cpu, nul_iops, cli):
+        per = srv + fault + cli  # server (page present) + allocation + client, µs
+        used = nul_iops * (nul_cpu + cli) / 1e6  # cores nbdkit null + fio kept busy
+        cores = float(meta.get("cpus", "2"))
+        floors.append(
+            "Bound for zoned.so zoned=false %s: server %.2f µs/req with the page present "
+            "(the rewrite row) + %.2f µs allocation + fio's own %.2f µs/req = %.2f µs of CPU per "
+            "request.  With all %.0f cores busy that allows at most %.0f IOPS = **%.2f× nbdkit "
+            "null**; at the %.2f cores nbdkit null and fio kept busy, %.2f×."
+            % (wl_f, srv, fault, cli, per, cores, cores * 1e6 / per,
+               cores * 1e6 / per / nul_iops, used, used * 1e6 / per / nul_iops))
+z_ram, z_po2, z_null = (st("zoned", r, "write-4k-qd32", "iops") for r in ("zoned.so-ram", "zoned.so-po2", "null"))
+if z_ram.n and z_null.n:
+    floors.append("Sequential 4 KiB writes at iodepth 32 on fresh pages without zones (zoned.so "
+                  "zoned=false): %s IOPS = %.2f× nbdkit null; zoned.so zoned (po2) reaches %.2f× "
+                  "of that floor."
+                  % (fmt(z_ram.med), ratio(z_ram.med, z_null.med) or 0,
+                     ratio(z_po2.med, z_ram.med) or 0))
+for wl in ("randwrite-4k-qd32", "write-4k-qd32"):
+    fl, nl, bi = (st("submit", r, wl, "cpu_us") for r in ("znbd-bio-nomem", "null", "znbd-bio"))
+    if fl.n and nl.n:
+        floors.append("%s: znbd bio storing nothing (memory_backed=false) costs %.2f µs/req = "
+                      "**%.2f× nbdkit null's CPU/request** (znbd bio storing: %s×); the rest is "
+                      "the kernel receiving the client's 4 KiB (socket buffers, copy, memcg)."
+                      % (wl, fl.med, ratio(fl.med, nl.med), fmt(ratio(bi.med, nl.med), 2)))
+if floors:
+    md.append("## Floors")
+    md.append("")
+    for f in floors:
+        md.append("- " + f)
+    md.append("")
 
 md.append("## Targets")
 md.append("")

@@ -83,6 +83,8 @@ SRV[zoned.so-npo2]="nbdkit @ZONED@ size=4G zoned=true zone_size=96M pipeline_zon
 SRV[znbd-bio]="znbd --queue-mode=bio size=4G zoned=false"
 SRV[znbd-mq]="znbd --queue-mode=mq --scheduler none size=4G zoned=false"
 SRV[znbd-bio-zoned]="znbd --queue-mode=bio size=4G zoned=true zone_size=64M"
+# A server that stores nothing: the floor of znbd's write path (issue 5).
+SRV[znbd-bio-nomem]="znbd --queue-mode=bio size=4G zoned=false memory_backed=false"
 # Zone write ordering: null_blk's published setup, over one connection.
 ord="zoned=true size=4G zone_size=1M completion_nsec=100000 hw_queue_depth=64 submit_queues=1"
 SRV[null-ord]="nbdkit null size=4G"
@@ -248,6 +250,13 @@ shared() {
 part_ram() { # issue 2: RAM disks against the anchors
   local rows="null memory zoned.so-ram" r
   echo "bench: part ram ($rounds rounds: $rows)" >&2
+  # The kernel's price of a page's first write (bench/page-floor.c), for
+  # the bound report.py puts under the fresh-write rows.
+  if [ -x "$build/bench/page-floor" ]; then
+    "$build/bench/page-floor" 3 | tail -1 | tr ' ' '\n' >>"$work/meta"
+  else
+    echo "bench: $build/bench/page-floor not built (make -C bench page-floor): no fresh-page bound" >&2
+  fi
   for ((r = 1; r <= rounds; r++)); do
     fresh ram $r "$rows" none \
       "randwrite-4k-qd1-fresh|--rw=randwrite --bs=4k --iodepth=1 --size=$FRESH --runtime=$R" \
@@ -311,7 +320,9 @@ part_zoned() { # issue 3: zoned.so zoned mode, po2 vs npo2
   local rows="null zoned.so-po2 zoned.so-npo2" r
   echo "bench: part zoned ($rounds rounds: $rows)" >&2
   for ((r = 1; r <= rounds; r++)); do
-    fresh zoned $r "$rows" none \
+    # zoned.so zoned=false: the same fresh pages without zones, the floor
+    # the zoned rows can reach.
+    fresh zoned $r "$rows zoned.so-ram" none \
       "write-4k-qd32|--rw=write --bs=4k --iodepth=32 --size=$FRESH --runtime=$R"
     fresh zoned $r "$rows" fill \
       "randread-4k-qd32|--rw=randread --bs=4k --iodepth=32 --size=$FILL --time_based --runtime=$R"
@@ -340,9 +351,16 @@ part_submit() { # issue 5 / issue 7 part 2: bio vs mq on a prefilled RAM disk
   done
   # nbdkit null (the anchor of issue 5's targets) on the 4 KiB iodepth-32
   # rows only: the whole matrix against it would not fit the time budget.
+  # znbd bio with memory_backed=false on the 4 KiB iodepth-32 writes: the
+  # CPU a request costs when nothing is stored (reads would be holes).
+  local wfloor=()
+  for rw in write randwrite; do
+    wfloor+=("$rw-4k-qd32|--rw=$rw --bs=4k --iodepth=32 --size=$FILL --time_based --runtime=$R")
+  done
   echo "bench: part submit ($rounds rounds: znbd-bio znbd-mq, + null at 4k qd32)" >&2
   for ((r = 1; r <= rounds; r++)); do
     shared submit $r "null znbd-bio znbd-mq" fill "${qd32[@]}"
+    shared submit $r "znbd-bio-nomem" none "${wfloor[@]}"
     shared submit $r "znbd-bio znbd-mq" fill "${other[@]}"
   done
   echo >&2
