@@ -275,6 +275,14 @@ znbd_dev_read(struct znbd_dev *d, void *buf, uint64_t len, uint64_t off)
   return 0;
 }
 
+const void *
+znbd_dev_read_ref(struct znbd_dev *d, uint64_t len, uint64_t off)
+{
+  if (is_zoned(d) || check_range(d, len, off) < 0)
+    return NULL;
+  return znbd_store_ref(d->store, len, off);
+}
+
 /* ZONED: lock the zones in ascending order (the first one alone while a
  * pipelined write waits for its wp), check every piece (prepare), store
  * the data in one call (all or nothing), commit.  A failure before the

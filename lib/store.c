@@ -202,6 +202,17 @@ znbd_store_read(struct znbd_store *s, void *buf, uint64_t len, uint64_t off)
   }
 }
 
+const void *
+znbd_store_ref(struct znbd_store *s, uint64_t len, uint64_t off)
+{
+  if (!s->memory_backed || len == 0)
+    return NULL;
+  uint64_t first = off / PAGE, last = (off + len - 1) / PAGE + 1;
+  if (!page_allocated(s, first) || scan_run(s, first + 1, last, true) < last)
+    return NULL;
+  return s->data + off;
+}
+
 /* Set the bits of pages [first, last) and count the newly set ones. */
 static void
 set_bits(struct znbd_store *s, uint64_t first, uint64_t last)

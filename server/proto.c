@@ -626,13 +626,35 @@ collect_ext(void *opaque, uint64_t off, uint64_t len, uint32_t flags)
   return off + len >= l->end;
 }
 
+/* With EXEC_REF, a plain RAM disk's allocated data goes out from the
+ * store itself (c->add_ref): one copy fewer (the kernel's into the
+ * socket remains).  What the send reads is what the store holds when the
+ * send runs, which may be after requests that came later in the same
+ * batch: those overlap the READ (the client had no reply yet), so either
+ * content is allowed (doc/proto.md leaves overlapping requests unordered). */
+static const void *
+read_ref(const struct nbdc *c, uint64_t off, uint32_t len, unsigned xflags)
+{
+  if (!(xflags & EXEC_REF) || !c->add_ref || len < REF_MIN)
+    return NULL;
+  return znbd_dev_read_ref(c->cfg->dev, len, off);
+}
+
 static int
 read_data_chunk(const struct nbdc *c, const struct nbd_req *r, uint64_t off,
-                uint32_t len, struct buf *out, size_t *last)
+                uint32_t len, struct buf *out, size_t *last, unsigned xflags)
 {
   *last = out->len;
-  uint8_t *p = chunk(out, 0, NBD_REPLY_TYPE_OFFSET_DATA, r->cookie, 8 + len);
+  const void *ref = read_ref(c, off, len, xflags);
+  uint8_t *p =
+      chunk(out, 0, NBD_REPLY_TYPE_OFFSET_DATA, r->cookie, 8 + (ref ? 0 : len));
   put64(p, off);
+  if (ref) {
+    put32(out->p + *last + 16, 8 + len); /* the chunk's length field */
+    buf_commit(out, NBD_CHUNK_HEADER_SIZE + 8);
+    c->add_ref(c->ref_opaque, ref, len);
+    return 0;
+  }
   if (znbd_dev_read(c->cfg->dev, p + 8, len, off) == -1)
     return -1;
   buf_commit(out, NBD_CHUNK_HEADER_SIZE + 8 + (size_t)len);
@@ -640,7 +662,8 @@ read_data_chunk(const struct nbdc *c, const struct nbd_req *r, uint64_t off,
 }
 
 static void
-exec_read(const struct nbdc *c, const struct nbd_req *r, struct buf *out)
+exec_read(const struct nbdc *c, const struct nbd_req *r, struct buf *out,
+          unsigned xflags)
 {
   struct znbd_dev *d = c->cfg->dev;
   size_t start = out->len;
@@ -656,7 +679,7 @@ exec_read(const struct nbdc *c, const struct nbd_req *r, struct buf *out)
   }
   size_t last = out->len;
   if (!c->cfg->holes_ok) {
-    if (read_data_chunk(c, r, r->off, r->len, out, &last) == -1)
+    if (read_data_chunk(c, r, r->off, r->len, out, &last, xflags) == -1)
       goto fail;
     goto done;
   }
@@ -671,7 +694,8 @@ exec_read(const struct nbdc *c, const struct nbd_req *r, struct buf *out)
       put64(p, r->off);
       put32(p + 8, r->len);
       buf_commit(out, NBD_CHUNK_HEADER_SIZE + 12);
-    } else if (read_data_chunk(c, r, r->off, r->len, out, &last) == -1) {
+    } else if (read_data_chunk(c, r, r->off, r->len, out, &last, xflags) ==
+               -1) {
       goto fail;
     }
     goto done;
@@ -694,17 +718,19 @@ exec_read(const struct nbdc *c, const struct nbd_req *r, struct buf *out)
       n += l.e[++i].len;
     if (i + 1 == l.n)
       n = end - pos; /* collector stopped early: rest is data */
-    if (read_data_chunk(c, r, pos, (uint32_t)n, out, &last) == -1)
+    if (read_data_chunk(c, r, pos, (uint32_t)n, out, &last, xflags) == -1)
       goto fail;
     pos += n;
   }
-  if (pos < end &&
-      read_data_chunk(c, r, pos, (uint32_t)(end - pos), out, &last) == -1)
+  if (pos < end && read_data_chunk(c, r, pos, (uint32_t)(end - pos), out, &last,
+                                   xflags) == -1)
     goto fail;
 done:
   put16(out->p + last + 4, NBD_REPLY_FLAG_DONE);
   return;
 fail : {
+  /* No ref was queued before this: refs are only taken on plain RAM
+   * disks, whose reads cannot fail once the range is checked. */
   int e = errno;
   out->len = start;
   reply_errno(c, r, e, out);
@@ -847,7 +873,7 @@ nbd_exec(const struct nbdc *c, const struct nbd_req *r, unsigned xflags,
   int rc = 0;
   switch (r->type) {
   case NBD_CMD_READ:
-    exec_read(c, r, out);
+    exec_read(c, r, out, xflags);
     return 0;
   case NBD_CMD_WRITE:
     rc = znbd_dev_write(d, r->payload, r->len, r->off, wflags);

@@ -48,6 +48,11 @@ struct nbdc {
     uint32_t len;
   } after_req;
   uint64_t requests; /* requests answered or submitted */
+  /* Zero-copy READ data (nbd_exec with EXEC_REF): queue the LEN bytes at P
+   * (inside the store) to be sent right after what OUT holds now, without
+   * copying them.  Set by the caller that owns OUT's send path. */
+  void (*add_ref)(void *opaque, const void *p, size_t len);
+  void *ref_opaque;
 };
 
 /* Context ids handed out by NBD_OPT_SET_META_CONTEXT. */
@@ -87,6 +92,8 @@ size_t nbdc_feed(struct nbdc *c, const uint8_t *in, size_t len, struct buf *out,
 /* Execution flags. */
 #define EXEC_NOWAIT 0x1  /* writes ahead of the wp fail (ZNBD_WRITE_NOWAIT) */
 #define EXEC_REQUEUE 0x2 /* ... and return EXEC_AGAIN without a reply */
+#define EXEC_REF 0x4     /* READ data may go out by c->add_ref (no copy) */
+#define REF_MIN 2048     /* smaller READs are copied: cheaper than an iovec */
 #define EXEC_AGAIN 1
 
 /* Execute R against the device and append its complete reply to OUT.

@@ -278,6 +278,8 @@ side_len(const struct conn *c, int i)
 static void
 pool_put(struct worker *w, struct buf *b)
 {
+  if (b->cap == 0) /* borrowed store bytes (side_add_ref): not ours */
+    return;
   if (b->cap <= REPLY_BUF_KEEP && w->npool < REPLY_POOL_KEEP) {
     b->len = 0;
     w->pool[w->npool++] = *b;
@@ -298,11 +300,10 @@ side_reset(struct conn *c, int i)
   c->out[i].len = 0;
 }
 
-/* Queue the reply in *B after what out[fill] holds; *B gets a spare. */
+/* Queue B (taken over) after what out[fill] holds now. */
 static bool
-side_move_reply(struct conn *c, struct buf *b)
+side_queue(struct conn *c, const struct buf *b)
 {
-  struct worker *w = c->w;
   struct osegs *sg = &c->seg[c->fill];
   if (sg->n == sg->cap) {
     unsigned cap = sg->cap ? 2 * sg->cap : 16;
@@ -316,6 +317,29 @@ side_move_reply(struct conn *c, struct buf *b)
   sg->v[sg->n].b = *b;
   sg->n++;
   sg->bytes += b->len;
+  return true;
+}
+
+/* bio READ data sent straight from the store (nbdc add_ref, EXEC_REF):
+ * queued as a borrowed buffer (cap 0: never freed or pooled). */
+static void
+side_add_ref(void *opaque, const void *p, size_t len)
+{
+  struct conn *c = opaque;
+  struct buf b = {.p = (uint8_t *)(uintptr_t)p, .len = len, .cap = 0};
+  if (!side_queue(c, &b)) {
+    perror("znbd: realloc");
+    abort(); /* as buf_reserve: cannot answer without it */
+  }
+}
+
+/* Queue the reply in *B after what out[fill] holds; *B gets a spare. */
+static bool
+side_move_reply(struct conn *c, struct buf *b)
+{
+  struct worker *w = c->w;
+  if (!side_queue(c, b))
+    return false;
   if (w->npool)
     *b = w->pool[--w->npool];
   else
@@ -492,7 +516,7 @@ submit_bio(struct conn *c, const struct nbd_req *r)
 {
   struct server *s = c->w->s;
   if (s->completion_nsec == 0) {
-    nbd_exec(&c->proto, r, EXEC_NOWAIT, &c->out[c->fill]);
+    nbd_exec(&c->proto, r, EXEC_NOWAIT | EXEC_REF, &c->out[c->fill]);
     /* Let the client start on the first replies of a long batch while
      * the rest execute (see conn_process). */
     if (++c->batch == EARLY_SEND_AFTER && !c->sending)
@@ -620,6 +644,8 @@ conn_new(struct worker *w, int fd)
   c->in = c->inb->data;
   c->in_cap = c->inb->cap;
   nbdc_init(&c->proto, &w->s->cfg, &c->out[0]);
+  c->proto.add_ref = side_add_ref;
+  c->proto.ref_opaque = c;
   c->next = w->conns;
   if (w->conns)
     w->conns->prev = c;

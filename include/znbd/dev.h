@@ -88,6 +88,13 @@ int znbd_dev_describe(const struct znbd_dev *d, char *buf, size_t len);
  * zone; past the wp with zone_read_past_wp=error). */
 int znbd_dev_read(struct znbd_dev *d, void *buf, uint64_t len, uint64_t off);
 
+/* Zero-copy read of a plain RAM disk (zoned=false): a pointer to the LEN
+ * bytes at OFF inside the store when all of them are allocated data (see
+ * znbd_store_ref() for how long they stay valid), else NULL: zoned
+ * devices (reads depend on the wp, under the zone lock), holes, a bad
+ * range.  The caller then uses znbd_dev_read(). */
+const void *znbd_dev_read_ref(struct znbd_dev *d, uint64_t len, uint64_t off);
+
 /* Write flags. */
 #define ZNBD_WRITE_NOWAIT 0x1 /* ahead of wp: fail with EAGAIN, don't wait */
 /* With BUF NULL on a non-zoned device: store real zeros so the range

@@ -28,6 +28,15 @@ void znbd_store_free(struct znbd_store *s);
 void znbd_store_read(struct znbd_store *s, void *buf, uint64_t len,
                      uint64_t off);
 
+/* The LEN bytes at OFF (bytes) in place, for a caller that hands them
+ * straight to the kernel (a send from the store, no copy): a pointer
+ * into the store if every page of the range is allocated, else NULL (the
+ * caller copies with znbd_store_read(), which gives zeros for holes
+ * without touching the mapping).  The bytes stay mapped until
+ * znbd_store_free(); a write or trim that overlaps them changes what they
+ * read (a trimmed page reads zeros), as for any overlapping requests. */
+const void *znbd_store_ref(struct znbd_store *s, uint64_t len, uint64_t off);
+
 /* Store LEN bytes from BUF at OFF (bytes), allocating pages as needed.
  * Returns 0: pages come from the kernel's page faults on a NORESERVE
  * mapping, which cannot fail with an error (out of memory is the OOM

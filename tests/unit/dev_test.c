@@ -47,6 +47,14 @@ test_ramdisk(void)
   CHECK(got[0] == 0 && got[511] == 0 && got[512] == 0x42 && got[1535] == 0x42 &&
         got[1536] == 0);
 
+  /* Zero-copy reads: the page written above, in place; holes, bad
+   * ranges and misalignment give NULL (the caller copies). */
+  const uint8_t *ref = znbd_dev_read_ref(d, 1024, 512);
+  CHECK(ref != NULL && ref[0] == 0x42 && ref[1023] == 0x42);
+  CHECK(znbd_dev_read_ref(d, 4096, 4096) == NULL);
+  CHECK(znbd_dev_read_ref(d, 512, 1 << 20) == NULL);
+  CHECK(znbd_dev_read_ref(d, 100, 512) == NULL);
+
   struct znbd_dev_stats st;
   znbd_dev_stats(d, &st);
   CHECK_EQ(st.allocated, 4096);

@@ -350,6 +350,42 @@ test_concurrent(void)
   znbd_store_free(s);
 }
 
+/* znbd_store_ref: in-place bytes only for wholly allocated ranges; holes,
+ * partly allocated ranges, length 0 and memory_backed=false give NULL;
+ * the bytes follow later writes and trims (what a zero-copy send sees). */
+static void
+test_ref(void)
+{
+  struct znbd_store *s = znbd_store_new(16 * PS, true);
+  static uint8_t buf[4 * PS];
+  const uint8_t *p;
+
+  CHECK(znbd_store_ref(s, PS, 0) == NULL); /* hole */
+  memset(buf, 0x5a, sizeof buf);
+  CHECK_EQ(znbd_store_write(s, buf, 2 * PS, PS), 0);
+  p = znbd_store_ref(s, 2 * PS, PS);
+  CHECK(p != NULL && all_bytes(p, 2 * PS, 0x5a));
+  p = znbd_store_ref(s, 100, PS + 4000); /* inside, across a page edge */
+  CHECK(p != NULL && all_bytes(p, 100, 0x5a));
+  CHECK(znbd_store_ref(s, 3 * PS, PS) == NULL); /* runs into a hole */
+  CHECK(znbd_store_ref(s, 2 * PS, 0) == NULL);  /* starts in a hole */
+  CHECK(znbd_store_ref(s, 0, PS) == NULL);      /* nothing asked */
+  CHECK_EQ(znbd_store_allocated(s), 2 * PS);    /* refs allocate nothing */
+  p = znbd_store_ref(s, PS, PS);
+  CHECK_EQ(znbd_store_write(s, "xyz", 3, PS + 10), 0);
+  CHECK(memcmp(p + 10, "xyz", 3) == 0);
+  znbd_store_zero(s, PS, PS); /* the page goes: its bytes read zeros */
+  CHECK(all_bytes(p, PS, 0));
+  CHECK(znbd_store_ref(s, PS, PS) == NULL);
+  znbd_store_free(s);
+
+  s = znbd_store_new(16 * PS, false);
+  CHECK_EQ(znbd_store_write(s, buf, PS, 0), 0);
+  CHECK(znbd_store_ref(s, PS, 0) == NULL);
+  znbd_store_free(s);
+  printf("ref: in-place only for allocated ranges, follows writes and trims\n");
+}
+
 int
 main(void)
 {
@@ -357,6 +393,7 @@ main(void)
   test_extents();
   test_short_last_page();
   test_not_backed();
+  test_ref();
   test_huge_and_rss();
   test_concurrent();
   return check_done("store_test");

@@ -128,6 +128,8 @@ test_pipeline(void)
   CHECK_EQ(znbd_dev_wire_errno(EAGAIN), EIO);
   /* Behind the wp never waits. */
   CHECK_EQ(znbd_dev_write(d, buf, 4096, 0, 0), 0);
+  /* Zoned reads depend on the wp: never zero-copy. */
+  CHECK(znbd_dev_read_ref(d, 4096, 0) == NULL);
   errno = 0;
   CHECK(znbd_dev_write(d, buf, 4096, 0, 0) < 0 && errno == EIO);
 
