@@ -43,8 +43,12 @@ count() { cat /dev/null $(find "$top/build" "$top/build-san" -name '*.trs' 2>/de
 pass=$(( $(count PASS) + $(count XFAIL) + extra_pass ))
 fail=$(( $(count FAIL) + $(count XPASS) + $(count ERROR) + extra_fail ))
 skip=$(( $(count SKIP) + extra_skip ))
-echo "failed tests:"; grep -l -E '^:test-result: (FAIL|XPASS|ERROR)' \
-  $(find "$top/build" "$top/build-san" -name '*.trs' 2>/dev/null) /dev/null | sed 's/\.trs$/.log/'
+if [ "$fail" -gt 0 ]; then
+  echo "failed tests (their logs):"
+  grep -l -E '^:test-result: (FAIL|XPASS|ERROR)' \
+    $(find "$top/build" "$top/build-san" -name '*.trs' 2>/dev/null) /dev/null | sed 's/\.trs$/.log/'
+  [ "$extra_fail" -eq 0 ] || echo "($extra_fail failed steps: build, format or sanitizer build, above)"
+fi
 xfail=$(count XFAIL)
 [ "$xfail" -eq 0 ] || echo "($xfail expected failures (XFAIL, known and explained in their logs) are counted as passed)"
 if [ "$skip" -gt 0 ]; then echo "$pass passed, $fail failed, $skip skipped"
