@@ -284,9 +284,10 @@ znbd_dev_read_ref(struct znbd_dev *d, uint64_t len, uint64_t off)
 }
 
 /* ZONED: lock the zones in ascending order (the first one alone while a
- * pipelined write waits for its wp), check every piece (prepare), store
- * the data in one call (all or nothing), commit.  A failure before the
- * commit changes nothing. */
+ * pipelined write waits for its wp), check every piece (prepare), commit,
+ * then store the data after unlocking (znbd_zone_copy_begin says why and
+ * what keeps it safe).  A failure before the commit changes nothing, and
+ * the store cannot fail a write. */
 static int
 zoned_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
             unsigned flags)
@@ -296,7 +297,7 @@ zoned_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
   uint32_t last = znbd_zones_last_zone_no(zs, first, off, len);
   struct znbd_zone *z = &zs->zone[first];
   struct znbd_zone_txn t;
-  int r = -1, e = 0;
+  int e = 0;
 
   bool seq = z->type == ZNBD_ZONE_TYPE_SEQWRITE_REQ;
   if (seq)
@@ -305,44 +306,42 @@ zoned_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
       off > z->wp && off < z->start + z->capacity) {
     if (flags & ZNBD_WRITE_NOWAIT) {
       e = EAGAIN;
-      goto out;
+      goto fail_locked;
     }
     if (znbd_zone_wait_wp(z, off, d->p.zone_write_timeout) < 0) {
       e = EIO; /* timed out: the wp never came */
-      goto out;
+      goto fail_locked;
     }
   }
   if (first < last)
     znbd_zones_lock_range(zs, first + 1, last);
   if (znbd_zone_write_prepare(zs, &t, off, len) < 0)
     e = errno;
-  else if (seq && first == last && buf) {
-    /* The common case: commit under the lock, copy outside it (see
-     * znbd_zone_copy_begin); the store cannot fail a write. */
+  else {
     znbd_zone_write_commit(&t);
-    znbd_zone_copy_begin(z);
-    pthread_mutex_unlock(&z->lock);
-    znbd_store_write(d->store, buf, len, off);
-    znbd_zone_copy_end(z);
-    return 0;
-  } else {
-    if (buf)
-      r = znbd_store_write(d->store, buf, len, off);
-    else
-      r = 0, znbd_store_zero(d->store, len, off); /* allocates nothing */
-    if (r < 0) {
-      e = errno;
-      znbd_zone_write_abort(&t);
-    } else
-      znbd_zone_write_commit(&t);
+    for (uint32_t i = first; i <= last; i++)
+      znbd_zone_copy_begin(&zs->zone[i]);
   }
   if (first < last)
     znbd_zones_unlock_range(zs, first + 1, last);
-out:
   if (seq)
     pthread_mutex_unlock(&z->lock);
+  if (e)
+    goto fail;
+  if (buf)
+    znbd_store_write(d->store, buf, len, off);
+  else
+    znbd_store_zero(d->store, len, off); /* allocates nothing */
+  for (uint32_t i = first; i <= last; i++)
+    znbd_zone_copy_end(&zs->zone[i]);
+  return 0;
+
+fail_locked:
+  if (seq)
+    pthread_mutex_unlock(&z->lock);
+fail:
   errno = e;
-  return r;
+  return -1;
 }
 
 /* NBD WRITE_ZEROES with NO_HOLE on a RAM disk: the range must stay

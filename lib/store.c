@@ -208,7 +208,7 @@ znbd_store_ref(struct znbd_store *s, uint64_t len, uint64_t off)
   if (!s->memory_backed || len == 0)
     return NULL;
   uint64_t first = off / PAGE, last = (off + len - 1) / PAGE + 1;
-  if (!page_allocated(s, first) || scan_run(s, first + 1, last, true) < last)
+  if (scan_run(s, first, last, true) < last) /* a hole in the range */
     return NULL;
   return s->data + off;
 }
