@@ -283,7 +283,8 @@ report_nbd(struct nbd_handle *h, const struct geom *g, const char *context,
       continue;
     }
     /* base:allocation: rebuild the condition from the wp alone, as after
-     * a power cycle (zone-rules.md): EMPTY, FULL, else CLOSED. */
+     * a power cycle (doc/zone-rules.md, rule power-cycle): EMPTY, FULL,
+     * else CLOSED. */
     if (z->type == ZNBD_ZONE_TYPE_CONVENTIONAL) {
       z->wp = ZNBD_WP_INVALID;
       continue;

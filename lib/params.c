@@ -5,7 +5,7 @@
  * (Documentation/block/null_blk.rst); sizes use nbdkit's size syntax
  * (nbdkit_parse_size: decimal with one optional suffix).  Clamps follow
  * null_blk (drivers/block/null_blk/zoned.c, null_init_zoned_dev()); see
- * /work/shared/notes/zone-rules.md "Geometry".
+ * doc/zone-rules.md, rule clamp-limits.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -557,7 +557,7 @@ znbd_params_finish(struct znbd_params *p, void (*note)(const char *msg),
   }
   p->nr_zones = (uint32_t)nz;
 
-  /* null_blk's clamps (zone-rules.md "Geometry"). */
+  /* null_blk's clamps (doc/zone-rules.md, rule clamp-limits). */
   if (p->zone_nr_conv >= p->nr_zones) {
     uint32_t v = p->nr_zones - 1;
     note_f(note,

@@ -8,9 +8,9 @@
  *   first write that touches it.  This is brd's allocate-on-first-write,
  *   except that the kernel's page-fault path does the allocation, so we
  *   take no lock of our own: writers on different pages never contend
- *   (nbdkit's memory plugin serialises allocation behind one mutex; issue 2
- *   asks us to beat it).  NORESERVE lets a store larger than RAM + swap
- *   start (like brd, the memory is only needed when written).
+ *   (nbdkit's memory plugin serialises allocation behind one mutex; the
+ *   bench's RAM-disk rows compare the two).  NORESERVE lets a store larger
+ *   than RAM + swap start (like brd, the memory is only needed when written).
  *
  * - madvise(MADV_NOHUGEPAGE) on the data: with transparent huge pages a
  *   single 4 KiB write could fault in a 2 MiB page, so RSS would no longer

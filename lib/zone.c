@@ -1,6 +1,7 @@
 /* znbd: the zone state machine.  See include/znbd/zone.h for the contract
- * and ../shared/notes/zone-rules.md for every rule and its source (Linux
- * drivers/block/null_blk/zoned.c).  All offsets and lengths are bytes. */
+ * and doc/zone-rules.md for every rule (cited here by name, e.g. rule
+ * open-check) and its source (Linux drivers/block/null_blk/zoned.c).  All
+ * offsets and lengths are bytes. */
 #include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -425,16 +426,16 @@ znbd_zone_write_prepare(struct znbd_zones *zs, struct znbd_zone_txn *t,
     enum znbd_zone_cond cond = z->cond;
 
     if (z->type == ZNBD_ZONE_TYPE_CONVENTIONAL)
-      continue; /* rule 1 */
-    /* Rule 2: at the wp, within capacity.  FULL, READONLY and OFFLINE
-     * zones never pass. */
+      continue; /* rule write-conv */
+    /* Rule write-at-wp: at the wp, within capacity.  FULL, READONLY and
+     * OFFLINE zones never pass. */
     if (!writable(z) || poff != z->wp ||
         plen > z->start + z->capacity - z->wp) {
       znbd_zone_write_abort(t);
       errno = EIO;
       return -1;
     }
-    /* Rules 3 and 4 on the copy C of the counters. */
+    /* Rule implicit-open, on the copy C of the counters. */
     if (cond == ZNBD_ZONE_COND_EMPTY || cond == ZNBD_ZONE_COND_CLOSED) {
       t->cur = (uint32_t)(z - zs->zone);
       if (check_resources(zs, t, &c, &cursor, cond) < 0) {
@@ -446,7 +447,7 @@ znbd_zone_write_prepare(struct znbd_zones *zs, struct znbd_zone_txn *t,
       account(&c, cond, ZNBD_ZONE_COND_IMP_OPEN);
       cond = ZNBD_ZONE_COND_IMP_OPEN;
     }
-    /* Rule 7. */
+    /* Rule write-full. */
     if (poff + plen == z->start + z->capacity)
       account(&c, cond, ZNBD_ZONE_COND_FULL);
   }

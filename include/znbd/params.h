@@ -64,9 +64,9 @@ int znbd_params_set(struct znbd_params *p, const char *key, const char *value,
 /* Check the combination and derive nr_zones, after all keys are set.
  * When zoned, a zone_capacity of 0 is replaced by zone_size.
  * Clamps as null_blk does (zone_nr_conv, zone_max_open, zone_max_active;
- * see ../shared zone-rules) and reports each clamp through NOTE (may be
- * NULL).  Returns 0, or -1 with errno EINVAL and a message naming the
- * parameters in ERR. */
+ * doc/zone-rules.md, rule clamp-limits) and reports each clamp through
+ * NOTE (may be NULL).  Returns 0, or -1 with errno EINVAL and a message naming
+ * the parameters in ERR. */
 int znbd_params_finish(struct znbd_params *p, void (*note)(const char *msg),
                        char *err, size_t errlen);
 

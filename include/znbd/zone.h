@@ -1,8 +1,8 @@
 /* znbd: the zone state machine (lib/zone.c), null_blk's rules in one place.
  *
  * Everything here is in bytes (null_blk works in 512-byte sectors).  The
- * rules, their sources and the deliberate deviations are listed in
- * ../shared/notes/zone-rules.md and man/nbdkit-zoned-plugin.pod; the
+ * rules, their sources and the deliberate deviations are listed by name in
+ * doc/zone-rules.md (and for users in man/nbdkit-zoned-plugin.pod); the
  * reference is Linux drivers/block/null_blk/zoned.c.
  *
  * No data lives here: the engine tracks conditions, write pointers and the

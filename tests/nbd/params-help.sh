@@ -3,7 +3,7 @@
 # (nbdkit zoned.so --help, znbd --help) lists each key of struct
 # znbd_params (include/znbd/params.h) at the start of a line as KEY=...;
 # the plugin's --dump-plugin says name=zoned, thread_model=parallel and
-# has every callback issue 2 asks for.
+# has every callback the plugin implements.
 . "$(dirname "$0")/../functions.sh"
 
 keys="size zoned blocksize memory_backed zone_size zone_capacity zone_nr_conv

@@ -4,7 +4,8 @@
 # (OFFSET_DATA / OFFSET_HOLE) tile the range exactly once, data chunks
 # carry the written bytes and holes only cover bytes that are zero; with
 # DF the reply is one data chunk.  znbd (bio, mq) must answer a read of a
-# never-written range with a hole chunk (issue 5); nbdkit may send data.
+# never-written range with a hole chunk (man/znbd.pod, PROTOCOL); nbdkit
+# may send data.
 . "$(dirname "$0")/../functions.sh"
 
 start_frontend size=4M zoned=false

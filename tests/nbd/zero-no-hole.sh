@@ -5,7 +5,7 @@
 # after write-zeroes with NO_HOLE the range reads zeros and base:allocation
 # shows no HOLE there (over written and never-written pages alike), while
 # write-zeroes without NO_HOLE may free whole pages (HOLE|ZERO, checked in
-# block-status).  issue 5: znbd's base:allocation must match the plugin's.
+# block-status).  znbd's base:allocation must match the plugin's.
 #
 # Both front-ends go through znbd_dev_write(ZNBD_WRITE_ALLOCATE).
 . "$(dirname "$0")/../functions.sh"

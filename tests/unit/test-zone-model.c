@@ -1,6 +1,6 @@
 /* Randomized model-based test of lib/zone.c.
  *
- * A reference model, written plainly from ../shared/notes/zone-rules.md
+ * A reference model, written plainly from doc/zone-rules.md
  * (one array of zones, a request applied piece by piece on a copy that is
  * kept only if every piece passes), runs the same random operations as the
  * engine: writes (mostly at the wp, some spanning zones, some anywhere),

@@ -1,6 +1,6 @@
 /* Table-driven test of every zone transition of lib/zone.c.
  *
- * Each row names the rule it checks (../shared/notes/zone-rules.md, Linux
+ * Each row names the rule it checks (its name in doc/zone-rules.md, Linux
  * drivers/block/null_blk/zoned.c), runs a setup script whose steps must
  * all succeed, then one operation, and checks its errno, every zone's
  * condition, the EO/IO/CL counters and (where given) write pointers.
@@ -55,95 +55,102 @@ struct row {
 };
 
 static const struct row rows[] = {
-    /* Write rules (zone-rules.md "Write"; null_zone_write()). */
-    {"write 1: conventional zone takes any offset", 0, "", "w0@5+2", 0,
+    /* Writes (doc/zone-rules.md "Writes"; null_zone_write()). */
+    {"write-conv: conventional zone takes any offset", 0, "", "w0@5+2", 0,
      "neeeeeee", 0, 0, 0, "- 0 0 0 0 0 0 0"},
-    {"write 2: not at the wp -> EIO", 0, "", "w1@1+1", EIO, "neeeeeee", 0, 0, 0,
-     "- 0 0 0 0 0 0 0"},
-    {"write 3: EMPTY -> IMP_OPEN, IO+1", 0, "", "w1+1", 0, "nieeeeee", 1, 0, 0,
-     "- 1 0 0 0 0 0 0"},
-    {"write 7: reaching capacity -> FULL, IO-1", 0, "w1+1", "w1+15", 0,
-     "nfeeeeee", 0, 0, 0, "- 16 0 0 0 0 0 0"},
-    {"write 2: beyond capacity -> EIO, nothing changes", 3, "w1+1", "w1@1+10",
-     EIO, "nieeee", 1, 0, 0, "- 1 0 0 0 0"},
-    {"write 2: FULL zone -> EIO", 0, "w1+16", "w1@0+1", EIO, "nfeeeeee", 0, 0,
-     0, NULL},
-    {"write 2: FULL zone, last block -> EIO", 0, "w1+16", "w1@15+1", EIO,
-     "nfeeeeee", 0, 0, 0, NULL},
-    {"write 4: CLOSED -> IMP_OPEN, CL-1 IO+1", 0, "w1+2 c1", "w1+1", 0,
-     "nieeeeee", 1, 0, 0, "- 3 0 0 0 0 0 0"},
-    {"write 2: failed write on CLOSED keeps it CLOSED", 0, "w1+2 c1", "w1@1+1",
-     EIO, "nceeeeee", 0, 0, 1, "- 2 0 0 0 0 0 0"},
-    {"write 5: EXP_OPEN stays EXP_OPEN", 0, "o1", "w1+1", 0, "nxeeeeee", 0, 1,
-     0, "- 1 0 0 0 0 0 0"},
-    {"write 7: EXP_OPEN reaching capacity -> FULL, EO-1", 0, "o1", "w1+16", 0,
-     "nfeeeeee", 0, 0, 0, NULL},
-    {"write: spanning write fills one zone, opens the next", 0, "w1+14",
-     "w1@14+4", 0, "nfieeeee", 1, 0, 0, "- 16 2 0 0 0 0 0"},
-    {"write: spanning write is all-or-nothing (2nd piece off wp)", 0,
-     "w1+14 w2+1", "w1@14+4", EIO, "niieeeee", 2, 0, 0, "- 14 1 0 0 0 0 0"},
-    {"write: conventional + sequential pieces", 0, "", "w0@15+2", 0, "nieeeeee",
-     1, 0, 0, "- 1 0 0 0 0 0 0"},
-    {"write: beyond the device -> EINVAL", 0, "", "w7@15+2", EINVAL, "neeeeeee",
-     0, 0, 0, NULL},
-    /* Append (zone-rules.md "Zone append"). */
-    {"append: conventional zone -> EIO", 0, "", "a0+1", EIO, "neeeeeee", 0, 0,
-     0, NULL},
-    {"append: data goes to the wp", 0, "w1+3", "a1+2", 0, "nieeeeee", 1, 0, 0,
-     "- 5 0 0 0 0 0 0"},
-    {"append: EMPTY -> IMP_OPEN", 0, "", "a2+1", 0, "neieeeee", 1, 0, 0,
-     "- 0 1 0 0 0 0 0"},
-    {"append: FULL -> EIO", 0, "w1+16", "a1+1", EIO, "nfeeeeee", 0, 0, 0, NULL},
-    {"append: beyond capacity -> EIO", 0, "w1+15", "a1+2", EIO, "nieeeeee", 1,
-     0, 0, "- 15 0 0 0 0 0 0"},
-    {"append: to capacity -> FULL", 0, "w1+15", "a1+1", 0, "nfeeeeee", 0, 0, 0,
-     NULL},
-    /* Open (null_open_zone()). */
-    {"open: EMPTY -> EXP_OPEN, EO+1", 0, "", "o1", 0, "nxeeeeee", 0, 1, 0,
-     "- 0 0 0 0 0 0 0"},
-    {"open: EXP_OPEN is a no-op", 0, "o1", "o1", 0, "nxeeeeee", 0, 1, 0, NULL},
-    {"open: IMP_OPEN -> EXP_OPEN without checks", 0, "w1+1", "o1", 0,
-     "nxeeeeee", 0, 1, 0, NULL},
-    {"open: CLOSED -> EXP_OPEN, CL-1", 0, "w1+1 c1", "o1", 0, "nxeeeeee", 0, 1,
-     0, "- 1 0 0 0 0 0 0"},
-    {"open: FULL -> EIO", 0, "w1+16", "o1", EIO, "nfeeeeee", 0, 0, 0, NULL},
-    {"open: conventional -> EIO", 0, "", "o0", EIO, "neeeeeee", 0, 0, 0, NULL},
-    /* Close (null_close_zone()). */
-    {"close: EMPTY -> EIO", 0, "", "c1", EIO, "neeeeeee", 0, 0, 0, NULL},
-    {"close: FULL -> EIO", 0, "w1+16", "c1", EIO, "nfeeeeee", 0, 0, 0, NULL},
-    {"close: CLOSED is a no-op", 0, "w1+1 c1", "c1", 0, "nceeeeee", 0, 0, 1,
-     NULL},
-    {"close: IMP_OPEN with data -> CLOSED", 0, "w1+1", "c1", 0, "nceeeeee", 0,
-     0, 1, "- 1 0 0 0 0 0 0"},
-    {"close: EXP_OPEN with data -> CLOSED", 0, "o1 w1+1", "c1", 0, "nceeeeee",
-     0, 0, 1, NULL},
-    {"close: EXP_OPEN at its start -> EMPTY", 0, "o1", "c1", 0, "neeeeeee", 0,
+    {"write-at-wp: not at the wp -> EIO", 0, "", "w1@1+1", EIO, "neeeeeee", 0,
      0, 0, "- 0 0 0 0 0 0 0"},
-    {"close: conventional -> EIO", 0, "", "c0", EIO, "neeeeeee", 0, 0, 0, NULL},
-    /* Finish (null_finish_zone()). */
-    {"finish: FULL is a no-op", 0, "w1+16", "f1", 0, "nfeeeeee", 0, 0, 0,
-     "- 16 0 0 0 0 0 0"},
-    {"finish: EMPTY -> FULL, wp at zone end", 0, "", "f1", 0, "nfeeeeee", 0, 0,
-     0, "- 16 0 0 0 0 0 0"},
-    {"finish: IMP_OPEN -> FULL, IO-1", 0, "w1+3", "f1", 0, "nfeeeeee", 0, 0, 0,
-     "- 16 0 0 0 0 0 0"},
-    {"finish: EXP_OPEN -> FULL, EO-1", 0, "o1", "f1", 0, "nfeeeeee", 0, 0, 0,
+    {"implicit-open: EMPTY -> IMP_OPEN, IO+1", 0, "", "w1+1", 0, "nieeeeee", 1,
+     0, 0, "- 1 0 0 0 0 0 0"},
+    {"write-full: reaching capacity -> FULL, IO-1", 0, "w1+1", "w1+15", 0,
+     "nfeeeeee", 0, 0, 0, "- 16 0 0 0 0 0 0"},
+    {"write-at-wp: beyond capacity -> EIO, nothing changes", 3, "w1+1",
+     "w1@1+10", EIO, "nieeee", 1, 0, 0, "- 1 0 0 0 0"},
+    {"write-at-wp: FULL zone -> EIO", 0, "w1+16", "w1@0+1", EIO, "nfeeeeee", 0,
+     0, 0, NULL},
+    {"write-at-wp: FULL zone, last block -> EIO", 0, "w1+16", "w1@15+1", EIO,
+     "nfeeeeee", 0, 0, 0, NULL},
+    {"implicit-open: CLOSED -> IMP_OPEN, CL-1 IO+1", 0, "w1+2 c1", "w1+1", 0,
+     "nieeeeee", 1, 0, 0, "- 3 0 0 0 0 0 0"},
+    {"write-at-wp: failed write on CLOSED keeps it CLOSED", 0, "w1+2 c1",
+     "w1@1+1", EIO, "nceeeeee", 0, 0, 1, "- 2 0 0 0 0 0 0"},
+    {"implicit-open: EXP_OPEN stays EXP_OPEN", 0, "o1", "w1+1", 0, "nxeeeeee",
+     0, 1, 0, "- 1 0 0 0 0 0 0"},
+    {"write-full: EXP_OPEN reaching capacity -> FULL, EO-1", 0, "o1", "w1+16",
+     0, "nfeeeeee", 0, 0, 0, NULL},
+    {"write-full: spanning write fills one zone, opens the next", 0, "w1+14",
+     "w1@14+4", 0, "nfieeeee", 1, 0, 0, "- 16 2 0 0 0 0 0"},
+    {"write-all-or-nothing: spanning write (2nd piece off wp)", 0, "w1+14 w2+1",
+     "w1@14+4", EIO, "niieeeee", 2, 0, 0, "- 14 1 0 0 0 0 0"},
+    {"write-conv: conventional + sequential pieces", 0, "", "w0@15+2", 0,
+     "nieeeeee", 1, 0, 0, "- 1 0 0 0 0 0 0"},
+    {"zone-errno: write beyond the device -> EINVAL", 0, "", "w7@15+2", EINVAL,
+     "neeeeeee", 0, 0, 0, NULL},
+    /* Append (doc/zone-rules.md "Zone append"). */
+    {"zone-append: conventional zone -> EIO", 0, "", "a0+1", EIO, "neeeeeee", 0,
+     0, 0, NULL},
+    {"zone-append: data goes to the wp", 0, "w1+3", "a1+2", 0, "nieeeeee", 1, 0,
+     0, "- 5 0 0 0 0 0 0"},
+    {"zone-append: EMPTY -> IMP_OPEN", 0, "", "a2+1", 0, "neieeeee", 1, 0, 0,
+     "- 0 1 0 0 0 0 0"},
+    {"zone-append: FULL -> EIO", 0, "w1+16", "a1+1", EIO, "nfeeeeee", 0, 0, 0,
      NULL},
-    {"finish: CLOSED -> FULL, CL-1", 0, "w1+3 c1", "f1", 0, "nfeeeeee", 0, 0, 0,
-     NULL},
-    {"finish: conventional -> EIO", 0, "", "f0", EIO, "neeeeeee", 0, 0, 0,
-     NULL},
-    /* Reset (null_reset_zone()) and reset-all (null_zone_mgmt()). */
-    {"reset: conventional -> EIO", 0, "", "r0", EIO, "neeeeeee", 0, 0, 0, NULL},
-    {"reset: EMPTY is fine", 0, "", "r1", 0, "neeeeeee", 0, 0, 0,
-     "- 0 0 0 0 0 0 0"},
-    {"reset: IMP_OPEN -> EMPTY, IO-1", 0, "w1+3", "r1", 0, "neeeeeee", 0, 0, 0,
-     "- 0 0 0 0 0 0 0"},
-    {"reset: EXP_OPEN -> EMPTY, EO-1", 0, "o1 w1+1", "r1", 0, "neeeeeee", 0, 0,
+    {"zone-append: beyond capacity -> EIO", 0, "w1+15", "a1+2", EIO, "nieeeeee",
+     1, 0, 0, "- 15 0 0 0 0 0 0"},
+    {"zone-append: to capacity -> FULL", 0, "w1+15", "a1+1", 0, "nfeeeeee", 0,
+     0, 0, NULL},
+    /* Open (null_open_zone()). */
+    {"explicit-open: EMPTY -> EXP_OPEN, EO+1", 0, "", "o1", 0, "nxeeeeee", 0, 1,
+     0, "- 0 0 0 0 0 0 0"},
+    {"explicit-open: EXP_OPEN is a no-op", 0, "o1", "o1", 0, "nxeeeeee", 0, 1,
      0, NULL},
-    {"reset: CLOSED -> EMPTY, CL-1", 0, "w1+3 c1", "r1", 0, "neeeeeee", 0, 0, 0,
+    {"explicit-open: IMP_OPEN -> EXP_OPEN without checks", 0, "w1+1", "o1", 0,
+     "nxeeeeee", 0, 1, 0, NULL},
+    {"explicit-open: CLOSED -> EXP_OPEN, CL-1", 0, "w1+1 c1", "o1", 0,
+     "nxeeeeee", 0, 1, 0, "- 1 0 0 0 0 0 0"},
+    {"explicit-open: FULL -> EIO", 0, "w1+16", "o1", EIO, "nfeeeeee", 0, 0, 0,
      NULL},
-    {"reset: FULL -> EMPTY", 0, "w1+16", "r1", 0, "neeeeeee", 0, 0, 0,
+    {"mgmt-refused: open conventional -> EIO", 0, "", "o0", EIO, "neeeeeee", 0,
+     0, 0, NULL},
+    /* Close (null_close_zone()). */
+    {"zone-close: EMPTY -> EIO", 0, "", "c1", EIO, "neeeeeee", 0, 0, 0, NULL},
+    {"zone-close: FULL -> EIO", 0, "w1+16", "c1", EIO, "nfeeeeee", 0, 0, 0,
+     NULL},
+    {"zone-close: CLOSED is a no-op", 0, "w1+1 c1", "c1", 0, "nceeeeee", 0, 0,
+     1, NULL},
+    {"zone-close: IMP_OPEN with data -> CLOSED", 0, "w1+1", "c1", 0, "nceeeeee",
+     0, 0, 1, "- 1 0 0 0 0 0 0"},
+    {"zone-close: EXP_OPEN with data -> CLOSED", 0, "o1 w1+1", "c1", 0,
+     "nceeeeee", 0, 0, 1, NULL},
+    {"zone-close: EXP_OPEN at its start -> EMPTY", 0, "o1", "c1", 0, "neeeeeee",
+     0, 0, 0, "- 0 0 0 0 0 0 0"},
+    {"mgmt-refused: close conventional -> EIO", 0, "", "c0", EIO, "neeeeeee", 0,
+     0, 0, NULL},
+    /* Finish (null_finish_zone()). */
+    {"zone-finish: FULL is a no-op", 0, "w1+16", "f1", 0, "nfeeeeee", 0, 0, 0,
+     "- 16 0 0 0 0 0 0"},
+    {"zone-finish: EMPTY -> FULL, wp at zone end", 0, "", "f1", 0, "nfeeeeee",
+     0, 0, 0, "- 16 0 0 0 0 0 0"},
+    {"zone-finish: IMP_OPEN -> FULL, IO-1", 0, "w1+3", "f1", 0, "nfeeeeee", 0,
+     0, 0, "- 16 0 0 0 0 0 0"},
+    {"zone-finish: EXP_OPEN -> FULL, EO-1", 0, "o1", "f1", 0, "nfeeeeee", 0, 0,
+     0, NULL},
+    {"zone-finish: CLOSED -> FULL, CL-1", 0, "w1+3 c1", "f1", 0, "nfeeeeee", 0,
+     0, 0, NULL},
+    {"mgmt-refused: finish conventional -> EIO", 0, "", "f0", EIO, "neeeeeee",
+     0, 0, 0, NULL},
+    /* Reset (null_reset_zone()) and reset-all (null_zone_mgmt()). */
+    {"mgmt-refused: reset conventional -> EIO", 0, "", "r0", EIO, "neeeeeee", 0,
+     0, 0, NULL},
+    {"zone-reset: EMPTY is fine", 0, "", "r1", 0, "neeeeeee", 0, 0, 0,
+     "- 0 0 0 0 0 0 0"},
+    {"zone-reset: IMP_OPEN -> EMPTY, IO-1", 0, "w1+3", "r1", 0, "neeeeeee", 0,
+     0, 0, "- 0 0 0 0 0 0 0"},
+    {"zone-reset: EXP_OPEN -> EMPTY, EO-1", 0, "o1 w1+1", "r1", 0, "neeeeeee",
+     0, 0, 0, NULL},
+    {"zone-reset: CLOSED -> EMPTY, CL-1", 0, "w1+3 c1", "r1", 0, "neeeeeee", 0,
+     0, 0, NULL},
+    {"zone-reset: FULL -> EMPTY", 0, "w1+16", "r1", 0, "neeeeeee", 0, 0, 0,
      "- 0 0 0 0 0 0 0"},
     {"reset-all: every non-EMPTY sequential zone reset", 0,
      "w1+3 o2 w3+16 w4+1 c4 w5+2", "R", 0, "neeeeeee", 0, 0, 0,
@@ -152,90 +159,98 @@ static const struct row rows[] = {
      0, "neroeeee", 0, 0, 0, "- 0 - - 0 0 0 0"},
     /* Fault injection (configfs zone_readonly/zone_offline,
      * null_set_zone_cond()). */
-    {"readonly: EMPTY -> READONLY, wp invalid", 0, "", "ro2", 0, "nereeeee", 0,
-     0, 0, "- 0 - 0 0 0 0 0"},
-    {"readonly: IMP_OPEN -> READONLY, IO released", 0, "w1+1", "ro1", 0,
+    {"fault-set: readonly: EMPTY -> READONLY, wp invalid", 0, "", "ro2", 0,
+     "nereeeee", 0, 0, 0, "- 0 - 0 0 0 0 0"},
+    {"fault-set: readonly: IMP_OPEN -> READONLY, IO released", 0, "w1+1", "ro1",
+     0, "nreeeeee", 0, 0, 0, NULL},
+    {"fault-set: readonly: EXP_OPEN -> READONLY, EO released", 0, "o1", "ro1",
+     0, "nreeeeee", 0, 0, 0, NULL},
+    {"fault-set: readonly again -> EMPTY, wp = start", 0, "w1+1 ro1", "ro1", 0,
+     "neeeeeee", 0, 0, 0, "- 0 0 0 0 0 0 0"},
+    {"fault-set: offline: CLOSED -> OFFLINE, CL released", 0, "w1+1 c1", "off1",
+     0, "noeeeeee", 0, 0, 0, "- - 0 0 0 0 0 0"},
+    {"fault-set: offline: READONLY -> OFFLINE", 0, "ro1", "off1", 0, "noeeeeee",
+     0, 0, 0, NULL},
+    {"fault-set: offline again -> EMPTY", 0, "off1", "off1", 0, "neeeeeee", 0,
+     0, 0, NULL},
+    {"fault-conv: readonly on a conventional zone -> EIO", 0, "", "ro0", EIO,
+     "neeeeeee", 0, 0, 0, NULL},
+    {"fault-online: READONLY -> EMPTY", 0, "w1+2 ro1", "on1", 0, "neeeeeee", 0,
+     0, 0, "- 0 0 0 0 0 0 0"},
+    {"fault-online: OFFLINE -> EMPTY", 0, "off1", "on1", 0, "neeeeeee", 0, 0, 0,
+     NULL},
+    {"fault-online: EMPTY -> EIO", 0, "", "on1", EIO, "neeeeeee", 0, 0, 0,
+     NULL},
+    {"write-at-wp: write to READONLY -> EIO", 0, "ro1", "w1@0+1", EIO,
      "nreeeeee", 0, 0, 0, NULL},
-    {"readonly: EXP_OPEN -> READONLY, EO released", 0, "o1", "ro1", 0,
+    {"write-at-wp: write to OFFLINE -> EIO", 0, "off1", "w1@0+1", EIO,
+     "noeeeeee", 0, 0, 0, NULL},
+    {"zone-append: append to READONLY -> EIO", 0, "ro1", "a1+1", EIO,
      "nreeeeee", 0, 0, 0, NULL},
-    {"readonly again -> EMPTY, wp = start", 0, "w1+1 ro1", "ro1", 0, "neeeeeee",
-     0, 0, 0, "- 0 0 0 0 0 0 0"},
-    {"offline: CLOSED -> OFFLINE, CL released", 0, "w1+1 c1", "off1", 0,
-     "noeeeeee", 0, 0, 0, "- - 0 0 0 0 0 0"},
-    {"offline: READONLY -> OFFLINE", 0, "ro1", "off1", 0, "noeeeeee", 0, 0, 0,
-     NULL},
-    {"offline again -> EMPTY", 0, "off1", "off1", 0, "neeeeeee", 0, 0, 0, NULL},
-    {"readonly: conventional zone -> EIO", 0, "", "ro0", EIO, "neeeeeee", 0, 0,
-     0, NULL},
-    {"online: READONLY -> EMPTY", 0, "w1+2 ro1", "on1", 0, "neeeeeee", 0, 0, 0,
-     "- 0 0 0 0 0 0 0"},
-    {"online: OFFLINE -> EMPTY", 0, "off1", "on1", 0, "neeeeeee", 0, 0, 0,
-     NULL},
-    {"online: EMPTY -> EIO", 0, "", "on1", EIO, "neeeeeee", 0, 0, 0, NULL},
-    {"write to READONLY -> EIO", 0, "ro1", "w1@0+1", EIO, "nreeeeee", 0, 0, 0,
-     NULL},
-    {"write to OFFLINE -> EIO", 0, "off1", "w1@0+1", EIO, "noeeeeee", 0, 0, 0,
-     NULL},
-    {"append to READONLY -> EIO", 0, "ro1", "a1+1", EIO, "nreeeeee", 0, 0, 0,
-     NULL},
-    {"open READONLY -> EIO", 0, "ro1", "o1", EIO, "nreeeeee", 0, 0, 0, NULL},
-    {"close OFFLINE -> EIO", 0, "off1", "c1", EIO, "noeeeeee", 0, 0, 0, NULL},
-    {"finish READONLY -> EIO", 0, "ro1", "f1", EIO, "nreeeeee", 0, 0, 0, NULL},
-    {"reset OFFLINE -> EIO", 0, "off1", "r1", EIO, "noeeeeee", 0, 0, 0, NULL},
-    /* Resources (zone-rules.md "Counters"). max_open 2, max_active 3. */
-    {"open check: implicit close of the IMP_OPEN victim", 1, "w1+1 w2+1",
+    {"mgmt-refused: open READONLY -> EIO", 0, "ro1", "o1", EIO, "nreeeeee", 0,
+     0, 0, NULL},
+    {"mgmt-refused: close OFFLINE -> EIO", 0, "off1", "c1", EIO, "noeeeeee", 0,
+     0, 0, NULL},
+    {"mgmt-refused: finish READONLY -> EIO", 0, "ro1", "f1", EIO, "nreeeeee", 0,
+     0, 0, NULL},
+    {"mgmt-refused: reset OFFLINE -> EIO", 0, "off1", "r1", EIO, "noeeeeee", 0,
+     0, 0, NULL},
+    /* Resources (doc/zone-rules.md "Resources"). max_open 2, max_active 3. */
+    {"open-check: implicit close of the IMP_OPEN victim", 1, "w1+1 w2+1",
      "w3+1", 0, "nciieeee", 2, 0, 1, "- 1 1 1 0 0 0 0"},
-    {"open check: only EXP_OPEN zones -> ETOOMANYREFS", 1, "o1 o2", "w3+1",
+    {"open-check: only EXP_OPEN zones -> ETOOMANYREFS", 1, "o1 o2", "w3+1",
      ETOOMANYREFS, "nxxeeeee", 0, 2, 0, NULL},
-    {"open check: explicit open at the limit closes a victim", 1, "w1+1 w2+1",
+    {"open-check: explicit open at the limit closes a victim", 1, "w1+1 w2+1",
      "o3", 0, "ncixeeee", 1, 1, 1, NULL},
-    {"active check: CLOSED zones count against max_active", 1,
+    {"active-check: CLOSED zones count against max_active", 1,
      "w1+1 c1 w2+1 c2 w3+1 c3", "w4+1", EOVERFLOW, "ncccEeee", 0, 0, 3, NULL},
-    {"active check: failed write leaves counters untouched", 1,
+    {"active-check: failed write leaves counters untouched", 1,
      "w1+1 c1 w2+1 w3+1", "w4+1", EOVERFLOW, "nciieeee", 2, 0, 1,
      "- 1 1 1 0 0 0 0"},
-    {"active check: open of EMPTY at the active limit -> EOVERFLOW", 1,
+    {"active-check: open of EMPTY at the active limit -> EOVERFLOW", 1,
      "w1+1 c1 w2+1 w3+1", "o4", EOVERFLOW, "nciieeee", 2, 0, 1, NULL},
-    {"deviation: write to CLOSED at the active limit closes a victim", 1,
+    {"reopen-closed: write to CLOSED at the active limit closes a victim", 1,
      "w1+1 c1 w2+1 w3+1", "w1+1", 0, "nicieeee", 2, 0, 1, "- 2 1 1 0 0 0 0"},
-    {"deviation: open of CLOSED at the active limit closes a victim", 1,
+    {"reopen-closed: open of CLOSED at the active limit closes a victim", 1,
      "w1+1 c1 w2+1 w3+1", "o1", 0, "nxcieeee", 1, 1, 1, NULL},
-    {"finish: EMPTY runs the active check", 1, "w1+1 c1 w2+1 w3+1", "f4",
+    {"zone-finish: EMPTY runs the active check", 1, "w1+1 c1 w2+1 w3+1", "f4",
      EOVERFLOW, "nciieeee", 2, 0, 1, NULL},
-    {"finish: CLOSED at open limit, only EXP_OPEN -> ETOOMANYREFS", 1,
+    {"zone-finish: CLOSED at open limit, only EXP_OPEN -> ETOOMANYREFS", 1,
      "w1+1 c1 o2 o3", "f1", ETOOMANYREFS, "ncxxeeee", 0, 2, 1, NULL},
-    {"write: conventional piece + failing sequential piece changes nothing", 1,
-     "w2+1 c2 w3+1 c3 w4+1 c4", "w0@15+2", EOVERFLOW, "neccceee", 0, 0, 3,
+    {"write-all-or-nothing: conventional piece + failing sequential piece "
+     "changes nothing",
+     1, "w2+1 c2 w3+1 c3 w4+1 c4", "w0@15+2", EOVERFLOW, "neccceee", 0, 0, 3,
      "- 0 1 1 1 0 0 0"},
     /* max_open 2, no active limit, 6 sequential zones. */
-    {"round-robin: victims are taken in turn", 5, "w0+1 w1+1 w2+1", "w3+1", 0,
-     "cciiee", 2, 0, 2, NULL},
-    {"round-robin: the scan wraps and skips CLOSED zones", 5,
+    {"implicit-close: round-robin: victims are taken in turn", 5,
+     "w0+1 w1+1 w2+1", "w3+1", 0, "cciiee", 2, 0, 2, NULL},
+    {"implicit-close: round-robin: the scan wraps and skips CLOSED zones", 5,
      "w0+1 w1+1 w2+1 w3+1 w0+1", "w1+1", 0, "iiccee", 2, 0, 2, NULL},
-    {"finish: EMPTY at the open limit closes a victim", 5, "w0+1 w1+1", "f2", 0,
-     "cifeee", 1, 0, 1, NULL},
-    {"open: EMPTY at the open limit closes a victim", 5, "w0+1 w1+1", "o2", 0,
-     "cixeee", 1, 1, 1, NULL},
+    {"zone-finish: EMPTY at the open limit closes a victim", 5, "w0+1 w1+1",
+     "f2", 0, "cifeee", 1, 0, 1, NULL},
+    {"explicit-open: EMPTY at the open limit closes a victim", 5, "w0+1 w1+1",
+     "o2", 0, "cixeee", 1, 1, 1, NULL},
     /* Geometry: npo2 sizes, smaller last zone, capacity < size. */
-    {"npo2: write fills zone 1 of 12 blocks", 2, "", "w1+12", 0, "efeeeeeee", 0,
-     0, 0, "0 12 0 0 0 0 0 0 0"},
-    {"npo2: spanning write across the division boundary", 2, "w3+10", "w3@10+4",
-     0, "eeefieeee", 1, 0, 0, "0 0 0 12 2 0 0 0 0"},
-    {"smaller last zone: capacity is its length", 2, "", "w8+5", 0, "eeeeeeeef",
-     0, 0, 0, "0 0 0 0 0 0 0 0 5"},
-    {"smaller last zone: past the device -> EINVAL", 2, "", "w8+6", EINVAL,
-     "eeeeeeeee", 0, 0, 0, NULL},
-    {"capacity < size: writing to capacity -> FULL", 3, "", "w1+10", 0,
-     "nfeeee", 0, 0, 0, "- 10 0 0 0 0"},
-    {"capacity < size: beyond capacity -> EIO", 3, "", "w1+11", EIO, "neeeee",
-     0, 0, 0, NULL},
-    {"capacity < size: write in [capacity, len) -> EIO", 3, "", "w1@12+1", EIO,
-     "neeeee", 0, 0, 0, NULL},
-    {"capacity < size: finish puts wp at start + len", 3, "w1+3", "f1", 0,
-     "nfeeee", 0, 0, 0, "- 16 0 0 0 0"},
-    {"zone_full: sequential zones start FULL", 4, "", "", 0, "nfff", 0, 0, 0,
-     "- 16 16 16"},
-    {"zone_full: reset -> EMPTY", 4, "", "r2", 0, "nfef", 0, 0, 0, "- 16 0 16"},
+    {"zone-size-any: npo2: write fills zone 1 of 12 blocks", 2, "", "w1+12", 0,
+     "efeeeeeee", 0, 0, 0, "0 12 0 0 0 0 0 0 0"},
+    {"zone-size-any: npo2: spanning write across the division boundary", 2,
+     "w3+10", "w3@10+4", 0, "eeefieeee", 1, 0, 0, "0 0 0 12 2 0 0 0 0"},
+    {"zone-layout: smaller last zone: capacity is its length", 2, "", "w8+5", 0,
+     "eeeeeeeef", 0, 0, 0, "0 0 0 0 0 0 0 0 5"},
+    {"zone-layout: smaller last zone: past the device -> EINVAL", 2, "", "w8+6",
+     EINVAL, "eeeeeeeee", 0, 0, 0, NULL},
+    {"zone-capacity: capacity < size: writing to capacity -> FULL", 3, "",
+     "w1+10", 0, "nfeeee", 0, 0, 0, "- 10 0 0 0 0"},
+    {"zone-capacity: capacity < size: beyond capacity -> EIO", 3, "", "w1+11",
+     EIO, "neeeee", 0, 0, 0, NULL},
+    {"zone-capacity: capacity < size: write in [capacity, len) -> EIO", 3, "",
+     "w1@12+1", EIO, "neeeee", 0, 0, 0, NULL},
+    {"zone-finish: capacity < size: finish puts wp at start + len", 3, "w1+3",
+     "f1", 0, "nfeeee", 0, 0, 0, "- 16 0 0 0 0"},
+    {"start-cond: zone_full: sequential zones start FULL", 4, "", "", 0, "nfff",
+     0, 0, 0, "- 16 16 16"},
+    {"start-cond: zone_full: reset -> EMPTY", 4, "", "r2", 0, "nfef", 0, 0, 0,
+     "- 16 0 16"},
 };
 
 static char
@@ -456,7 +471,7 @@ check_geometry(void)
     }                                                                          \
   } while (0)
 
-  /* npo2 zones, smaller last zone (zone-rules.md "Geometry"). */
+  /* npo2 zones, smaller last zone (rules zone-layout, zone-size-any). */
   CHECK(znbd_zones_init(&zs, &geoms[2]) == 0);
   CHECK(zs.nr_zones == 9 && !zs.zone_size_po2);
   CHECK(zs.zone[8].start == 96 * B && zs.zone[8].len == 5 * B);
@@ -511,6 +526,48 @@ check_geometry(void)
   return ok;
 }
 
+/* Every row's rule (the words before its first ':') is one of
+ * doc/zone-rules.md, where a rule is defined as a line starting with
+ * `name`.  Reads the doc from the source tree (ZNBD_TOP_SRCDIR). */
+static int
+check_rule_names(void)
+{
+  char path[4096], *doc;
+  size_t n = 0, cap = 1 << 16, r, i, bad = 0;
+  FILE *f;
+
+  snprintf(path, sizeof path, "%s/doc/zone-rules.md", ZNBD_TOP_SRCDIR);
+  f = fopen(path, "r");
+  doc = malloc(cap + 2);
+  if (!f || !doc) {
+    fprintf(stderr, "FAIL rule names: cannot read %s: %s\n", path,
+            strerror(errno));
+    if (f)
+      fclose(f);
+    free(doc);
+    return 0;
+  }
+  doc[0] = '\n'; /* so the first line also starts after a newline */
+  while ((r = fread(doc + 1 + n, 1, cap - n, f)) > 0)
+    n += r;
+  fclose(f);
+  doc[n + 1] = '\0';
+  for (i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    char want[96];
+    int len = (int)strcspn(rows[i].rule, ":");
+    snprintf(want, sizeof want, "\n`%.*s`", len, rows[i].rule);
+    if (!strstr(doc, want)) {
+      fprintf(stderr, "FAIL [%s]: no rule %.*s in doc/zone-rules.md\n",
+              rows[i].rule, len, rows[i].rule);
+      bad++;
+    }
+  }
+  free(doc);
+  if (bad == 0)
+    printf("ok   [every row names a rule of doc/zone-rules.md]\n");
+  return bad == 0;
+}
+
 int
 main(void)
 {
@@ -519,6 +576,7 @@ main(void)
   for (i = 0; i < n; i++)
     pass += check_row(&rows[i]);
   pass += check_geometry();
-  printf("%zu of %zu checks passed\n", pass, n + 1);
-  return pass == n + 1 ? 0 : 1;
+  pass += check_rule_names();
+  printf("%zu of %zu checks passed\n", pass, n + 2);
+  return pass == n + 2 ? 0 : 1;
 }
