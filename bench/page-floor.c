@@ -9,7 +9,7 @@
  * difference is the per-page price of allocation on the hot path, which
  * no NBD server that keeps the data can avoid on a fresh disk.  run.sh
  * records it next to the fresh-write rows of part ram and report.py turns
- * it into a bound for those rows (issue 2).
+ * it into a bound for those rows.
  *
  * Prints one line per round and then
  *   page_floor_first_ns=N page_floor_rewrite_ns=N   (medians, ns per 4 KiB)

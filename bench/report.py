@@ -57,12 +57,12 @@ ANCHOR = {"ram": "null", "zoned": "null", "submit": "null", "order": "mq-none",
           "peers": "null", "scale": "null-1T"}
 SECOND = {"ram": "memory", "peers": "memory", "order": "null-ord", "submit": "znbd-bio"}
 TITLE = {
-    "ram": "1. RAM disk vs anchors (issue 2)",
-    "zoned": "2. Zoned mode: sequential write and zone-size shape (issue 3, issue 7 part 3)",
-    "submit": "3. Submission model: znbd bio vs mq on a RAM disk (issue 5, issue 7 part 2)",
-    "order": "4. Zone write ordering (issue 7 part 1)",
-    "peers": "5. Peers (issue 7 part 4)",
-    "scale": "6. Scale: 1 TiB export, 64 MiB zones (issue 7 part 5)",
+    "ram": "1. RAM disk vs anchors",
+    "zoned": "2. Zoned mode: sequential write and zone-size shape",
+    "submit": "3. Submission model: znbd bio vs mq on a RAM disk",
+    "order": "4. Zone write ordering",
+    "peers": "5. Peers",
+    "scale": "6. Scale: 1 TiB export, 64 MiB zones",
 }
 
 

@@ -83,7 +83,7 @@ SRV[zoned.so-npo2]="nbdkit @ZONED@ size=4G zoned=true zone_size=96M pipeline_zon
 SRV[znbd-bio]="znbd --queue-mode=bio size=4G zoned=false"
 SRV[znbd-mq]="znbd --queue-mode=mq --scheduler none size=4G zoned=false"
 SRV[znbd-bio-zoned]="znbd --queue-mode=bio size=4G zoned=true zone_size=64M"
-# A server that stores nothing: the floor of znbd's write path (issue 5).
+# A server that stores nothing: the floor of znbd's write path.
 SRV[znbd-bio-nomem]="znbd --queue-mode=bio size=4G zoned=false memory_backed=false"
 # Zone write ordering: null_blk's published setup, over one connection.
 ord="zoned=true size=4G zone_size=1M completion_nsec=100000 hw_queue_depth=64 submit_queues=1"
@@ -247,7 +247,7 @@ shared() {
 }
 
 # ------------------------------------------------------------------ parts
-part_ram() { # issue 2: RAM disks against the anchors
+part_ram() { # RAM disks against the anchors
   local rows="null memory zoned.so-ram" r
   echo "bench: part ram ($rounds rounds: $rows)" >&2
   # The kernel's price of a page's first write (bench/page-floor.c), for
@@ -316,7 +316,7 @@ rss_rows() {
   echo >&2
 }
 
-part_zoned() { # issue 3: zoned.so zoned mode, po2 vs npo2
+part_zoned() { # zoned.so zoned mode, po2 vs npo2
   local rows="null zoned.so-po2 zoned.so-npo2" r
   echo "bench: part zoned ($rounds rounds: $rows)" >&2
   for ((r = 1; r <= rounds; r++)); do
@@ -330,7 +330,7 @@ part_zoned() { # issue 3: zoned.so zoned mode, po2 vs npo2
   echo >&2
 }
 
-part_submit() { # issue 5 / issue 7 part 2: bio vs mq on a prefilled RAM disk
+part_submit() { # bio vs mq on a prefilled RAM disk
   local qd32=() other=() rw bs qd t r
   for qd in 1 32 128; do
     for rw in read randread write randwrite; do
@@ -349,7 +349,7 @@ part_submit() { # issue 5 / issue 7 part 2: bio vs mq on a prefilled RAM disk
       other+=("$rw-128k-qd$qd|--rw=$rw --bs=128k --iodepth=$qd --size=$FILL --time_based --runtime=$RM")
     done
   done
-  # nbdkit null (the anchor of issue 5's targets) on the 4 KiB iodepth-32
+  # nbdkit null (the anchor of the submit part's targets) on the 4 KiB iodepth-32
   # rows only: the whole matrix against it would not fit the time budget.
   # znbd bio with memory_backed=false on the 4 KiB iodepth-32 writes: the
   # CPU a request costs when nothing is stored (reads would be holes).
@@ -366,7 +366,7 @@ part_submit() { # issue 5 / issue 7 part 2: bio vs mq on a prefilled RAM disk
   echo >&2
 }
 
-part_order() { # issue 7 part 1: zone write ordering (one pass over 1 MiB zones)
+part_order() { # zone write ordering (one pass over 1 MiB zones)
   local rows="null-ord mq-none mq-deadline mq-deadline-nzwl mq-deadline-pipe mq-deadline-pipe-nzwl zoned.so-pipe" r
   echo "bench: part order ($rounds rounds: $rows)" >&2
   for ((r = 1; r <= rounds; r++)); do
@@ -376,7 +376,7 @@ part_order() { # issue 7 part 1: zone write ordering (one pass over 1 MiB zones)
   echo >&2
 }
 
-part_peers() { # issue 7 part 4
+part_peers() { # every front-end: randread and sequential write at iodepth 32
   local rows="null memory zoned.so-ram zoned.so-zoned znbd-bio znbd-mq znbd-bio-zoned" r
   echo "bench: part peers ($rounds rounds: $rows)" >&2
   for ((r = 1; r <= rounds; r++)); do
@@ -388,7 +388,7 @@ part_peers() { # issue 7 part 4
   echo >&2
 }
 
-part_scale() { # issue 7 part 5: 1 TiB, 64 MiB zones
+part_scale() { # 1 TiB, 64 MiB zones
   local rows="null-1T zoned.so-1T znbd-bio-1T" ws=() n r
   rss_rows scale "memory-1T zoned.so-1T znbd-bio-1T" 1G
   for n in 1 2 4; do
@@ -423,8 +423,10 @@ commit=$(git -C "$top" describe --always --dirty 2>/dev/null || echo unknown)
   echo "rounds=$rounds"
   echo "runtime_s=$R (bio/mq matrix and connections: $RM, zone ordering: $RO)"
   echo "fill=$FILL fresh=$FRESH"
-  echo "zoned_so=${zoned_so:-not built}"
-  echo "znbd=${znbd:-not built}"
+  # Paths relative to the build tree: a report names no machine's paths.
+  rel() { if [ -n "$1" ]; then echo "BUILD/${1#"$build/"}"; else echo "not built"; fi; }
+  echo "zoned_so=$(rel "$zoned_so")"
+  echo "znbd=$(rel "$znbd")"
   echo "parts=$parts"
 } >"$work/meta"
 for p in $parts; do

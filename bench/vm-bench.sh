@@ -86,7 +86,7 @@ if [ "${1:-}" = --guest ]; then
       SPID=
       return 1
     fi
-    info "  server: $*"
+    info "  server: ${*//"$top_builddir"/BUILD}"
     qinfo /dev/nbd0
   }
   unserve() {

@@ -8,7 +8,7 @@
  * a 64 GiB device sequentially in 4 KiB writes, then resets all, for a
  * po2 (64 MiB) and an npo2 (96 MiB) device in turn; rounds interleave
  * and the table gives the median ns per write with min-max and the
- * npo2/po2 ratio (issue 3: "po2 vs npo2 differ by <= 2 %").
+ * npo2/po2 ratio (the target: po2 and npo2 within 2 %).
  *
  * Usage: zone-shape [ROUNDS]   (default 7)
  */
