@@ -7,8 +7,11 @@
  * null_blk (drivers/block/null_blk/zoned.c, null_init_zoned_dev()); see
  * doc/zone-rules.md, rule clamp-limits.
  */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,53 +21,161 @@
 #include "znbd/params.h"
 #include "err.h"
 
-const char znbd_params_help[] =
-    "size=SIZE                 Device size in bytes (required; nbdkit size "
-    "syntax, e.g. 4G).\n"
-    "zoned=BOOL                Host-managed zoned device (default true).\n"
-    "blocksize=512|4096        Logical block size in bytes (default 512).\n"
-    "memory_backed=BOOL        Keep written data (default true).\n"
-    "zone_size=SIZE            Zone size in bytes (default 256M).\n"
-    "zone_capacity=SIZE        Zone capacity in bytes, <= zone_size "
-    "(default 0 = zone_size).\n"
-    "zone_nr_conv=N            Conventional zones at the start (default 0).\n"
-    "zone_max_open=N           Max open zones (default 0 = no limit).\n"
-    "zone_max_active=N         Max active zones (default 0 = no limit).\n"
-    "zone_full=BOOL            Sequential zones start FULL (default false).\n"
-    "zone_readonly=LIST        Zones made READONLY at start, e.g. 3,7-9.\n"
-    "zone_offline=LIST         Zones made OFFLINE at start, e.g. 3,7-9.\n"
-    "zone_read_past_wp=zero|ones|error  Reads at or above the wp (default "
-    "zero).\n"
-    "completion_nsec=NS        Delay before each request completes, in ns "
-    "(default 0).\n"
-    "pipeline_zoned_writes=BOOL  Writes ahead of the wp wait for it (default "
-    "true).\n"
-    "zone_write_timeout=MS     Longest such wait, in ms (default 500).\n"
-    "zone_control=PATH         Unix socket for zone management "
-    "(report/open/close/finish/reset...).\n"
-    "sched_batch=BOOL          Serve from SCHED_BATCH threads (default "
-    "true).\n"
-    "hw_queue_depth=N          Tags per tag set (znbd mq mode only; default "
-    "64).\n"
-    "submit_queues=N           Hardware queues (znbd mq mode only; default "
-    "1).\n"
-    "no_zone_write_lock=BOOL   mq scheduler without zone write locking (znbd "
-    "mq mode only).";
+/* The parameter table: one entry per key=value word, in the order --help
+ * lists them.  Each entry gives
+ *   name      the key, and the field of struct znbd_params it sets
+ *   type      how the value is parsed (enum znbd_param_type)
+ *   meta      the value as --help and the man pages show it; for CHOICE
+ *             and ENUM the accepted values, '|'-separated
+ *   default   as text, parsed by znbd_params_init() like a user's value
+ *             (NULL: none; the field stays 0 / NULL)
+ *   min       UINT only: smallest value znbd_params_finish() accepts
+ *   unit      of the value, or NULL
+ *   users     front-ends and modes it has an effect in (ZNBD_PARAM_FOR_*)
+ *   null_blk  the null_blk attribute it mirrors, or NULL (sizes: null_blk
+ *             takes MB, znbd bytes)
+ *   help      one line for --help; the default and the users are added
+ *
+ * To add a parameter: add its field to struct znbd_params
+ * (include/znbd/params.h), add one entry here with P(), and document it
+ * under PARAMETERS in man/nbdkit-zoned-plugin.pod and in man/znbd.pod
+ * (tests/unit/params_test checks that both pages name every entry).
+ * Checks that involve several parameters go in znbd_params_finish(). */
+struct param {
+  struct znbd_param_info i;
+  size_t off, size; /* the field in struct znbd_params */
+};
 
-void
-znbd_params_init(struct znbd_params *p)
+#define ALL ZNBD_PARAM_FOR_ALL
+#define MQ ZNBD_PARAM_FOR_MQ
+#define P(name, type, meta, def, min, unit, users, null_blk, help)             \
+  {                                                                            \
+    {#name, ZNBD_PARAM_T_##type, meta, def, min, unit, users, null_blk, help}, \
+        offsetof(struct znbd_params, name),                                    \
+        sizeof(((struct znbd_params *)0)->name)                                \
+  }
+
+static const struct param table[] = {
+    P(size, SIZE, "SIZE", NULL, 0, "bytes", ALL, "size",
+      "Device size in bytes (required; nbdkit size syntax, e.g. 4G)"),
+    P(zoned, BOOL, "BOOL", "true", 0, NULL, ALL, "zoned",
+      "Host-managed zoned device"),
+    P(blocksize, CHOICE, "512|4096", "512", 0, "bytes", ALL, "blocksize",
+      "Logical block size in bytes"),
+    P(memory_backed, BOOL, "BOOL", "true", 0, NULL, ALL, "memory_backed",
+      "Keep written data"),
+    P(zone_size, SIZE, "SIZE", "256M", 0, "bytes", ALL, "zone_size",
+      "Zone size in bytes"),
+    P(zone_capacity, SIZE, "SIZE", "0", 0, "bytes", ALL, "zone_capacity",
+      "Zone capacity in bytes, <= zone_size; 0 means zone_size"),
+    P(zone_nr_conv, UINT, "N", "0", 0, "zones", ALL, "zone_nr_conv",
+      "Conventional zones at the start"),
+    P(zone_max_open, UINT, "N", "0", 0, "zones", ALL, "zone_max_open",
+      "Max open zones; 0 means no limit"),
+    P(zone_max_active, UINT, "N", "0", 0, "zones", ALL, "zone_max_active",
+      "Max active zones; 0 means no limit"),
+    P(zone_full, BOOL, "BOOL", "false", 0, NULL, ALL, "zone_full",
+      "Sequential zones start FULL"),
+    P(zone_readonly, ZONE_LIST, "LIST", NULL, 0, "zones", ALL, "zone_readonly",
+      "Zones made READONLY at start, e.g. 3,7-9"),
+    P(zone_offline, ZONE_LIST, "LIST", NULL, 0, "zones", ALL, "zone_offline",
+      "Zones made OFFLINE at start, e.g. 3,7-9"),
+    P(zone_read_past_wp, ENUM, "zero|ones|error", "zero", 0, NULL, ALL, NULL,
+      "Reads at or above the wp"),
+    P(completion_nsec, UINT64, "NS", "0", 0, "nanoseconds", ALL,
+      "completion_nsec", "Delay before each request completes, in ns"),
+    /* pipeline_zoned_writes and no_zone_write_lock: names from the
+     * null_blk patches that proposed them (not in mainline Linux). */
+    P(pipeline_zoned_writes, BOOL, "BOOL", "true", 0, NULL, ALL,
+      "pipeline_zoned_writes", "Writes ahead of the wp wait for it"),
+    P(zone_write_timeout, UINT, "MS", "500", 0, "milliseconds", ALL, NULL,
+      "Longest such wait, in ms"),
+    P(zone_control, PATH, "PATH", NULL, 0, NULL, ALL, NULL,
+      "Unix socket for zone management (report/open/close/finish/reset...)"),
+    P(sched_batch, BOOL, "BOOL", "true", 0, NULL, ALL, NULL,
+      "Serve from SCHED_BATCH threads"),
+    P(hw_queue_depth, UINT, "N", "64", 1, "tags", MQ, "hw_queue_depth",
+      "Tags per tag set"),
+    P(submit_queues, UINT, "N", "1", 1, "queues", MQ, "submit_queues",
+      "Hardware queues"),
+    P(no_zone_write_lock, BOOL, "BOOL", "false", 0, NULL, MQ,
+      "no_zone_write_lock", "mq scheduler without zone write locking"),
+};
+
+#undef P
+#undef MQ
+#undef ALL
+
+#define NR_PARAMS (sizeof table / sizeof table[0])
+
+const struct znbd_param_info *
+znbd_param_info(size_t i)
 {
-  memset(p, 0, sizeof *p);
-  p->zoned = true;
-  p->blocksize = 512;
-  p->memory_backed = true;
-  p->zone_size = UINT64_C(256) << 20;
-  p->zone_read_past_wp = ZNBD_READ_PAST_WP_ZERO;
-  p->pipeline_zoned_writes = true;
-  p->zone_write_timeout = 500;
-  p->sched_batch = true;
-  p->hw_queue_depth = 64;
-  p->submit_queues = 1;
+  return i < NR_PARAMS ? &table[i].i : NULL;
+}
+
+static const struct param *
+find(const char *key)
+{
+  size_t n = strcspn(key, "=");
+  for (size_t k = 0; k < NR_PARAMS; k++)
+    if (strncmp(table[k].i.name, key, n) == 0 && table[k].i.name[n] == '\0')
+      return &table[k];
+  return NULL;
+}
+
+const struct znbd_param_info *
+znbd_param_find(const char *key)
+{
+  const struct param *e = key ? find(key) : NULL;
+  return e ? &e->i : NULL;
+}
+
+bool
+znbd_param_used_by(const char *key, unsigned users)
+{
+  const struct znbd_param_info *i = znbd_param_find(key);
+  return i && (i->users & users);
+}
+
+/* Where entry E's value lives in P; checks the table's size for TYPE. */
+static void *
+field(struct znbd_params *p, const struct param *e, size_t size)
+{
+  assert(e->size == size);
+  return (char *)p + e->off;
+}
+
+/* The '|'-separated word number N of LIST into BUF ("" past the end). */
+static const char *
+list_word(const char *list, unsigned n, char *buf, size_t len)
+{
+  for (; n > 0 && list; n--) {
+    list = strchr(list, '|');
+    list = list ? list + 1 : NULL;
+  }
+  if (!list)
+    list = "";
+  snprintf(buf, len, "%.*s", (int)strcspn(list, "|"), list);
+  return buf;
+}
+
+/* LIST ("a|b|c") as prose ("a, b or c") into BUF. */
+static const char *
+list_prose(const char *list, char *buf, size_t len)
+{
+  size_t n = 1, used = 0;
+  char w[64];
+  for (const char *q = list; *q; q++)
+    n += *q == '|';
+  buf[0] = '\0';
+  for (unsigned k = 0; k < n && used < len; k++) {
+    const char *sep = k == 0 ? "" : k + 1 == n ? " or " : ", ";
+    int r = snprintf(buf + used, len - used, "%s%s", sep,
+                     list_word(list, k, w, sizeof w));
+    used += r > 0 ? (size_t)r : 0;
+  }
+  return buf;
 }
 
 void
@@ -298,20 +409,148 @@ set_u32(const char *key, const char *value, uint32_t *dst, char *err,
 }
 
 static int
-set_str(const char *value, char **dst)
+set_u64(const struct znbd_param_info *i, const char *value, uint64_t *dst,
+        char *err, size_t errlen)
 {
-  char *c = strdup(value);
-  if (!c)
+  if (parse_uint(value, UINT64_MAX, dst) < 0) {
+    set_err(err, errlen, "%s: '%s' is not a number of %s", i->name, value,
+            i->unit ? i->unit : "units");
+    errno = EINVAL;
     return -1;
+  }
+  return 0;
+}
+
+/* Index of WORD among LIST's '|'-separated words, or -1. */
+static int
+word_index(const char *list, const char *word)
+{
+  char w[64];
+  for (int k = 0; *list_word(list, (unsigned)k, w, sizeof w); k++)
+    if (strcmp(w, word) == 0)
+      return k;
+  return -1;
+}
+
+/* VALUE is none of the words of I's META. */
+static int
+not_in_list(const struct znbd_param_info *i, const char *value, char *err,
+            size_t errlen)
+{
+  char prose[256];
+  set_err(err, errlen, "%s: must be %s, not '%s'", i->name,
+          list_prose(i->meta, prose, sizeof prose), value);
+  errno = EINVAL;
+  return -1;
+}
+
+/* CHOICE: a number that is one of META's ("512|4096"). */
+static int
+set_choice(const struct znbd_param_info *i, const char *value, uint32_t *dst,
+           char *err, size_t errlen)
+{
+  char num[16];
+  uint32_t v;
+  if (set_u32(i->name, value, &v, err, errlen) < 0)
+    return -1;
+  snprintf(num, sizeof num, "%" PRIu32, v);
+  if (word_index(i->meta, num) < 0)
+    return not_in_list(i, value, err, errlen);
+  *dst = v;
+  return 0;
+}
+
+/* ENUM: one of META's words; the field gets the word's index. */
+static int
+set_enum(const struct znbd_param_info *i, const char *value, int *dst,
+         char *err, size_t errlen)
+{
+  int k = word_index(i->meta, value);
+  if (k < 0)
+    return not_in_list(i, value, err, errlen);
+  *dst = k;
+  return 0;
+}
+
+/* ZONE_LIST and PATH: a copy of VALUE replaces *DST. */
+static int
+set_str(const struct znbd_param_info *i, const char *value, char **dst,
+        char *err, size_t errlen)
+{
+  if (i->type == ZNBD_PARAM_T_ZONE_LIST &&
+      znbd_parse_zone_list(value, UINT32_MAX, NULL, NULL) < 0) {
+    /* Syntax now; zone numbers are checked by znbd_params_finish(). */
+    set_err(err, errlen,
+            "%s: '%s' is not a zone list (zone numbers and ranges, e.g. "
+            "3,7-9)",
+            i->name, value);
+    errno = EINVAL;
+    return -1;
+  }
+  if (i->type == ZNBD_PARAM_T_PATH && !*value) {
+    set_err(err, errlen, "%s: empty path", i->name);
+    errno = EINVAL;
+    return -1;
+  }
+  char *c = strdup(value);
+  if (!c) {
+    set_err(err, errlen, "%s: out of memory", i->name);
+    errno = ENOMEM;
+    return -1;
+  }
   free(*dst);
   *dst = c;
   return 0;
+}
+
+/* Parse VALUE for entry E into P; on failure P is unchanged. */
+static int
+set_value(struct znbd_params *p, const struct param *e, const char *value,
+          char *err, size_t errlen)
+{
+  const struct znbd_param_info *i = &e->i;
+
+  switch (i->type) {
+  case ZNBD_PARAM_T_SIZE:
+    return set_size(i->name, value, field(p, e, sizeof(uint64_t)), err, errlen);
+  case ZNBD_PARAM_T_BOOL:
+    return set_bool(i->name, value, field(p, e, sizeof(bool)), err, errlen);
+  case ZNBD_PARAM_T_UINT:
+    return set_u32(i->name, value, field(p, e, sizeof(uint32_t)), err, errlen);
+  case ZNBD_PARAM_T_UINT64:
+    return set_u64(i, value, field(p, e, sizeof(uint64_t)), err, errlen);
+  case ZNBD_PARAM_T_CHOICE:
+    return set_choice(i, value, field(p, e, sizeof(uint32_t)), err, errlen);
+  case ZNBD_PARAM_T_ENUM:
+    return set_enum(i, value, field(p, e, sizeof(int)), err, errlen);
+  case ZNBD_PARAM_T_ZONE_LIST:
+  case ZNBD_PARAM_T_PATH:
+    return set_str(i, value, field(p, e, sizeof(char *)), err, errlen);
+  }
+  set_err(err, errlen, "%s: no parser for its type", i->name);
+  errno = EINVAL;
+  return -1;
+}
+
+void
+znbd_params_init(struct znbd_params *p)
+{
+  memset(p, 0, sizeof *p);
+  for (size_t k = 0; k < NR_PARAMS; k++) {
+    if (table[k].i.def) {
+      int r = set_value(p, &table[k], table[k].i.def, NULL, 0);
+      assert(r == 0); /* the table's defaults parse (params_test) */
+      (void)r;
+    }
+  }
 }
 
 int
 znbd_params_set(struct znbd_params *p, const char *key, const char *value,
                 char *err, size_t errlen)
 {
+  const struct param *e;
+
   if (err && errlen)
     err[0] = '\0';
   if (!key || !value) {
@@ -319,108 +558,81 @@ znbd_params_set(struct znbd_params *p, const char *key, const char *value,
     errno = EINVAL;
     return -1;
   }
-  if (strcmp(key, "size") == 0)
-    return set_size(key, value, &p->size, err, errlen);
-  if (strcmp(key, "zoned") == 0)
-    return set_bool(key, value, &p->zoned, err, errlen);
-  if (strcmp(key, "blocksize") == 0) {
-    uint32_t v;
-    if (set_u32(key, value, &v, err, errlen) < 0)
-      return -1;
-    if (v != 512 && v != 4096) {
-      set_err(err, errlen, "blocksize: must be 512 or 4096, not %s", value);
-      errno = EINVAL;
-      return -1;
-    }
-    p->blocksize = v;
-    return 0;
+  e = strchr(key, '=') ? NULL : find(key);
+  if (!e) {
+    set_err(err, errlen, "unknown parameter '%s' (see --help for the list)",
+            key);
+    errno = ENOENT;
+    return -1;
   }
-  if (strcmp(key, "memory_backed") == 0)
-    return set_bool(key, value, &p->memory_backed, err, errlen);
-  if (strcmp(key, "zone_size") == 0)
-    return set_size(key, value, &p->zone_size, err, errlen);
-  if (strcmp(key, "zone_capacity") == 0)
-    return set_size(key, value, &p->zone_capacity, err, errlen);
-  if (strcmp(key, "zone_nr_conv") == 0)
-    return set_u32(key, value, &p->zone_nr_conv, err, errlen);
-  if (strcmp(key, "zone_max_open") == 0)
-    return set_u32(key, value, &p->zone_max_open, err, errlen);
-  if (strcmp(key, "zone_max_active") == 0)
-    return set_u32(key, value, &p->zone_max_active, err, errlen);
-  if (strcmp(key, "zone_full") == 0)
-    return set_bool(key, value, &p->zone_full, err, errlen);
-  if (strcmp(key, "zone_readonly") == 0 || strcmp(key, "zone_offline") == 0) {
-    /* Syntax now; zone numbers are checked by znbd_params_finish(). */
-    if (znbd_parse_zone_list(value, UINT32_MAX, NULL, NULL) < 0) {
-      set_err(err, errlen,
-              "%s: '%s' is not a zone list (zone numbers and ranges, e.g. "
-              "3,7-9)",
-              key, value);
-      errno = EINVAL;
-      return -1;
-    }
-    char **dst = key[5] == 'r' ? &p->zone_readonly : &p->zone_offline;
-    if (set_str(value, dst) < 0) {
-      set_err(err, errlen, "%s: out of memory", key);
-      return -1;
-    }
-    return 0;
-  }
-  if (strcmp(key, "zone_read_past_wp") == 0) {
-    if (strcmp(value, "zero") == 0)
-      p->zone_read_past_wp = ZNBD_READ_PAST_WP_ZERO;
-    else if (strcmp(value, "ones") == 0)
-      p->zone_read_past_wp = ZNBD_READ_PAST_WP_ONES;
-    else if (strcmp(value, "error") == 0)
-      p->zone_read_past_wp = ZNBD_READ_PAST_WP_ERROR;
-    else {
-      set_err(err, errlen,
-              "zone_read_past_wp: must be zero, ones or error, not '%s'",
-              value);
-      errno = EINVAL;
-      return -1;
-    }
-    return 0;
-  }
-  if (strcmp(key, "completion_nsec") == 0) {
-    uint64_t v;
-    if (parse_uint(value, UINT64_MAX, &v) < 0) {
-      set_err(err, errlen,
-              "completion_nsec: '%s' is not a number of nanoseconds", value);
-      errno = EINVAL;
-      return -1;
-    }
-    p->completion_nsec = v;
-    return 0;
-  }
-  if (strcmp(key, "pipeline_zoned_writes") == 0)
-    return set_bool(key, value, &p->pipeline_zoned_writes, err, errlen);
-  if (strcmp(key, "zone_write_timeout") == 0)
-    return set_u32(key, value, &p->zone_write_timeout, err, errlen);
-  if (strcmp(key, "zone_control") == 0) {
-    if (!*value) {
-      set_err(err, errlen, "zone_control: empty path");
-      errno = EINVAL;
-      return -1;
-    }
-    if (set_str(value, &p->zone_control) < 0) {
-      set_err(err, errlen, "zone_control: out of memory");
-      return -1;
-    }
-    return 0;
-  }
-  if (strcmp(key, "sched_batch") == 0)
-    return set_bool(key, value, &p->sched_batch, err, errlen);
-  if (strcmp(key, "hw_queue_depth") == 0)
-    return set_u32(key, value, &p->hw_queue_depth, err, errlen);
-  if (strcmp(key, "submit_queues") == 0)
-    return set_u32(key, value, &p->submit_queues, err, errlen);
-  if (strcmp(key, "no_zone_write_lock") == 0)
-    return set_bool(key, value, &p->no_zone_write_lock, err, errlen);
+  return set_value(p, e, value, err, errlen);
+}
 
-  set_err(err, errlen, "unknown parameter '%s' (see --help for the list)", key);
-  errno = ENOENT;
-  return -1;
+/* Who uses a parameter, for its help line ("" for every front-end). */
+static const char *
+users_text(unsigned users)
+{
+  static const char *const text[ZNBD_PARAM_FOR_ALL + 1] = {
+      [ZNBD_PARAM_FOR_PLUGIN] = "nbdkit plugin only",
+      [ZNBD_PARAM_FOR_BIO] = "znbd bio mode only",
+      [ZNBD_PARAM_FOR_MQ] = "znbd mq mode only",
+      [ZNBD_PARAM_FOR_BIO | ZNBD_PARAM_FOR_MQ] = "znbd only",
+      [ZNBD_PARAM_FOR_PLUGIN | ZNBD_PARAM_FOR_BIO] =
+          "nbdkit plugin and znbd bio mode only",
+      [ZNBD_PARAM_FOR_PLUGIN | ZNBD_PARAM_FOR_MQ] =
+          "nbdkit plugin and znbd mq mode only",
+  };
+  users &= ZNBD_PARAM_FOR_ALL;
+  return text[users] ? text[users] : "";
+}
+
+/* "key=META" padded to this width, then the help line. */
+#define HELP_COLUMN 26
+
+/* One help line for E into BUF (LEN may be 0 to measure); returns its
+ * length as snprintf does. */
+static int
+help_line(const struct param *e, char *buf, size_t len)
+{
+  const struct znbd_param_info *i = &e->i;
+  char usage[128], extra[128] = "";
+  int n = snprintf(usage, sizeof usage, "%s=%s", i->name, i->meta);
+  int pad = n < HELP_COLUMN ? HELP_COLUMN - n : 2;
+
+  const char *who = users_text(i->users);
+
+  if (i->def || *who)
+    snprintf(extra, sizeof extra, " (%s%s%s%s)", i->def ? "default " : "",
+             i->def ? i->def : "", i->def && *who ? "; " : "", who);
+  return snprintf(buf, len, "%s%*s%s%s.", usage, pad, "", i->help, extra);
+}
+
+static char *help_text;
+
+static void
+build_help(void)
+{
+  size_t total = 1, used = 0;
+  for (size_t k = 0; k < NR_PARAMS; k++)
+    total += (size_t)help_line(&table[k], NULL, 0) + 1;
+  help_text = malloc(total);
+  if (!help_text)
+    return;
+  for (size_t k = 0; k < NR_PARAMS; k++) {
+    used += (size_t)help_line(&table[k], help_text + used, total - used);
+    if (k + 1 < NR_PARAMS)
+      help_text[used++] = '\n';
+  }
+  help_text[used] = '\0';
+}
+
+const char *
+znbd_params_help_text(void)
+{
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, build_help);
+  return help_text ? help_text
+                   : "(the parameter list needs memory that was not there)";
 }
 
 static void __attribute__((format(printf, 2, 3)))
@@ -496,13 +708,14 @@ znbd_params_finish(struct znbd_params *p, void (*note)(const char *msg),
             p->size, p->blocksize);
     return -1;
   }
-  if (p->hw_queue_depth == 0) {
-    set_err(err, errlen, "hw_queue_depth: must be at least 1");
-    return -1;
-  }
-  if (p->submit_queues == 0) {
-    set_err(err, errlen, "submit_queues: must be at least 1");
-    return -1;
+  for (size_t k = 0; k < NR_PARAMS; k++) {
+    const struct param *e = &table[k];
+    if (e->i.type == ZNBD_PARAM_T_UINT &&
+        *(uint32_t *)field(p, e, sizeof(uint32_t)) < e->i.min) {
+      set_err(err, errlen, "%s: must be at least %" PRIu32, e->i.name,
+              e->i.min);
+      return -1;
+    }
   }
 
   if (!p->zoned) {

@@ -51,6 +51,13 @@ zoned_unload(void)
     znbd_params_free(&params);
 }
 
+/* Clamps (null_blk's) are worth seeing without -v, but are not errors. */
+static void
+note(const char *msg)
+{
+  fprintf(stderr, "nbdkit: zoned: note: %s\n", msg);
+}
+
 static int
 zoned_config(const char *key, const char *value)
 {
@@ -59,14 +66,14 @@ zoned_config(const char *key, const char *value)
     nbdkit_error("%s", err);
     return -1;
   }
+  /* Accepted so both front-ends share one parameter list (lib/params.c
+   * says who uses what), but say so when it changes nothing here. */
+  if (!znbd_param_used_by(key, ZNBD_PARAM_FOR_PLUGIN)) {
+    snprintf(err, sizeof err,
+             "%s has no effect in the plugin, only in znbd (see --help)", key);
+    note(err);
+  }
   return 0;
-}
-
-/* Clamps (null_blk's) are worth seeing without -v, but are not errors. */
-static void
-note(const char *msg)
-{
-  fprintf(stderr, "nbdkit: zoned: note: %s\n", msg);
 }
 
 static int
@@ -77,10 +84,6 @@ zoned_config_complete(void)
     nbdkit_error("%s", err);
     return -1;
   }
-  if (params.hw_queue_depth != 64 || params.submit_queues != 1 ||
-      params.no_zone_write_lock)
-    note("hw_queue_depth, submit_queues and no_zone_write_lock only "
-         "affect znbd's mq mode; the plugin ignores them");
   return 0;
 }
 
@@ -117,11 +120,22 @@ zoned_after_fork(void)
   return 0;
 }
 
+/* Every zoned_* key printed here is listed in the plugin's man page
+ * (DUMP-PLUGIN OUTPUT; tests/nbd/params-help.sh checks it). */
 static void
 zoned_dump_plugin(void)
 {
+  const struct znbd_param_info *i;
+
+  printf("zoned_parameters=");
+  for (size_t k = 0; (i = znbd_param_info(k)) != NULL; k++)
+    printf("%s%s", k ? "," : "", i->name);
+  printf("\n");
   printf("zoned_size_syntax=nbdkit\n");
-  printf("zoned_blocksizes=512,4096\n");
+  printf("zoned_blocksizes=");
+  for (const char *c = znbd_param_find("blocksize")->meta; *c; c++)
+    putchar(*c == '|' ? ',' : *c);
+  printf("\n");
   printf("zoned_max_request=%d\n", MAX_REQUEST);
   printf("zoned_page_size=4096\n");
   printf("zoned_zone_control=yes\n");
@@ -380,7 +394,7 @@ static struct nbdkit_plugin plugin = {
     .unload = zoned_unload,
     .config = zoned_config,
     .config_complete = zoned_config_complete,
-    .config_help = znbd_params_help,
+    .config_help = NULL, /* set by zoned_help_init() */
     .magic_config_key = "size",
     .get_ready = zoned_get_ready,
     .after_fork = zoned_after_fork,
@@ -407,5 +421,13 @@ static struct nbdkit_plugin plugin = {
     .extents = zoned_extents,
     .errno_is_preserved = 1,
 };
+
+/* The help text is built from lib/params.c's table at run time, so it
+ * cannot be a constant initializer; nbdkit copies the plugin struct only
+ * when it calls plugin_init(), after the library's constructors ran. */
+static void __attribute__((constructor)) zoned_help_init(void)
+{
+  plugin.config_help = znbd_params_help_text();
+}
 
 NBDKIT_REGISTER_PLUGIN(plugin)

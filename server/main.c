@@ -67,18 +67,14 @@ static void
 warn_ineffective(const struct server *s, const struct znbd_params *p,
                  bool zoned, int nargs, char **args)
 {
-  static const char *const mq_only[] = {
-      "hw_queue_depth=", "submit_queues=", "no_zone_write_lock="};
-
   if (s->mode == QM_BIO) {
     if (s->sched_deadline)
       note("--scheduler=mq-deadline has no effect with --queue-mode=bio "
            "(no queues, nothing to schedule)");
     for (int i = 0; i < nargs; i++)
-      for (size_t k = 0; k < sizeof mq_only / sizeof mq_only[0]; k++)
-        if (strncmp(args[i], mq_only[k], strlen(mq_only[k])) == 0)
-          fprintf(stderr, "znbd: %s has no effect with --queue-mode=bio\n",
-                  args[i]);
+      if (!znbd_param_used_by(args[i], ZNBD_PARAM_FOR_BIO))
+        fprintf(stderr, "znbd: %s has no effect with --queue-mode=bio\n",
+                args[i]);
     return;
   }
   if (s->sched_deadline && zoned &&

@@ -5,6 +5,12 @@
  * znbd_params_set() and call znbd_params_finish() once, so they accept
  * exactly the same words and size syntax.  Names follow Linux null_blk's
  * configfs attributes (Documentation/block/null_blk.rst).
+ *
+ * Every parameter is one entry of the table in lib/params.c (name, type,
+ * default, range, unit, help, users, null_blk's name): parsing, defaults,
+ * the help text and the front-ends' warnings all come from it.  Adding a
+ * parameter is a field below plus one table entry; the comment at the top
+ * of the table says how.
  */
 #ifndef ZNBD_PARAMS_H
 #define ZNBD_PARAMS_H
@@ -89,7 +95,55 @@ int znbd_parse_bool(const char *s, bool *out);
 int znbd_parse_zone_list(const char *s, uint32_t nr_zones,
                          int (*fn)(void *opaque, uint32_t zone), void *opaque);
 
-/* Help text, one line per key, for nbdkit's config_help and znbd --help. */
-extern const char znbd_params_help[];
+/* What a parameter's value is (lib/params.c parses each kind one way). */
+enum znbd_param_type {
+  ZNBD_PARAM_T_SIZE,   /* uint64_t bytes, nbdkit size syntax */
+  ZNBD_PARAM_T_BOOL,   /* bool, znbd_parse_bool() */
+  ZNBD_PARAM_T_UINT,   /* uint32_t, decimal */
+  ZNBD_PARAM_T_UINT64, /* uint64_t, decimal */
+  ZNBD_PARAM_T_CHOICE, /* uint32_t, one of the numbers of META ("512|4096") */
+  ZNBD_PARAM_T_ENUM,   /* enum: index of the word in META ("zero|ones") */
+  ZNBD_PARAM_T_ZONE_LIST, /* char *, znbd_parse_zone_list() syntax */
+  ZNBD_PARAM_T_PATH,      /* char *, non-empty */
+};
+
+/* Who uses a parameter (bits of znbd_param_info.users). */
+#define ZNBD_PARAM_FOR_PLUGIN 0x1u /* nbdkit-zoned-plugin */
+#define ZNBD_PARAM_FOR_BIO 0x2u    /* znbd --queue-mode=bio */
+#define ZNBD_PARAM_FOR_MQ 0x4u     /* znbd --queue-mode=mq */
+#define ZNBD_PARAM_FOR_ALL                                                     \
+  (ZNBD_PARAM_FOR_PLUGIN | ZNBD_PARAM_FOR_BIO | ZNBD_PARAM_FOR_MQ)
+
+/* One entry of the parameter table, as front-ends and tests see it. */
+struct znbd_param_info {
+  const char *name; /* the key, e.g. "zone_size" */
+  enum znbd_param_type type;
+  const char *meta; /* the value in help and man pages: "SIZE", "512|4096" */
+  const char *def;  /* default, as text znbd_params_set() accepts; NULL:
+                       none (required, or unset) */
+  uint32_t min;     /* UINT: smallest value znbd_params_finish() accepts */
+  const char *unit; /* "bytes", "nanoseconds"... or NULL */
+  unsigned users;   /* ZNBD_PARAM_FOR_* bits */
+  const char *null_blk; /* null_blk's attribute name, or NULL if it has none */
+  const char *help;     /* one line for --help, without the default */
+};
+
+/* The I-th entry of the parameter table (0-based), or NULL past its end. */
+const struct znbd_param_info *znbd_param_info(size_t i);
+
+/* The entry of KEY, or NULL if there is none.  KEY may be a whole
+ * key=value word: it is compared up to its first '='. */
+const struct znbd_param_info *znbd_param_find(const char *key);
+
+/* Whether KEY (as in znbd_param_find) has an effect for any of USERS
+ * (ZNBD_PARAM_FOR_* bits).  False for an unknown key. */
+bool znbd_param_used_by(const char *key, unsigned users);
+
+/* Help text, one line per key ("key=META  help (default ...)."), built
+ * from the table on the first call; for nbdkit's config_help and znbd
+ * --help.  Never NULL (without memory: a one-line apology). */
+const char *znbd_params_help_text(void);
+/* The name front-ends used when the text was a constant. */
+#define znbd_params_help (znbd_params_help_text())
 
 #endif

@@ -1,22 +1,28 @@
 #!/usr/bin/env bash
-# Every front-end documents the same device parameters: the help text
-# (nbdkit zoned.so --help, znbd --help) lists each key of struct
-# znbd_params (include/znbd/params.h) at the start of a line as KEY=...;
-# the plugin's --dump-plugin says name=zoned, thread_model=parallel and
-# has every callback the plugin implements.
+# Every front-end documents the same device parameters, all derived from
+# lib/params.c's table: the help text (nbdkit zoned.so --help, znbd
+# --help) lists each key at the start of a line as KEY=..., and the keys
+# it lists are exactly the =item B<KEY=> entries of the plugin man page's
+# PARAMETERS.  The plugin's --dump-plugin says name=zoned,
+# thread_model=parallel and has every callback the plugin implements; its
+# zoned_parameters= list is the help's keys, in the same order, and every
+# zoned_* key it prints is documented (DUMP-PLUGIN OUTPUT).
 . "$(dirname "$0")/../functions.sh"
 
-keys="size zoned blocksize memory_backed zone_size zone_capacity zone_nr_conv
-  zone_max_open zone_max_active zone_full zone_readonly zone_offline
-  zone_read_past_wp completion_nsec pipeline_zoned_writes zone_write_timeout
-  zone_control sched_batch hw_queue_depth submit_queues no_zone_write_lock"
+pod=$top_srcdir/man/nbdkit-zoned-plugin.pod
+[ -f "$pod" ] || die "no $pod"
+# PARAMETERS: from its =head1 to the next =head1; items are
+# "=item B<key=>..." or "=item [B<key=>]..." (size may be omitted).
+sed -n '/^=head1 PARAMETERS/,/^=head1 ZONES/p' "$pod" |
+  sed -n 's/^=item \[\{0,1\}B<\([a-z_]*\)=>.*/\1/p' >"$tmpdir/documented"
 frontend_help >"$tmpdir/help" 2>&1 || die "help failed: $(cat "$tmpdir/help")"
-n=0
-for k in $keys; do
-  grep -q "^$k=" "$tmpdir/help" || die "help text does not list $k= at the start of a line"
-  n=$((n + 1))
-done
-note "help lists all $n parameters"
+grep -oE '^[a-z_]+=' "$tmpdir/help" | tr -d = >"$tmpdir/listed"
+n=$(wc -l <"$tmpdir/listed")
+[ "$n" -ge 21 ] || die "help lists only $n parameters: $(cat "$tmpdir/help")"
+if ! diff <(sort "$tmpdir/documented") <(sort "$tmpdir/listed") >"$tmpdir/diff"; then
+  die "help keys (>) and the man page's PARAMETERS (<) differ: $(cat "$tmpdir/diff")"
+fi
+note "help lists all $n parameters, the same as the man page"
 
 if [ "$ZNBD_FRONTEND" = plugin ]; then
   plugin=$(_plugin_path)
@@ -26,6 +32,16 @@ if [ "$ZNBD_FRONTEND" = plugin ]; then
     has_can_fua=1 has_can_multi_conn=1 has_can_fast_zero=1 has_export_description=1; do
     grep -qx "$l" "$tmpdir/dump" || die "--dump-plugin lacks $l"
   done
-  note "--dump-plugin: $(grep -c . "$tmpdir/dump") lines, name, thread model and callbacks as expected"
+  want=$(paste -sd, "$tmpdir/listed")
+  grep -qx "zoned_parameters=$want" "$tmpdir/dump" ||
+    die "--dump-plugin's zoned_parameters is not the help's list ($want): $(grep zoned_parameters "$tmpdir/dump")"
+  section=$(sed -n '/^=head1 DUMP-PLUGIN OUTPUT/,/^=head1 FILES/p' "$pod")
+  k=0
+  for key in $(sed -n 's/^\(zoned_[a-z_]*\)=.*/\1/p' "$tmpdir/dump"); do
+    grep -q "^=item B<$key=" <<<"$section" || die "--dump-plugin prints $key, which the man page does not document"
+    k=$((k + 1))
+  done
+  [ "$k" -ge 6 ] || die "--dump-plugin prints only $k zoned_* keys"
+  note "--dump-plugin: $(grep -c . "$tmpdir/dump") lines, name, thread model, callbacks and $k documented zoned_* keys"
 fi
 pass "parameters documented"

@@ -2,6 +2,7 @@
  * per-key validation with messages naming the key, null_blk's clamps
  * (reported through the note callback) and derived nr_zones. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -343,6 +344,127 @@ test_finish(void)
   printf("finish: geometry, npo2, clamps with notes, lists, 12 refusals\n");
 }
 
+/* The whole of FILE (under the source tree) as a string, or NULL. */
+static char *
+slurp(const char *rel)
+{
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", ZNBD_TOP_SRCDIR, rel);
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    fprintf(stderr, "  cannot open %s\n", path);
+    return NULL;
+  }
+  size_t cap = 1 << 16, n = 0, r;
+  char *buf = malloc(cap + 1);
+  while (buf && (r = fread(buf + n, 1, cap - n, f)) > 0) {
+    n += r;
+    if (n == cap) {
+      char *b = realloc(buf, 2 * cap + 1);
+      if (!b) {
+        free(buf);
+        buf = NULL;
+        break;
+      }
+      buf = b;
+      cap *= 2;
+    }
+  }
+  fclose(f);
+  if (buf)
+    buf[n] = '\0';
+  return buf;
+}
+
+/* NAME in TEXT as a whole word (not inside a longer key name). */
+static bool
+has_word(const char *text, const char *name)
+{
+  size_t n = strlen(name);
+  for (const char *q = text; (q = strstr(q, name)) != NULL; q++) {
+    bool before = q > text && (q[-1] == '_' || (q[-1] >= 'a' && q[-1] <= 'z'));
+    bool after = q[n] == '_' || (q[n] >= 'a' && q[n] <= 'z');
+    if (!before && !after)
+      return true;
+  }
+  return false;
+}
+
+/* The table (lib/params.c): names unique, lookups, who uses what, every
+ * entry in the help text and documented in both man pages. */
+static void
+test_table(void)
+{
+  const struct znbd_param_info *i;
+  size_t n = 0;
+  char *plugin_pod = slurp("man/nbdkit-zoned-plugin.pod");
+  char *znbd_pod = slurp("man/znbd.pod");
+  const char *help = znbd_params_help_text();
+
+  CHECK(plugin_pod != NULL && znbd_pod != NULL);
+  for (; (i = znbd_param_info(n)) != NULL; n++) {
+    char want[128];
+    CHECK(znbd_param_find(i->name) == i);
+    for (size_t k = 0; k < n; k++)
+      CHECK(strcmp(znbd_param_info(k)->name, i->name) != 0);
+    CHECK(i->help && i->meta && *i->help && *i->meta);
+    CHECK(i->users != 0 && (i->users & ~ZNBD_PARAM_FOR_ALL) == 0);
+    /* --help: "name=META" at the start of a line. */
+    snprintf(want, sizeof want, "%s=%s", i->name, i->meta);
+    const char *at = strstr(help, want);
+    CHECK(at && (at == help || at[-1] == '\n'));
+    /* Plugin man page: an =item B<name=> under PARAMETERS. */
+    snprintf(want, sizeof want, "B<%s=>", i->name);
+    bool in_plugin = plugin_pod && strstr(plugin_pod, want);
+    bool in_znbd = znbd_pod && has_word(znbd_pod, i->name);
+    CHECK(in_plugin);
+    CHECK(in_znbd);
+    if (!in_plugin || !in_znbd)
+      fprintf(stderr, "  %s: not documented in %s\n", i->name,
+              !in_plugin ? "man/nbdkit-zoned-plugin.pod" : "man/znbd.pod");
+  }
+  CHECK(n >= 21);
+  CHECK(znbd_param_info(n) == NULL);
+
+  /* Lookups take a key or a key=value word; no prefix matches. */
+  CHECK(znbd_param_find("zone_size=64M") == znbd_param_find("zone_size"));
+  CHECK(znbd_param_find("zone") == NULL);
+  CHECK(znbd_param_find("zone_size_x") == NULL);
+  CHECK(znbd_param_find("") == NULL);
+  CHECK(znbd_param_find(NULL) == NULL);
+
+  /* Who uses what: the mq knobs only znbd's mq mode. */
+  CHECK(znbd_param_used_by("hw_queue_depth=2", ZNBD_PARAM_FOR_MQ));
+  CHECK(!znbd_param_used_by("hw_queue_depth=2", ZNBD_PARAM_FOR_BIO));
+  CHECK(!znbd_param_used_by("submit_queues", ZNBD_PARAM_FOR_PLUGIN));
+  CHECK(!znbd_param_used_by("no_zone_write_lock", ZNBD_PARAM_FOR_BIO));
+  CHECK(znbd_param_used_by("size=1G", ZNBD_PARAM_FOR_BIO));
+  CHECK(znbd_param_used_by("zone_nr_conv", ZNBD_PARAM_FOR_PLUGIN));
+  CHECK(!znbd_param_used_by("no_such_key", ZNBD_PARAM_FOR_ALL));
+
+  /* A key=value word is not a key. */
+  struct znbd_params p;
+  char err[256];
+  znbd_params_init(&p);
+  errno = 0;
+  CHECK(znbd_params_set(&p, "size=1G", "1G", err, sizeof err) == -1 &&
+        errno == ENOENT);
+  /* The default of every entry is what a user giving it would get. */
+  for (size_t k = 0; (i = znbd_param_info(k)) != NULL; k++) {
+    struct znbd_params q;
+    if (!i->def)
+      continue;
+    znbd_params_init(&q);
+    CHECK(znbd_params_set(&q, i->name, i->def, err, sizeof err) == 0);
+    CHECK(memcmp(&p, &q, sizeof p) == 0);
+    znbd_params_free(&q);
+  }
+  znbd_params_free(&p);
+  free(plugin_pod);
+  free(znbd_pod);
+  printf("table: %zu parameters, unique, in --help and both man pages\n", n);
+}
+
 int
 main(void)
 {
@@ -351,6 +473,7 @@ main(void)
   test_zone_list();
   test_set();
   test_finish();
+  test_table();
   CHECK(strstr(znbd_params_help, "zone_max_active=") != NULL);
   return check_done("params_test");
 }
