@@ -456,12 +456,13 @@ struct extents_ctx {
   void *opaque;
 };
 
-/* NBD_STATE_HOLE = 1, NBD_STATE_ZERO = 2 (doc/proto.md base:allocation). */
+/* Unallocated pages read as zeros: HOLE|ZERO. */
 static int
 store_extent(void *opaque, uint64_t off, uint64_t len, bool allocated)
 {
   struct extents_ctx *c = opaque;
-  return c->fn(c->opaque, off, len, allocated ? 0 : 3);
+  return c->fn(c->opaque, off, len,
+               allocated ? 0 : ZNBD_EXTENT_HOLE | ZNBD_EXTENT_ZERO);
 }
 
 /* ZONED: base:allocation per zone.  Conventional: the store's allocation.
@@ -473,7 +474,9 @@ static int
 zoned_extents(struct znbd_dev *d, uint64_t off, uint64_t len,
               struct extents_ctx *c)
 {
-  uint32_t past = d->p.zone_read_past_wp == ZNBD_READ_PAST_WP_ZERO ? 3 : 1;
+  uint32_t past = d->p.zone_read_past_wp == ZNBD_READ_PAST_WP_ZERO
+                      ? ZNBD_EXTENT_HOLE | ZNBD_EXTENT_ZERO
+                      : ZNBD_EXTENT_HOLE;
   uint64_t end = off + len, plen;
   int r = 0;
 
@@ -493,7 +496,8 @@ zoned_extents(struct znbd_dev *d, uint64_t off, uint64_t len,
     if (n)
       r = c->fn(c->opaque, off, n, 0);
     if (r == 0 && n < plen)
-      r = c->fn(c->opaque, off + n, plen - n, offline ? 1 : past);
+      r = c->fn(c->opaque, off + n, plen - n,
+                offline ? ZNBD_EXTENT_HOLE : past);
   }
   return r;
 }

@@ -360,9 +360,9 @@ static int
 add_extent(void *opaque, uint64_t off, uint64_t len, uint32_t flags)
 {
   uint32_t type = 0;
-  if (flags & 1)
+  if (flags & ZNBD_EXTENT_HOLE)
     type |= NBDKIT_EXTENT_HOLE;
-  if (flags & 2)
+  if (flags & ZNBD_EXTENT_ZERO)
     type |= NBDKIT_EXTENT_ZERO;
   return nbdkit_add_extent(opaque, off, len, type) < 0 ? -1 : 0;
 }

@@ -125,8 +125,13 @@ int znbd_dev_append(struct znbd_dev *d, const void *buf, uint64_t len,
  * ranges and a non-zoned device have their pages freed.  Errors: EINVAL. */
 int znbd_dev_trim(struct znbd_dev *d, uint64_t len, uint64_t off);
 
+/* base:allocation flags: NBD_STATE_HOLE and NBD_STATE_ZERO of NBD's
+ * doc/proto.md, same values. */
+#define ZNBD_EXTENT_HOLE 0x1u
+#define ZNBD_EXTENT_ZERO 0x2u
+
 /* base:allocation: call FN for consecutive extents covering
- * [OFF, OFF+LEN) with NBD_STATE_* bits in FLAGS (1 = HOLE, 2 = ZERO).
+ * [OFF, OFF+LEN) with ZNBD_EXTENT_* bits in FLAGS.
  * Sequential zones: [start, wp) data (0), [wp, end) HOLE|ZERO;
  * conventional zones and non-zoned devices: store allocation.
  * Stops at FN's first non-zero result and returns it. */
