@@ -2,6 +2,7 @@
  * and doc/zone-rules.md for every rule (cited here by name, e.g. rule
  * open-check) and its source (Linux drivers/block/null_blk/zoned.c).  All
  * offsets and lengths are bytes. */
+#include <assert.h>
 #include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -37,13 +38,18 @@ counter(struct counts *c, enum znbd_zone_cond cond)
   }
 }
 
-/* Move one zone's contribution from condition FROM to TO. */
+/* Move one zone's contribution from condition FROM to TO (doc/zone-rules.md,
+ * rule counters).  A zone leaving a counted condition was counted in it,
+ * so the counter cannot be 0: debug builds check it rather than let it
+ * wrap. */
 static void
 account(struct counts *c, enum znbd_zone_cond from, enum znbd_zone_cond to)
 {
   uint32_t *p = counter(c, from), *q = counter(c, to);
-  if (p)
+  if (p) {
+    assert(*p > 0);
     (*p)--;
+  }
   if (q)
     (*q)++;
 }
@@ -54,9 +60,15 @@ load_counts(const struct znbd_zones *zs)
   return (struct counts){zs->nr_imp_open, zs->nr_exp_open, zs->nr_closed};
 }
 
+/* The counters' invariants (rule counters, open-check, active-check):
+ * never more zones counted than there are sequential zones, never more
+ * open or active zones than the limits allow. */
 static void
 store_counts(struct znbd_zones *zs, struct counts c)
 {
+  assert((uint64_t)c.io + c.eo + c.cl <= zs->nr_zones - zs->nr_conv);
+  assert(!zs->max_open || c.io + c.eo <= zs->max_open);
+  assert(!zs->max_active || c.io + c.eo + c.cl <= zs->max_active);
   zs->nr_imp_open = c.io;
   zs->nr_exp_open = c.eo;
   zs->nr_closed = c.cl;
@@ -447,8 +459,9 @@ znbd_zone_write_prepare(struct znbd_zones *zs, struct znbd_zone_txn *t,
       account(&c, cond, ZNBD_ZONE_COND_IMP_OPEN);
       cond = ZNBD_ZONE_COND_IMP_OPEN;
     }
-    /* Rule write-full. */
-    if (poff + plen == z->start + z->capacity)
+    /* Rule write-full: the slot is free for a later piece's checks (C
+     * is only kept when some piece needs them). */
+    if (t->res_locked && poff + plen == z->start + z->capacity)
       account(&c, cond, ZNBD_ZONE_COND_FULL);
   }
   return 0;

@@ -14,9 +14,13 @@
  * x EXP_OPEN, c CLOSED, f FULL, r READONLY, o OFFLINE.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "znbd/zone.h"
 
@@ -568,6 +572,45 @@ check_rule_names(void)
   return bad == 0;
 }
 
+/* The counter asserts of lib/zone.c (rule counters) are compiled in: a
+ * child process corrupts the IMP_OPEN count of a zones table, closes the
+ * zone, and must die of the assert (SIGABRT).  Fails if the library was
+ * built with NDEBUG, so a test run always has the asserts on. */
+static int
+check_asserts_live(void)
+{
+  pid_t pid;
+  int status;
+
+  fflush(NULL);
+  pid = fork();
+  if (pid == 0) {
+    struct rlimit no_core = {0, 0};
+    struct znbd_zones zs;
+    setrlimit(RLIMIT_CORE, &no_core); /* the abort is expected */
+    if (znbd_zones_init(&zs, &geoms[0]) < 0 || step(&zs, "w1+1") != 0)
+      _exit(2);
+    fprintf(stderr, "(an assertion failure on the next line is expected)\n");
+    zs.nr_imp_open = 0; /* zone 1 is IMP_OPEN: IO must be 1 */
+    step(&zs, "c1");
+    _exit(3); /* the underflow went unnoticed */
+  }
+  if (pid < 0 || waitpid(pid, &status, 0) != pid) {
+    fprintf(stderr, "FAIL asserts: fork/wait: %s\n", strerror(errno));
+    return 0;
+  }
+  if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGABRT) {
+    fprintf(stderr,
+            "FAIL asserts: a counter underflow was not caught (child %s %d);"
+            " build without -DNDEBUG\n",
+            WIFSIGNALED(status) ? "signal" : "exit",
+            WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    return 0;
+  }
+  printf("ok   [counters: an underflow aborts (asserts are on)]\n");
+  return 1;
+}
+
 int
 main(void)
 {
@@ -577,6 +620,7 @@ main(void)
     pass += check_row(&rows[i]);
   pass += check_geometry();
   pass += check_rule_names();
-  printf("%zu of %zu checks passed\n", pass, n + 2);
-  return pass == n + 2 ? 0 : 1;
+  pass += check_asserts_live();
+  printf("%zu of %zu checks passed\n", pass, n + 3);
+  return pass == n + 3 ? 0 : 1;
 }
