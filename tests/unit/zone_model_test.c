@@ -17,7 +17,7 @@
  * zone every 512 requests), per zone_read_past_wp (zero, ones, error);
  * stats, report and base:allocation extents must agree too.
  *
- * Usage: test-zone-model [OPS-PER-RUN [SEED]]
+ * Usage: zone_model_test [OPS-PER-RUN [SEED]]
  */
 #include <errno.h>
 #include <inttypes.h>

@@ -427,5 +427,5 @@ main(void)
   test_reset_races_copies();
   test_concurrent_limits();
   test_extents_trim_describe();
-  return check_done("test-zone-dev");
+  return check_done("zone_dev_test");
 }
