@@ -687,13 +687,11 @@ check_list(const char *key, const char *list, uint32_t nr_zones,
   return 0;
 }
 
-int
-znbd_params_finish(struct znbd_params *p, void (*note)(const char *msg),
-                   char *err, size_t errlen)
+/* What every device needs: a size, a block size dividing it, and each
+ * UINT entry at least its table minimum. */
+static int
+check_device(struct znbd_params *p, char *err, size_t errlen)
 {
-  if (err && errlen)
-    err[0] = '\0';
-  errno = EINVAL;
   if (p->size == 0) {
     set_err(err, errlen, "size: required and must not be 0 (e.g. size=4G)");
     return -1;
@@ -717,20 +715,15 @@ znbd_params_finish(struct znbd_params *p, void (*note)(const char *msg),
       return -1;
     }
   }
+  return 0;
+}
 
-  if (!p->zoned) {
-    p->nr_zones = 0;
-    if (p->zone_readonly || p->zone_offline || p->zone_full) {
-      set_err(err, errlen, "%s: needs zoned=true",
-              p->zone_readonly  ? "zone_readonly"
-              : p->zone_offline ? "zone_offline"
-                                : "zone_full");
-      return -1;
-    }
-    errno = 0;
-    return 0;
-  }
-
+/* Zone size and capacity against the block size and the device; sets
+ * zone_capacity (0 -> zone_size) and nr_zones (doc/zone-rules.md, rules
+ * zone-layout, zone-capacity, zone-size-any). */
+static int
+check_zones(struct znbd_params *p, char *err, size_t errlen)
+{
   if (p->zone_size == 0 || p->zone_size % p->blocksize) {
     set_err(err, errlen,
             "zone_size: %" PRIu64
@@ -769,8 +762,14 @@ znbd_params_finish(struct znbd_params *p, void (*note)(const char *msg),
     return -1;
   }
   p->nr_zones = (uint32_t)nz;
+  return 0;
+}
 
-  /* null_blk's clamps (doc/zone-rules.md, rule clamp-limits). */
+/* null_blk's clamps (doc/zone-rules.md, rule clamp-limits), each
+ * reported through NOTE. */
+static void
+clamp_limits(struct znbd_params *p, void (*note)(const char *msg))
+{
   if (p->zone_nr_conv >= p->nr_zones) {
     uint32_t v = p->nr_zones - 1;
     note_f(note,
@@ -800,7 +799,32 @@ znbd_params_finish(struct znbd_params *p, void (*note)(const char *msg),
            p->zone_max_open, nr_seq);
     p->zone_max_open = 0;
   }
+}
 
+int
+znbd_params_finish(struct znbd_params *p, void (*note)(const char *msg),
+                   char *err, size_t errlen)
+{
+  if (err && errlen)
+    err[0] = '\0';
+  errno = EINVAL;
+  if (check_device(p, err, errlen) < 0)
+    return -1;
+  if (!p->zoned) {
+    p->nr_zones = 0;
+    if (p->zone_readonly || p->zone_offline || p->zone_full) {
+      set_err(err, errlen, "%s: needs zoned=true",
+              p->zone_readonly  ? "zone_readonly"
+              : p->zone_offline ? "zone_offline"
+                                : "zone_full");
+      return -1;
+    }
+    errno = 0;
+    return 0;
+  }
+  if (check_zones(p, err, errlen) < 0)
+    return -1;
+  clamp_limits(p, note);
   if (p->zone_readonly &&
       check_list("zone_readonly", p->zone_readonly, p->nr_zones,
                  p->zone_nr_conv, err, errlen) < 0) {
