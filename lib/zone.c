@@ -269,7 +269,7 @@ znbd_zone_wait_wp(struct znbd_zone *z, uint64_t off, unsigned timeout_ms)
   return r;
 }
 
-/* null_check_active(): room for one more active zone? */
+/* Rule active-check, null_check_active(): room for one more active zone? */
 static int
 check_active(const struct znbd_zones *zs, const struct counts *c)
 {
@@ -297,10 +297,11 @@ txn_add_victim(struct znbd_zone_txn *t, uint32_t zno)
   return true;
 }
 
-/* null_close_imp_open_zone(), as a plan: find the next IMP_OPEN zone
- * round-robin from *CURSOR, trylock it (a zone someone else holds is
- * skipped, so locks are never waited for out of order), and record it as a
- * victim, closed at commit.  Resource lock held. */
+/* Rules implicit-close and busy-victim, null_close_imp_open_zone(), as a
+ * plan: find the next IMP_OPEN zone round-robin from *CURSOR, trylock it
+ * (a zone someone else holds is skipped, so locks are never waited for out
+ * of order), and record it as a victim, closed at commit.  Resource lock
+ * held. */
 static int
 pick_victim(struct znbd_zones *zs, struct znbd_zone_txn *t, struct counts *c,
             uint32_t *cursor)
@@ -342,8 +343,9 @@ pick_victim(struct znbd_zones *zs, struct znbd_zone_txn *t, struct counts *c,
   return -1;
 }
 
-/* null_check_open(), minus its active check (the deviation in zone.h):
- * room for one more open zone, if need be by closing a victim. */
+/* Rule open-check, null_check_open(), minus its active check (rule
+ * reopen-closed): room for one more open zone, if need be by closing a
+ * victim. */
 static int
 check_open(struct znbd_zones *zs, struct znbd_zone_txn *t, struct counts *c,
            uint32_t *cursor)
@@ -357,8 +359,8 @@ check_open(struct znbd_zones *zs, struct znbd_zone_txn *t, struct counts *c,
   return pick_victim(zs, t, c, cursor);
 }
 
-/* null_check_zone_resources(): EMPTY needs an active and an open slot,
- * CLOSED an open slot. */
+/* Rule resource-checks, null_check_zone_resources(): EMPTY needs an
+ * active and an open slot, CLOSED an open slot. */
 static int
 check_resources(struct znbd_zones *zs, struct znbd_zone_txn *t,
                 struct counts *c, uint32_t *cursor, enum znbd_zone_cond cond)
@@ -626,7 +628,7 @@ zone_op_locked(struct znbd_zones *zs, struct znbd_zone *z, enum znbd_zone_op op,
   }
 
   switch (op) {
-  case ZNBD_ZONE_OP_OPEN: /* null_open_zone() */
+  case ZNBD_ZONE_OP_OPEN: /* rule explicit-open, null_open_zone() */
     if (z->cond == ZNBD_ZONE_COND_EXP_OPEN)
       return 0;
     if (z->cond == ZNBD_ZONE_COND_FULL) {
@@ -635,7 +637,7 @@ zone_op_locked(struct znbd_zones *zs, struct znbd_zone *z, enum znbd_zone_op op,
     }
     return take_open_slot(zs, z, ZNBD_ZONE_COND_EXP_OPEN);
 
-  case ZNBD_ZONE_OP_CLOSE: /* null_close_zone() */
+  case ZNBD_ZONE_OP_CLOSE: /* rule zone-close, null_close_zone() */
     if (z->cond == ZNBD_ZONE_COND_CLOSED)
       return 0;
     if (!is_open(z->cond)) {
@@ -646,7 +648,7 @@ zone_op_locked(struct znbd_zones *zs, struct znbd_zone *z, enum znbd_zone_op op,
              z->wp == z->start ? ZNBD_ZONE_COND_EMPTY : ZNBD_ZONE_COND_CLOSED);
     break;
 
-  case ZNBD_ZONE_OP_FINISH: /* null_finish_zone() */
+  case ZNBD_ZONE_OP_FINISH: /* rule zone-finish, null_finish_zone() */
     if (z->cond == ZNBD_ZONE_COND_FULL)
       return 0;
     /* EMPTY and CLOSED run the checks although the zone ends up FULL. */
@@ -656,13 +658,13 @@ zone_op_locked(struct znbd_zones *zs, struct znbd_zone *z, enum znbd_zone_op op,
     z->wp = z->start + z->len;
     break;
 
-  case ZNBD_ZONE_OP_RESET: /* null_reset_zone() */
+  case ZNBD_ZONE_OP_RESET: /* rule zone-reset, null_reset_zone() */
     set_cond(zs, z, ZNBD_ZONE_COND_EMPTY);
     z->wp = z->start;
     *discard_from = z->start;
     break;
 
-  case ZNBD_ZONE_OP_SET_READONLY: /* null_set_zone_cond() */
+  case ZNBD_ZONE_OP_SET_READONLY: /* rule fault-set, null_set_zone_cond() */
   case ZNBD_ZONE_OP_SET_OFFLINE:
     fault = op == ZNBD_ZONE_OP_SET_READONLY ? ZNBD_ZONE_COND_READONLY
                                             : ZNBD_ZONE_COND_OFFLINE;
@@ -672,8 +674,9 @@ zone_op_locked(struct znbd_zones *zs, struct znbd_zone *z, enum znbd_zone_op op,
       *discard_from = z->start;
       break;
     }
-    /* null_blk finishes the zone first to free its slot; the slot is freed
-     * here directly (no resource check, no victim closed). */
+    /* Rule fault-frees-slot: null_blk finishes the zone first to free its
+     * slot; the slot is freed here directly (no resource check, no victim
+     * closed). */
     set_cond(zs, z, fault);
     z->wp = ZNBD_WP_INVALID;
     break;
@@ -704,7 +707,7 @@ znbd_zone_mgmt(struct znbd_zones *zs, enum znbd_zone_op op, uint32_t zno,
   int r;
 
   if (zno == ZNBD_ALL_ZONES && op == ZNBD_ZONE_OP_RESET) {
-    /* null_zone_mgmt(REQ_OP_ZONE_RESET_ALL): zone by zone. */
+    /* Rule reset-all, null_zone_mgmt(REQ_OP_ZONE_RESET_ALL): zone by zone. */
     for (uint32_t i = zs->nr_conv; i < zs->nr_zones; i++) {
       z = &zs->zone[i];
       pthread_mutex_lock(&z->lock);
