@@ -128,20 +128,23 @@ struct znbd_param_info {
   const char *help;     /* one line for --help, without the default */
 };
 
-/* The I-th entry of the parameter table (0-based), or NULL past its end. */
+/* The I-th entry of the parameter table (0-based), or NULL past its end.
+ * Entries are static: never freed.  Sets no errno. */
 const struct znbd_param_info *znbd_param_info(size_t i);
 
-/* The entry of KEY, or NULL if there is none.  KEY may be a whole
- * key=value word: it is compared up to its first '='. */
+/* The entry of KEY, or NULL if there is none (KEY NULL included).  KEY
+ * may be a whole key=value word: it is compared up to its first '='.
+ * Sets no errno. */
 const struct znbd_param_info *znbd_param_find(const char *key);
 
 /* Whether KEY (as in znbd_param_find) has an effect for any of USERS
- * (ZNBD_PARAM_FOR_* bits).  False for an unknown key. */
+ * (ZNBD_PARAM_FOR_* bits).  False for an unknown key.  Sets no errno. */
 bool znbd_param_used_by(const char *key, unsigned users);
 
 /* Help text, one line per key ("key=META  help (default ...)."), built
- * from the table on the first call; for nbdkit's config_help and znbd
- * --help.  Never NULL (without memory: a one-line apology). */
+ * from the table on the first call (thread-safe) and kept for the life of
+ * the process; for nbdkit's config_help and znbd --help.  Never NULL:
+ * without memory it is a one-line apology. */
 const char *znbd_params_help_text(void);
 /* The name front-ends used when the text was a constant. */
 #define znbd_params_help (znbd_params_help_text())
