@@ -8,6 +8,7 @@
  * doc/zone-rules.md, rule clamp-limits.
  */
 #include <assert.h>
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -190,6 +191,10 @@ znbd_params_free(struct znbd_params *p)
 int
 znbd_parse_size(const char *s, uint64_t *out)
 {
+  /* nbdkit_parse_size's suffixes, either case, and their shifts. */
+  static const char suffix[] = "bskmgtpe";
+  static const unsigned shift_of[] = {0, 9, 10, 20, 30, 40, 50, 60};
+
   if (!s || *s < '0' || *s > '9') {
     errno = EINVAL;
     return -1;
@@ -206,47 +211,13 @@ znbd_parse_size(const char *s, uint64_t *out)
   }
   unsigned shift = 0;
   if (*q) {
-    switch (*q) {
-    case 'b':
-    case 'B':
-      shift = 0;
-      break;
-    case 's':
-    case 'S':
-      shift = 9;
-      break;
-    case 'k':
-    case 'K':
-      shift = 10;
-      break;
-    case 'm':
-    case 'M':
-      shift = 20;
-      break;
-    case 'g':
-    case 'G':
-      shift = 30;
-      break;
-    case 't':
-    case 'T':
-      shift = 40;
-      break;
-    case 'p':
-    case 'P':
-      shift = 50;
-      break;
-    case 'e':
-    case 'E':
-      shift = 60;
-      break;
-    default:
+    const char *k = strchr(suffix, tolower((unsigned char)*q));
+    /* One suffix only: "64MiB", "1.5M" are refused. */
+    if (!k || q[1] != '\0') {
       errno = EINVAL;
       return -1;
     }
-    if (q[1] != '\0') { /* one suffix only: "64MiB", "1.5M" are refused */
-      errno = EINVAL;
-      return -1;
-    }
+    shift = shift_of[k - suffix];
   }
   if (shift && v > (UINT64_MAX >> shift)) {
     errno = ERANGE;
