@@ -13,7 +13,7 @@ pod=$top_srcdir/man/nbdkit-zoned-plugin.pod
 [ -f "$pod" ] || die "no $pod"
 # PARAMETERS: from its =head1 to the next =head1; items are
 # "=item B<key=>..." or "=item [B<key=>]..." (size may be omitted).
-sed -n '/^=head1 PARAMETERS/,/^=head1 ZONES/p' "$pod" |
+awk '/^=head1 /{on = ($0 == "=head1 PARAMETERS")} on' "$pod" |
   sed -n 's/^=item \[\{0,1\}B<\([a-z_]*\)=>.*/\1/p' >"$tmpdir/documented"
 frontend_help >"$tmpdir/help" 2>&1 || die "help failed: $(cat "$tmpdir/help")"
 grep -oE '^[a-z_]+=' "$tmpdir/help" | tr -d = >"$tmpdir/listed"
@@ -35,7 +35,7 @@ if [ "$ZNBD_FRONTEND" = plugin ]; then
   want=$(paste -sd, "$tmpdir/listed")
   grep -qx "zoned_parameters=$want" "$tmpdir/dump" ||
     die "--dump-plugin's zoned_parameters is not the help's list ($want): $(grep zoned_parameters "$tmpdir/dump")"
-  section=$(sed -n '/^=head1 DUMP-PLUGIN OUTPUT/,/^=head1 FILES/p' "$pod")
+  section=$(awk '/^=head1 /{on = ($0 == "=head1 DUMP-PLUGIN OUTPUT")} on' "$pod")
   k=0
   for key in $(sed -n 's/^\(zoned_[a-z_]*\)=.*/\1/p' "$tmpdir/dump"); do
     grep -q "^=item B<$key=" <<<"$section" || die "--dump-plugin prints $key, which the man page does not document"
