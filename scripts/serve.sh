@@ -51,9 +51,19 @@ fi
 
 run=$(mktemp -d /tmp/znbd-serve.XXXXXX)
 pids=()
+# Stop the servers: SIGTERM, and SIGKILL for one still running 10 s later
+# (a server must not keep serve.sh from exiting).
 cleanup() {
   trap - EXIT INT TERM
+  local p
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do
+    # tail --pid returns when process p has exited.
+    timeout 10 tail -s 0.1 --pid="$p" -f /dev/null || {
+      echo "serve: server $p did not stop on SIGTERM within 10 s: killing it" >&2
+      kill -KILL "$p" 2>/dev/null || true
+    }
+  done
   wait 2>/dev/null || true
   rm -f "$sock"
   rm -rf "$run"
