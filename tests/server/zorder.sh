@@ -40,7 +40,10 @@ print("B ahead of the wp: %s, A at the wp: ok" % res["B"])
 PY
 }
 
-Z="size=16M zone_size=4M"
+# A requeued write waits for the wp up to zone_write_timeout: make that far
+# longer than any delay a loaded machine adds between B and A (500 ms by
+# default), so "ok" cannot become EIO by scheduling.
+Z="size=16M zone_size=4M zone_write_timeout=60000"
 start_frontend $Z
 order ok; stop_frontend
 note "mq, none, pipeline: out-of-order write requeued and completed"

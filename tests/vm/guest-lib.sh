@@ -23,6 +23,14 @@
 # Block I/O on $DEV (/dev/nbd0 unless set), all O_DIRECT, offsets and
 # lengths in bytes:
 #   dwrite OFF LEN FILE      write the first LEN bytes of FILE at OFF
+#                            (one write; the kernel may split it into
+#                            several requests in flight at once)
+#   write_read OFF LEN FILE  dwrite, then same_bytes of the same range
+#   seq_fill OFF LEN FILE    as dwrite, in writes of at most 256 KiB one
+#                            at a time: each reaches the server as one
+#                            request after the previous one completed, so
+#                            they arrive in order on any number of
+#                            connections (zone setup)
 #   dread OFF LEN            copy LEN bytes at OFF to stdout
 #   same_bytes OFF LEN FILE  the LEN bytes at OFF equal FILE's first LEN
 #   zero_bytes OFF LEN       the LEN bytes at OFF are all zero
@@ -201,6 +209,13 @@ detach() {
 # ---------------------------------------------------------------- block I/O
 dwrite() {
   $T dd if="$3" of="$DEV" bs="$2" count=1 seek="$1" iflag=fullblock \
+    oflag=direct,seek_bytes conv=notrunc status=none
+}
+write_read() {
+  dwrite "$@" && same_bytes "$@"
+}
+seq_fill() {
+  $T dd if="$3" of="$DEV" bs=256K count="$2" seek="$1" iflag=fullblock,count_bytes \
     oflag=direct,seek_bytes conv=notrunc status=none
 }
 dread() {

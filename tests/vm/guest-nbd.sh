@@ -6,9 +6,12 @@
 #   PART: zoned ramdisk kill (default: all three)
 # zoned:   sequential O_DIRECT whole-zone writes at iodepth 32 (fio
 #          zonemode=strided, io_uring and libaio) succeed and verify; a
-#          write ahead of the write pointer fails with EIO and changes no
-#          byte and no wp; blkdiscard of a zone resets it; writes crossing
-#          the zone capacity fail.
+#          full zone refuses writes and keeps its data; a write ahead of
+#          the write pointer fails with EIO and changes no byte and no wp;
+#          blkdiscard of a zone resets it; writes crossing the zone
+#          capacity or a zone boundary fail; one write the kernel splits
+#          fills a zone.  Each group uses zones of its own and sets them up
+#          itself (see zoned_checks).
 # ramdisk: zoned=false (64 MiB, -b 512): mkfs.ext4, files, fsck -n clean, remount, verify.
 # kill:    the server is SIGKILLed while fio writes: fio gets EIO,
 #          nbd-client -d detaches, nothing hangs.
@@ -53,6 +56,19 @@ fio_zones() {
   [ "$rc" = 0 ] && [ "$e" = 0 ] && [ "$w" = $((n * ZCAP)) ] && [ "$r" = $((n * ZCAP)) ]
 }
 
+# Every group of checks below works on zones of its own and writes the
+# state it needs itself (the server is fresh for each CONNS, so its zones
+# start EMPTY): a failed or expected-to-fail (TODO) check never changes
+# the outcome of another.  The setup writes go one request at a time
+# (seq_fill), so they reach the server in order on every front-end and
+# with any number of connections; only the checks that are about
+# concurrent writes (fio, one write split by the kernel) have many in
+# flight.
+#
+#   zones 0-3, 4-7  fio io_uring, fio libaio      zone 12  full zone
+#   zone 8          write ahead of the wp         zone 13  blkdiscard = reset
+#   zone 9          zone capacity                 zone 14  one write split
+#   zones 10-11     crossing a zone boundary               into several
 zoned_checks() { # CONNS
   local c=$1 z
   check "zoned C=$c: start $fe" start_server "$fe" size=$((NZ * ZS / M))M zone_size=4M \
@@ -72,11 +88,15 @@ zoned_checks() { # CONNS
     fio_zones "zw-io_uring-C$c" io_uring 0 4
   TODO=$todo check "zoned C=$c: fio libaio iodepth 32 writes zones 4-7 to capacity, verify" \
     fio_zones "zw-libaio-C$c" libaio 4 4
-  for z in 0 5; do
-    check "zoned C=$c: zone $z is full: a write at its start fails with EIO" \
-      expect_eio dwrite $((z * ZS)) 4096 "$work/rand2"
-  done
-  check "zoned C=$c: zone 0 still holds fio's data (not zeros)" nonzero_bytes 0 4096
+
+  # A full zone refuses writes and keeps its data.
+  z=$((12 * ZS))
+  if check "zoned C=$c: zone 12 filled to capacity in order (one 256 KiB write at a time)" \
+    seq_fill $z $ZCAP "$work/rand"; then
+    check "zoned C=$c: zone 12 is full: a write at its start fails with EIO" \
+      expect_eio dwrite $z 4096 "$work/rand2"
+    check "zoned C=$c: ... and zone 12 still holds its data" same_bytes $z $ZCAP "$work/rand"
+  fi
 
   # A write ahead of the write pointer: zone 8, wp at 8 KiB.
   z=$((8 * ZS))
@@ -88,30 +108,41 @@ zoned_checks() { # CONNS
   check "zoned C=$c: ... nor the wp: a write at 8 KiB still succeeds" \
     dwrite $((z + 8192)) 4096 "$work/rand2"
   check "zoned C=$c: ... and reads back" same_bytes $((z + 8192)) 4096 "$work/rand2"
+  check "zoned C=$c: blkdiscard of zone 8 (wp at 12 KiB)" $T blkdiscard -o $z -l $ZS "$DEV"
+  check "zoned C=$c: zone 8 rewritten from its start" dwrite $z 4096 "$work/rand2"
 
-  # blkdiscard resets a zone; it can be rewritten from its start.
-  check "zoned C=$c: blkdiscard of (full) zone 1" $T blkdiscard -o $((1 * ZS)) -l $ZS "$DEV"
-  check "zoned C=$c: zone 1 reads zeros after the reset" zero_bytes $((1 * ZS)) 65536
-  check "zoned C=$c: zone 1 rewritten from its start (64 KiB)" dwrite $((1 * ZS)) 65536 "$work/rand"
-  check "zoned C=$c: ... reads back" same_bytes $((1 * ZS)) 65536 "$work/rand"
-  check "zoned C=$c: zone 1's wp is at 64 KiB: a write at 128 KiB fails with EIO" \
-    expect_eio dwrite $((1 * ZS + 131072)) 4096 "$work/rand2"
-  check "zoned C=$c: blkdiscard of zone 8 (wp at 12 KiB)" $T blkdiscard -o $((8 * ZS)) -l $ZS "$DEV"
-  check "zoned C=$c: zone 8 rewritten from its start" dwrite $((8 * ZS)) 4096 "$work/rand2"
+  # blkdiscard resets a (full) zone; it can be rewritten from its start.
+  z=$((13 * ZS))
+  if check "zoned C=$c: zone 13 filled to capacity in order" seq_fill $z $ZCAP "$work/rand"; then
+    check "zoned C=$c: blkdiscard of full zone 13" $T blkdiscard -o $z -l $ZS "$DEV"
+    check "zoned C=$c: zone 13 reads zeros after the reset" zero_bytes $z $ZCAP
+    check "zoned C=$c: zone 13 rewritten from its start (64 KiB)" dwrite $z 65536 "$work/rand2"
+    check "zoned C=$c: ... reads back" same_bytes $z 65536 "$work/rand2"
+    check "zoned C=$c: zone 13's wp is at 64 KiB: a write at 128 KiB fails with EIO" \
+      expect_eio dwrite $((z + 131072)) 4096 "$work/rand2"
+  fi
 
   # Zone capacity: zone 9 filled to capacity - 8 KiB.
   z=$((9 * ZS))
-  TODO=$todo check "zoned C=$c: zone 9: write capacity - 8 KiB (2 writes of 1532 KiB, split by the kernel)" \
-    sh -c "dd if=/dev/urandom of=$DEV bs=$(((ZCAP - 8192) / 2)) count=2 seek=$z iflag=fullblock oflag=direct,seek_bytes status=none"
-  check "zoned C=$c: zone 9: a 16 KiB write crossing the capacity fails with EIO" \
-    expect_eio dwrite $((z + ZCAP - 8192)) 16384 "$work/rand"
-  check "zoned C=$c: ... and changed nothing (zeros at the wp)" zero_bytes $((z + ZCAP - 8192)) 8192
-  TODO=$todo check "zoned C=$c: zone 9: the last 8 KiB up to the capacity succeed" \
-    dwrite $((z + ZCAP - 8192)) 8192 "$work/rand"
-  check "zoned C=$c: zone 9: a write between capacity and zone end fails with EIO" \
-    expect_eio dwrite $((z + ZCAP)) 4096 "$work/rand2"
+  if check "zoned C=$c: zone 9 filled in order up to capacity - 8 KiB" \
+    seq_fill $z $((ZCAP - 8192)) "$work/rand"; then
+    check "zoned C=$c: zone 9: a 16 KiB write crossing the capacity fails with EIO" \
+      expect_eio dwrite $((z + ZCAP - 8192)) 16384 "$work/rand2"
+    check "zoned C=$c: ... and changed nothing (zeros at the wp)" zero_bytes $((z + ZCAP - 8192)) 8192
+    check "zoned C=$c: zone 9: the last 8 KiB up to the capacity succeed" \
+      dwrite $((z + ZCAP - 8192)) 8192 "$work/rand2"
+    check "zoned C=$c: zone 9: a write between capacity and zone end fails with EIO" \
+      expect_eio dwrite $((z + ZCAP)) 4096 "$work/rand2"
+  fi
   check "zoned C=$c: a write crossing from zone 10 into zone 11 fails with EIO" \
     expect_eio dwrite $((11 * ZS - 4096)) 8192 "$work/rand"
+  check "zoned C=$c: ... and changed nothing in zone 11 (zeros)" zero_bytes $((11 * ZS)) 4096
+
+  # One O_DIRECT write of the whole capacity: the kernel splits it into
+  # several requests (max_sectors_kb) that are in flight together.
+  z=$((14 * ZS))
+  TODO=$todo check "zoned C=$c: zone 14: one 3 MiB write (several requests at once) fills it, reads back" \
+    write_read $z $ZCAP "$work/rand"
 
   check "zoned C=$c: nbd-client -d" detach
   check "zoned C=$c: $fe still running, stops cleanly" stop_server_alive
@@ -163,6 +194,22 @@ fio_saw_eio() { # STATUS NAME
   [ "$1" != 0 ] && { [ "$e" = 5 ] || grep -q 'Input/output error' "$work/$2.log"; }
 }
 
+# writes_done: writes the block device has completed (its stat file).
+writes_done() { awk '{ print $5 }' "/sys/block/${DEV#/dev/}/stat"; }
+# wait_writes BASE N PID: until N writes more than BASE completed, while
+# PID runs (a bound of 120 s only stops a client that never writes).
+wait_writes() {
+  local i n
+  for ((i = 0; i < 1200; i++)); do
+    n=$(($(writes_done) - $1))
+    [ "$n" -lt "$2" ] || { echo "$n writes completed"; return 0; }
+    kill -0 "$3" 2> /dev/null || { echo "fio exited:"; cat "$work/killed.log"; return 1; }
+    sleep 0.1
+  done
+  echo "only $n writes completed in 120 s"
+  return 1
+}
+
 # The server dies under load.  With a request timeout (nbd-client -t),
 # requests in flight fail when it expires; without one the kernel (since
 # 5.x) waits for ever, and nbd-client -d must release them.
@@ -175,12 +222,14 @@ kill_checks() { # CONNS TIMEOUT-S|none
     stop_server
     return
   fi
+  local w0
+  w0=$(writes_done)
   timeout -k 5 90 fio --name=killed --filename="$DEV" --direct=1 --ioengine=libaio \
     --iodepth=32 --rw=randwrite --bs=4k --time_based --runtime=60 \
     --output-format=json --output="$work/killed.json" > "$work/killed.log" 2>&1 &
   fpid=$!
-  sleep 4
-  check "kill $what: fio is writing" kill -0 $fpid
+  check "kill $what: fio is writing (the device completed 64 of its writes)" \
+    wait_writes "$w0" 64 "$fpid"
   check "kill $what: SIGKILL the server" kill -KILL "$SERVER_PID"
   wait "$SERVER_PID" 2> /dev/null
   SERVER_PID=
@@ -192,8 +241,10 @@ kill_checks() { # CONNS TIMEOUT-S|none
   fi
   wait $fpid || rc=$?
   t1=$SECONDS
-  check "kill $what: fio ended $((t1 - t0)) s after the kill (< 30 s), not by its timeout" \
-    test $((t1 - t0)) -lt 30 -a "$rc" != 124 -a "$rc" != 137
+  # How long that took is printed, not asserted (TCG on a loaded host):
+  # what counts is that fio ended by itself, before its timeout killed it.
+  check "kill $what: fio ended by itself ($((t1 - t0)) s after the kill), not by its timeout" \
+    test "$rc" != 124 -a "$rc" != 137
   check "kill $what: fio failed with EIO" fio_saw_eio "$rc" killed
   if [ "$to" != none ]; then
     check "kill $what: a new read fails with EIO at once" expect_eio dread 0 4096
