@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "znbd/control.h"
@@ -145,6 +146,49 @@ listen_tcp(const char *addr, int port)
 }
 
 enum { OPT_RUN = 256, OPT_QMODE, OPT_SCHED };
+
+/* Out of descriptors (EMFILE, ENFILE) or memory (ENOBUFS, ENOMEM):
+ * accepting again at once fails again at once, so a listener pauses
+ * ACCEPT_PAUSE_NSEC before its next accept while connections wait in the
+ * backlog, and the condition is logged at most once a minute. */
+#define ACCEPT_PAUSE_NSEC 100000000ULL
+#define ACCEPT_LOG_SEC 60
+
+static bool
+accept_exhausted(int err)
+{
+  return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM;
+}
+
+/* Log accept error ERR (an errno), at most once per ACCEPT_LOG_SEC for
+ * the exhaustion errors, with how many were not logged in between. */
+static void
+accept_log(int err)
+{
+  static struct timespec last;
+  static unsigned long quiet;
+  static bool logged;
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  if (accept_exhausted(err) && logged &&
+      now.tv_sec - last.tv_sec < ACCEPT_LOG_SEC) {
+    quiet++;
+    return;
+  }
+  if (accept_exhausted(err))
+    fprintf(stderr,
+            "znbd: accept: %s: pausing new connections %llu ms at a time "
+            "(%lu more since the last message; logged at most once every "
+            "%d s)\n",
+            strerror(err), ACCEPT_PAUSE_NSEC / 1000000, quiet, ACCEPT_LOG_SEC);
+  else
+    fprintf(stderr, "znbd: accept: %s\n", strerror(err));
+  if (accept_exhausted(err)) {
+    last = now;
+    logged = true;
+    quiet = 0;
+  }
+}
 
 int
 main(int argc, char **argv)
@@ -394,6 +438,7 @@ main(int argc, char **argv)
   if (ring_init(&ring, 16) < 0)
     die("%s", "io_uring setup failed");
   struct signalfd_siginfo si;
+  struct __kernel_timespec pause_ts[2];
   struct io_uring_sqe *sqe;
   for (int i = 0; i < nl; i++) {
     sqe = get_sqe(&ring);
@@ -431,6 +476,10 @@ main(int argc, char **argv)
         io_uring_sqe_set_data64(sqe, 100);
         continue;
       }
+      if (ud >= 200) { /* a paused listener's accept is due */
+        ud -= 200;
+        goto rearm;
+      }
       int fd = cqe->res;
       if (fd >= 0) {
         if (lfd[ud] >= 0 && ud == (uint64_t)(nl - 1) && port != -1) {
@@ -438,9 +487,14 @@ main(int argc, char **argv)
           setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         }
         worker_add_conn(s.workers[rr++ % s.nworkers], fd);
+      } else if (accept_exhausted(-fd)) {
+        accept_log(-fd);
+        arm_timeout(&ring, &pause_ts[ud], ACCEPT_PAUSE_NSEC, 200 + ud);
+        continue;
       } else if (fd != -EINTR && fd != -ECONNABORTED && fd != -EAGAIN) {
-        fprintf(stderr, "znbd: accept: %s\n", strerror(-fd));
+        accept_log(-fd);
       }
+    rearm:
       sqe = get_sqe(&ring);
       io_uring_prep_accept(sqe, lfd[ud], NULL, NULL, SOCK_CLOEXEC);
       io_uring_sqe_set_data64(sqe, ud);
