@@ -140,6 +140,9 @@ void
 mq_put_tag(struct mq *m, struct rq *rq, struct io_uring *from)
 {
   struct hwq *q = rq->hq;
+  /* Read before the tag is free: from then on another worker may take it
+   * and overwrite every field. */
+  const struct worker *self = rq->w;
   /* Do not keep a 32 MiB reply buffer per tag after one large read. */
   if (rq->reply.cap > TAG_BUF_KEEP)
     buf_free(&rq->reply);
@@ -151,7 +154,7 @@ mq_put_tag(struct mq *m, struct rq *rq, struct io_uring *from)
   /* Readers of other workers waiting for a tag of this queue. */
   if (atomic_exchange(&q->stalled, 0) > 0) {
     for (unsigned i = 0; i < m->s->nworkers; i++)
-      if (m->s->workers[i] != rq->w)
+      if (m->s->workers[i] != self)
         worker_retry_stalled(m->s->workers[i], from);
   }
 }

@@ -127,7 +127,8 @@ struct rq *mq_get_tag(struct mq *m, unsigned idx);
 /* Insert RQ (tagged, filled) through the scheduler; FROM is the caller's
  * ring, which carries the hardware queue's wakeup with its next submit. */
 void mq_submit(struct mq *m, struct rq *rq, struct io_uring *from);
-/* Release RQ's tag; wakes stalled readers (through FROM). */
+/* Release RQ's tag; wakes stalled readers (through FROM).  RQ belongs to
+ * the tag set again on return: the caller must not touch it. */
 void mq_put_tag(struct mq *m, struct rq *rq, struct io_uring *from);
 
 /* Arm an io_uring timeout of NSEC on RING for user data UD, using TS. */
