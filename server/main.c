@@ -322,6 +322,15 @@ main(int argc, char **argv)
             strerror(errno));
   s.completion_nsec = s.mode == QM_BIO ? p.completion_nsec : 0;
   s.nworkers = (unsigned)nthreads;
+  /* Queues and workers before the sockets: a limit they meet stops
+   * start-up with the option's name, before anything is served. */
+  if (s.mode == QM_MQ && !(s.mq = mq_new(&s, err, sizeof err)))
+    die("%s", err);
+  if (!(s.workers = calloc(s.nworkers, sizeof *s.workers)))
+    die("%s", "out of memory");
+  for (unsigned i = 0; i < s.nworkers; i++)
+    if (!(s.workers[i] = worker_new(&s, i, err, sizeof err)))
+      die("%s", err);
 
   /* Sockets. */
   char tmpdir[] = "/tmp/znbdXXXXXX", tmpsock[64];
@@ -379,17 +388,11 @@ main(int argc, char **argv)
     if (!ctl)
       die("%s", err);
   }
-  if (s.mode == QM_MQ) {
-    s.mq = mq_new(&s, err, sizeof err);
-    if (!s.mq || mq_start(s.mq))
+  if (s.mq && mq_start(s.mq, err, sizeof err))
+    die("%s", err);
+  for (unsigned i = 0; i < s.nworkers; i++)
+    if (worker_start(s.workers[i], err, sizeof err))
       die("%s", err);
-  }
-  s.workers = calloc(s.nworkers, sizeof *s.workers);
-  for (unsigned i = 0; i < s.nworkers; i++) {
-    s.workers[i] = worker_new(&s, i);
-    if (!s.workers[i] || worker_start(s.workers[i]))
-      die("%s", "cannot start worker threads");
-  }
 
   if (pidfile) {
     char tmpf[PATH_MAX];
@@ -435,7 +438,7 @@ main(int argc, char **argv)
 
   /* Accept loop. */
   struct io_uring ring;
-  if (ring_init(&ring, 16) < 0)
+  if (ring_init(&ring, 16, false) < 0)
     die("%s", "io_uring setup failed");
   struct signalfd_siginfo si;
   struct __kernel_timespec pause_ts[2];

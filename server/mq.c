@@ -68,16 +68,80 @@ struct mq {
   uint32_t nr_zones, nr_conv;
 };
 
+/* blk-mq's BLK_MQ_MAX_DEPTH: blk_mq_alloc_tag_set() reduces a deeper
+ * null_blk hw_queue_depth to it; znbd refuses one (man/znbd.pod). */
+#define MQ_MAX_DEPTH 10240
+
+/* Hardware queue Q's tags, eventfd and (disabled) ring; 0 or -errno with
+ * *WHAT naming the step that failed. */
+static int
+hwq_init(struct hwq *q, struct mq *m, unsigned idx, unsigned depth,
+         const char **what)
+{
+  int r;
+  q->m = m;
+  q->idx = idx;
+  q->depth = depth;
+  atomic_init(&q->wk.ring_fd, -1);
+  q->wk.msg_ud = HQ_MSG;
+  *what = "out of memory for the tags";
+  if (!(q->rqs = calloc(depth, sizeof *q->rqs)))
+    return -ENOMEM;
+  for (unsigned t = 0; t < depth; t++) {
+    q->rqs[t].hq = q;
+    q->rqs[t].next = q->free;
+    q->free = &q->rqs[t];
+  }
+  q->nfree = depth;
+  *what = "eventfd";
+  q->wk.efd = eventfd(0, EFD_CLOEXEC);
+  if (q->wk.efd == -1) {
+    r = -errno;
+    goto fail_rqs;
+  }
+  /* Room for a completion timer per tag, the eventfd read, the requeue
+   * kick and wakeups sent; enabled by the queue's own thread. */
+  *what = "io_uring setup";
+  if ((r = ring_init(&q->ring, 2 * depth + 8, true)) < 0)
+    goto fail_efd;
+  pthread_mutex_init(&q->lock, NULL);
+  return 0;
+
+fail_efd:
+  close(q->wk.efd);
+fail_rqs:
+  free(q->rqs);
+  return r;
+}
+
+static void
+hwq_free(struct hwq *q)
+{
+  for (unsigned t = 0; t < q->depth; t++)
+    buf_free(&q->rqs[t].reply);
+  free(q->rqs);
+  io_uring_queue_exit(&q->ring);
+  close(q->wk.efd);
+  pthread_mutex_destroy(&q->lock);
+}
+
 struct mq *
 mq_new(struct server *s, char *err, size_t errlen)
 {
   const struct znbd_params *p = s->cfg.params;
+  unsigned depth = p->hw_queue_depth ? p->hw_queue_depth : 64;
+  if (depth > MQ_MAX_DEPTH) {
+    snprintf(err, errlen,
+             "hw_queue_depth=%u: at most %u tags per hardware queue "
+             "(blk-mq's BLK_MQ_MAX_DEPTH)",
+             depth, MQ_MAX_DEPTH);
+    return NULL;
+  }
   struct mq *m = calloc(1, sizeof *m);
   if (!m)
     goto oom;
   m->s = s;
   m->nq = p->submit_queues ? p->submit_queues : 1;
-  unsigned depth = p->hw_queue_depth ? p->hw_queue_depth : 64;
   m->pipeline = p->pipeline_zoned_writes;
   m->completion_nsec = p->completion_nsec;
   m->max_attempts = m->nq * depth;
@@ -87,34 +151,37 @@ mq_new(struct server *s, char *err, size_t errlen)
    * mq-deadline pipelining patches): both on means no lock. */
   m->zone_lock = s->sched_deadline && !p->no_zone_write_lock && !m->pipeline &&
                  m->nr_zones > 0;
-  pthread_mutex_init(&m->zlock, NULL);
   if (m->zone_lock && !(m->zones = calloc(m->nr_zones, sizeof *m->zones)))
-    goto oom;
+    goto fail_m;
   if (!(m->q = calloc(m->nq, sizeof *m->q)))
-    goto oom;
+    goto fail_zones;
   for (unsigned i = 0; i < m->nq; i++) {
-    struct hwq *q = &m->q[i];
-    q->m = m;
-    q->idx = i;
-    q->depth = depth;
-    pthread_mutex_init(&q->lock, NULL);
-    if (!(q->rqs = calloc(depth, sizeof *q->rqs)))
-      goto oom;
-    for (unsigned t = 0; t < depth; t++) {
-      q->rqs[t].hq = q;
-      q->rqs[t].next = q->free;
-      q->free = &q->rqs[t];
-    }
-    q->nfree = depth;
-    atomic_init(&q->wk.ring_fd, -1);
-    q->wk.msg_ud = HQ_MSG;
-    q->wk.efd = eventfd(0, EFD_CLOEXEC);
-    if (q->wk.efd == -1) {
-      snprintf(err, errlen, "eventfd: %s", strerror(errno));
+    const char *what;
+    int r = hwq_init(&m->q[i], m, i, depth, &what);
+    if (r < 0) {
+      snprintf(err, errlen,
+               "submit_queues=%u hw_queue_depth=%u: hardware queue %u: %s: "
+               "%s%s",
+               m->nq, depth, i, what, strerror(-r),
+               r == -EMFILE || r == -ENFILE
+                   ? " (each hardware queue needs 2 descriptors: raise "
+                     "ulimit -n or lower submit_queues)"
+                   : "");
+      while (i--)
+        hwq_free(&m->q[i]);
+      free(m->q);
+      free(m->zones);
+      free(m);
       return NULL;
     }
   }
+  pthread_mutex_init(&m->zlock, NULL);
   return m;
+
+fail_zones:
+  free(m->zones);
+fail_m:
+  free(m);
 oom:
   snprintf(err, errlen, "out of memory for the mq tag set");
   return NULL;
@@ -257,8 +324,10 @@ static void *
 hwq_main(void *arg)
 {
   struct hwq *q = arg;
-  if (ring_init(&q->ring, 2 * q->depth + 8) < 0) {
-    fprintf(stderr, "znbd: io_uring setup failed\n");
+  int r = ring_enable(&q->ring);
+  if (r < 0) {
+    fprintf(stderr, "znbd: hardware queue %u: io_uring enable: %s\n", q->idx,
+            strerror(-r));
     exit(EXIT_FAILURE);
   }
   struct io_uring_sqe *sqe = get_sqe(&q->ring);
@@ -269,7 +338,7 @@ hwq_main(void *arg)
   bool again = false;
   for (;;) {
     /* Work our own completions queued (a zone lock passed on): no sleep. */
-    int r = io_uring_submit_and_wait(&q->ring, again ? 0 : 1);
+    r = io_uring_submit_and_wait(&q->ring, again ? 0 : 1);
     if (r < 0 && r != -EINTR && r != -EBUSY) {
       fprintf(stderr, "znbd: io_uring_submit_and_wait: %s\n", strerror(-r));
       exit(EXIT_FAILURE);
@@ -335,28 +404,41 @@ hwq_main(void *arg)
     again = atomic_load(&q->list) != NULL;
   }
   atomic_store(&q->wk.ring_fd, -1);
-  io_uring_queue_exit(&q->ring);
   return NULL;
 }
 
-int
-mq_start(struct mq *m)
+/* Stop and join the threads of the first N hardware queues. */
+static void
+stop_queues(struct mq *m, unsigned n)
 {
-  for (unsigned i = 0; i < m->nq; i++)
-    if (pthread_create(&m->q[i].th, NULL, hwq_main, &m->q[i]))
+  for (unsigned i = 0; i < n; i++) {
+    atomic_store(&m->q[i].stop, true);
+    waker_kick_efd(&m->q[i].wk);
+  }
+  for (unsigned i = 0; i < n; i++)
+    pthread_join(m->q[i].th, NULL);
+}
+
+int
+mq_start(struct mq *m, char *err, size_t errlen)
+{
+  for (unsigned i = 0; i < m->nq; i++) {
+    int r = pthread_create(&m->q[i].th, NULL, hwq_main, &m->q[i]);
+    if (r) {
+      snprintf(err, errlen,
+               "submit_queues=%u: cannot start hardware queue %u: %s", m->nq, i,
+               strerror(r));
+      stop_queues(m, i);
       return -1;
+    }
+  }
   return 0;
 }
 
 void
 mq_stop(struct mq *m)
 {
-  for (unsigned i = 0; i < m->nq; i++) {
-    atomic_store(&m->q[i].stop, true);
-    waker_kick_efd(&m->q[i].wk);
-  }
-  for (unsigned i = 0; i < m->nq; i++)
-    pthread_join(m->q[i].th, NULL);
+  stop_queues(m, m->nq);
 }
 
 void
@@ -364,15 +446,10 @@ mq_free(struct mq *m)
 {
   if (!m)
     return;
-  for (unsigned i = 0; i < m->nq; i++) {
-    struct hwq *q = &m->q[i];
-    for (unsigned t = 0; t < q->depth; t++)
-      buf_free(&q->rqs[t].reply);
-    free(q->rqs);
-    close(q->wk.efd);
-    pthread_mutex_destroy(&q->lock);
-  }
+  for (unsigned i = 0; i < m->nq; i++)
+    hwq_free(&m->q[i]);
   free(m->q);
   free(m->zones);
+  pthread_mutex_destroy(&m->zlock);
   free(m);
 }

@@ -104,12 +104,16 @@ rq_stack_take(rq_stack *top)
 }
 
 /* worker.c */
-struct worker *worker_new(struct server *s, unsigned idx);
-int worker_start(struct worker *w);
+/* Worker IDX of S (its eventfd and a ring its thread enables), or NULL
+ * with the reason, naming --threads, in ERR. */
+struct worker *worker_new(struct server *s, unsigned idx, char *err,
+                          size_t errlen);
+/* Start W's thread: 0, or -1 with the reason in ERR. */
+int worker_start(struct worker *w, char *err, size_t errlen);
 void worker_add_conn(struct worker *w, int fd);
 void worker_stop(struct worker *w); /* ask: finish, close, exit */
 void worker_join(struct worker *w);
-void worker_free(struct worker *w); /* after worker_join */
+void worker_free(struct worker *w); /* after worker_join; W may be NULL */
 /* Called by hardware queue threads: RQ is finished; its reply goes out on
  * its connection and its tag is released by the worker. */
 void worker_complete(struct rq *rq, struct io_uring *from);
@@ -117,8 +121,13 @@ void worker_complete(struct rq *rq, struct io_uring *from);
 void worker_retry_stalled(struct worker *w, struct io_uring *from);
 
 /* mq.c */
+/* The tag set and hardware queues of S (tags, eventfds, rings), or NULL
+ * with the reason, naming hw_queue_depth or submit_queues, in ERR; frees
+ * what it made on failure. */
 struct mq *mq_new(struct server *s, char *err, size_t errlen);
-int mq_start(struct mq *m);
+/* Start the hardware queue threads: 0, or -1 with the reason in ERR
+ * (those started are stopped again). */
+int mq_start(struct mq *m, char *err, size_t errlen);
 void mq_stop(struct mq *m);
 void mq_free(struct mq *m); /* after mq_stop; M may be NULL */
 /* A free tag of hardware queue for worker index IDX, or NULL (all busy:
@@ -135,6 +144,13 @@ void mq_put_tag(struct mq *m, struct rq *rq, struct io_uring *from);
 void arm_timeout(struct io_uring *ring, struct __kernel_timespec *ts,
                  uint64_t nsec, uint64_t ud);
 struct io_uring_sqe *get_sqe(struct io_uring *ring);
-int ring_init(struct io_uring *ring, unsigned entries);
+/* io_uring_queue_init with SINGLE_ISSUER and DEFER_TASKRUN where the
+ * kernel has them; DISABLED: created disabled (IORING_SETUP_R_DISABLED),
+ * the thread that calls ring_enable() becomes its issuer.
+ * Returns 0 or -errno. */
+int ring_init(struct io_uring *ring, unsigned entries, bool disabled);
+/* Enable a ring made with DISABLED from the thread that will use it:
+ * 0 or -errno. */
+int ring_enable(struct io_uring *ring);
 
 #endif

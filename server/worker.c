@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -25,6 +26,7 @@
 /* bio: send the replies collected so far after this many requests of one
  * received batch, so client and server overlap instead of taking turns. */
 #define EARLY_SEND_AFTER 8
+#define WORKER_RING_ENTRIES 256
 
 /* User data: a pointer (8-aligned) | its type.  UD_MSG is a MSG_RING
  * wakeup (struct waker), UD_WAKE_FAIL (server.h) a failed one we sent. */
@@ -113,17 +115,30 @@ struct worker {
 };
 
 int
-ring_init(struct io_uring *ring, unsigned entries)
+ring_init(struct io_uring *ring, unsigned entries, bool disabled)
 {
   struct io_uring_params p;
+  unsigned extra = disabled ? IORING_SETUP_R_DISABLED : 0;
   memset(&p, 0, sizeof p);
-  p.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
+  p.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | extra;
   int r = io_uring_queue_init_params(entries, ring, &p);
   if (r == -EINVAL) { /* older kernel */
     memset(&p, 0, sizeof p);
+    p.flags = extra;
     r = io_uring_queue_init_params(entries, ring, &p);
   }
   return r;
+}
+
+int
+ring_enable(struct io_uring *ring)
+{
+  /* io_uring_enable_rings() is declared by liburing 2.3 but missing from
+   * its symbol map: register IORING_REGISTER_ENABLE_RINGS directly. */
+  if (syscall(__NR_io_uring_register, ring->ring_fd,
+              IORING_REGISTER_ENABLE_RINGS, NULL, 0) < 0)
+    return -errno;
+  return 0;
 }
 
 struct io_uring_sqe *
@@ -204,26 +219,48 @@ inbuf_put(struct worker *w, struct inbuf *b)
 }
 
 struct worker *
-worker_new(struct server *s, unsigned idx)
+worker_new(struct server *s, unsigned idx, char *err, size_t errlen)
 {
+  const char *what = "out of memory";
+  int r = -ENOMEM;
   struct worker *w = calloc(1, sizeof *w);
   if (!w)
-    return NULL;
+    goto fail;
   w->s = s;
   w->idx = idx;
-  pthread_mutex_init(&w->lock, NULL);
-  if (!(w->pool = calloc(REPLY_POOL_KEEP, sizeof *w->pool))) {
-    free(w);
-    return NULL;
-  }
+  if (!(w->pool = calloc(REPLY_POOL_KEEP, sizeof *w->pool)))
+    goto fail_w;
   atomic_init(&w->wk.ring_fd, -1);
   w->wk.msg_ud = (uint64_t)(uintptr_t)w | UD_MSG;
   w->wk.efd = eventfd(0, EFD_CLOEXEC);
   if (w->wk.efd == -1) {
-    free(w);
-    return NULL;
+    what = "eventfd";
+    r = -errno;
+    goto fail_pool;
   }
+  /* Set up here, where a failure can name its option; enabled by the
+   * worker's thread, which becomes its single issuer. */
+  if ((r = ring_init(&w->ring, WORKER_RING_ENTRIES, true)) < 0) {
+    what = "io_uring setup";
+    goto fail_efd;
+  }
+  pthread_mutex_init(&w->lock, NULL);
   return w;
+
+fail_efd:
+  close(w->wk.efd);
+fail_pool:
+  free(w->pool);
+fail_w:
+  free(w);
+fail:
+  snprintf(err, errlen, "--threads %u: worker %u: %s: %s%s", s->nworkers, idx,
+           what, strerror(-r),
+           r == -EMFILE || r == -ENFILE
+               ? " (each worker needs 2 descriptors: raise ulimit -n or "
+                 "lower --threads)"
+               : "");
+  return NULL;
 }
 
 void
@@ -804,8 +841,10 @@ static void *
 worker_main(void *arg)
 {
   struct worker *w = arg;
-  if (ring_init(&w->ring, 256) < 0) {
-    fprintf(stderr, "znbd: io_uring setup failed\n");
+  int r = ring_enable(&w->ring);
+  if (r < 0) {
+    fprintf(stderr, "znbd: worker %u: io_uring enable: %s\n", w->idx,
+            strerror(-r));
     exit(EXIT_FAILURE);
   }
   struct io_uring_sqe *sqe = get_sqe(&w->ring);
@@ -813,7 +852,7 @@ worker_main(void *arg)
   io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)w | UD_EFD);
   atomic_store(&w->wk.ring_fd, w->ring.ring_fd);
   while (!(w->stopping && w->nconns == 0)) {
-    int r = io_uring_submit_and_wait(&w->ring, 1);
+    r = io_uring_submit_and_wait(&w->ring, 1);
     if (r < 0 && r != -EINTR && r != -EBUSY) {
       fprintf(stderr, "znbd: io_uring_submit_and_wait: %s\n", strerror(-r));
       break;
@@ -856,14 +895,19 @@ worker_main(void *arg)
     }
   }
   atomic_store(&w->wk.ring_fd, -1);
-  io_uring_queue_exit(&w->ring);
   return NULL;
 }
 
 int
-worker_start(struct worker *w)
+worker_start(struct worker *w, char *err, size_t errlen)
 {
-  return pthread_create(&w->th, NULL, worker_main, w);
+  int r = pthread_create(&w->th, NULL, worker_main, w);
+  if (r) {
+    snprintf(err, errlen, "--threads %u: cannot start worker %u: %s",
+             w->s->nworkers, w->idx, strerror(r));
+    return -1;
+  }
+  return 0;
 }
 
 void
@@ -875,6 +919,9 @@ worker_join(struct worker *w)
 void
 worker_free(struct worker *w)
 {
+  if (!w)
+    return;
+  io_uring_queue_exit(&w->ring);
   close(w->wk.efd);
   free(w->newfds);
   for (unsigned i = 0; i < w->npool; i++)
