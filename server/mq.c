@@ -301,6 +301,12 @@ queue_rq(struct hwq *q, struct rq *rq)
   struct mq *m = q->m;
   const struct nbdc *c = rq->proto;
   unsigned xf = EXEC_NOWAIT;
+  if (atomic_load(&c->gone)) { /* nobody to answer: do not execute it */
+    nbd_reply_error(c, &rq->req, NBD_ESHUTDOWN, "connection closed",
+                    &rq->reply);
+    complete(q, rq);
+    return false;
+  }
   if (m->pipeline) {
     xf |= EXEC_REQUEUE;
     if (++rq->attempts > m->max_attempts) {

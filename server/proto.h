@@ -7,6 +7,7 @@
 #ifndef ZNBD_SERVER_PROTO_H
 #define ZNBD_SERVER_PROTO_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -37,7 +38,10 @@ struct nbdc {
   bool ctx_alloc, ctx_zone; /* selected metadata contexts */
   bool stopping;            /* server shutting down: ESHUTDOWN */
   bool pause;               /* set by the submit callback: feed returns */
-  uint64_t discard;         /* input bytes still to drop */
+  /* The connection is cut off: requests still queued for it are dropped
+   * unexecuted (set by its worker, read by mq hardware queue threads). */
+  atomic_bool gone;
+  uint64_t discard; /* input bytes still to drop */
   /* Reply owed once the dropped bytes are consumed (a client may only
    * expect it after sending them): an oversized option or write. */
   enum { AFTER_NONE, AFTER_OPT_TOO_BIG, AFTER_WRITE_TOO_BIG } after_discard;

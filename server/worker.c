@@ -22,7 +22,9 @@
 
 #define IN_INITIAL (256u * 1024)
 #define OUT_HIGH (4u * 1024 * 1024) /* stop parsing above this */
-#define STOP_GRACE_NSEC 2000000000ULL
+/* SIGTERM: clients that do not read are cut off after this, within the
+ * 2 s man/znbd.pod promises (what is still queued for them is dropped). */
+#define STOP_GRACE_NSEC 1500000000ULL
 /* bio: send the replies collected so far after this many requests of one
  * received batch, so client and server overlap instead of taking turns. */
 #define EARLY_SEND_AFTER 8
@@ -415,6 +417,7 @@ conn_kill(struct conn *c)
 {
   if (!c->dead) {
     c->dead = true;
+    atomic_store(&c->proto.gone, true);
     shutdown(c->fd, SHUT_RDWR); /* completes our pending recv/send */
   }
   conn_maybe_free(c);
@@ -635,6 +638,7 @@ conn_early_send(struct conn *c)
       queue_send(c); /* the rest goes with the next submit */
     } else {         /* freed later by conn_kick, not under our caller's feet */
       c->dead = true;
+      atomic_store(&c->proto.gone, true);
       shutdown(c->fd, SHUT_RDWR);
     }
   }
