@@ -133,6 +133,11 @@ opt_info_go(struct nbdc *c, uint32_t opt, const uint8_t *d, uint32_t len,
     opt_error(out, opt, NBD_REP_ERR_INVALID, "bad export name length");
     return;
   }
+  if (nlen > NBD_MAX_STRING) { /* as nbdkit: the spec's string limit */
+    opt_error(out, opt, NBD_REP_ERR_INVALID,
+              "export name longer than 4096 bytes");
+    return;
+  }
   uint16_t nreq = get16(d + 4 + nlen);
   if ((uint64_t)4 + nlen + 2 + 2u * nreq != len) {
     opt_error(out, opt, NBD_REP_ERR_INVALID, "bad information request count");
@@ -198,6 +203,11 @@ opt_meta(struct nbdc *c, uint32_t opt, const uint8_t *d, uint32_t len,
     return;
   }
   uint32_t nlen = get32(d);
+  if (nlen > NBD_MAX_STRING) {
+    opt_error(out, opt, NBD_REP_ERR_INVALID,
+              "export name longer than 4096 bytes");
+    return;
+  }
   if (!name_ok(c, d + 4, nlen)) {
     opt_error(out, opt, NBD_REP_ERR_UNKNOWN, "no such export");
     return;
@@ -248,7 +258,7 @@ do_option(struct nbdc *c, uint32_t opt, const uint8_t *d, uint32_t len,
   const struct srv_cfg *s = c->cfg;
   switch (opt) {
   case NBD_OPT_EXPORT_NAME: {
-    if (!name_ok(c, d, len)) {
+    if (len > NBD_MAX_STRING || !name_ok(c, d, len)) {
       c->phase = PH_CLOSED; /* the only answer the spec allows */
       return;
     }
@@ -748,42 +758,53 @@ exec_zero(const struct nbdc *c, const struct nbd_req *r, unsigned wflags)
 /* Block status descriptors being built into one chunk. */
 struct bs {
   struct buf *out;
-  size_t hdr; /* offset of the chunk header in out */
   uint32_t n; /* descriptors */
   uint32_t max;
-  bool merge; /* join equal neighbours (not across zones) */
-  uint64_t end;
-  uint64_t last_flags_pos; /* offset of the previous descriptor */
+  bool merge;     /* join neighbours with equal flags (base:allocation) */
+  uint64_t start; /* the request's offset: the first descriptor's start */
+  uint64_t end;   /* where the last descriptor may end (block aligned) */
+  size_t last;    /* offset in out of the previous descriptor */
 };
 
+/* Longest descriptor: 32-bit lengths, kept a multiple of 4096. */
+#define BS_MAX_LEN (UINT32_MAX & ~(uint32_t)4095)
+
+/* Extent callback: append [OFF, OFF+LEN) with FLAGS, clipped to
+ * [start, end).  Returns 1 to stop (full, or past the end). */
 static int
 bs_add(void *opaque, uint64_t off, uint64_t len, uint32_t flags)
 {
   struct bs *b = opaque;
+  if (off + len <= b->start)
+    return 0;
+  if (off < b->start) {
+    len -= b->start - off;
+    off = b->start;
+  }
   if (off >= b->end)
     return 1;
   if (len > b->end - off)
     len = b->end - off;
-  if (len == 0)
-    return 0;
-  if (b->n && b->merge && get32(b->out->p + b->last_flags_pos + 4) == flags &&
-      (uint64_t)get32(b->out->p + b->last_flags_pos) + len <= UINT32_MAX &&
-      b->max > 1) {
-    put32(b->out->p + b->last_flags_pos,
-          get32(b->out->p + b->last_flags_pos) + (uint32_t)len);
-  } else {
+  if (b->n && b->merge && get32(b->out->p + b->last + 4) == flags) {
+    uint32_t have = get32(b->out->p + b->last);
+    uint64_t add = len < BS_MAX_LEN - have ? len : BS_MAX_LEN - have;
+    put32(b->out->p + b->last, have + (uint32_t)add);
+    len -= add;
+  }
+  while (len) {
     if (b->n == b->max)
       return 1;
-    if (len > UINT32_MAX)
-      len = UINT32_MAX & ~(uint64_t)4095;
+    uint32_t l = len < BS_MAX_LEN ? (uint32_t)len : BS_MAX_LEN;
     uint8_t *p = buf_reserve(b->out, 8);
-    put32(p, (uint32_t)len);
+    put32(p, l);
     put32(p + 4, flags);
-    b->last_flags_pos = b->out->len;
+    b->last = b->out->len;
     buf_commit(b->out, 8);
     b->n++;
+    len -= l;
   }
-  return b->n == b->max && b->max == 1 ? 1 : 0;
+  /* Merging: a later extent may still extend the last descriptor. */
+  return !b->merge && b->n == b->max;
 }
 
 static int
@@ -830,11 +851,20 @@ zone_extents(struct znbd_dev *d, struct bs *b, uint64_t off)
   }
 }
 
+/* BLOCK_STATUS.  An unaligned range is looked up rounded out to whole
+ * blocks; the first descriptor starts at the request's offset and the
+ * last may end at the next block boundary (doc/proto.md: the final
+ * extent MAY go beyond the requested range). */
 static int
 exec_block_status(const struct nbdc *c, const struct nbd_req *r,
                   struct buf *out)
 {
   struct znbd_dev *d = c->cfg->dev;
+  uint64_t bsz = c->cfg->blocksize;
+  uint64_t astart = r->off & ~(bsz - 1);
+  uint64_t aend = (r->off + r->len + bsz - 1) & ~(bsz - 1);
+  if (aend > c->cfg->size)
+    aend = c->cfg->size;
   size_t start = out->len, last = out->len;
   uint32_t max = (r->flags & NBD_CMD_FLAG_REQ_ONE) ? 1 : BS_MAX_DESC;
   for (int ctx = CTX_ID_ALLOC; ctx <= CTX_ID_ZONE; ctx++) {
@@ -845,9 +875,13 @@ exec_block_status(const struct nbdc *c, const struct nbd_req *r,
     uint8_t *p = chunk(out, 0, NBD_REPLY_TYPE_BLOCK_STATUS, r->cookie, 0);
     put32(p, (uint32_t)ctx);
     buf_commit(out, NBD_CHUNK_HEADER_SIZE + 4);
-    struct bs b = {.out = out, .hdr = last, .max = max, .end = r->off + r->len};
+    struct bs b = {.out = out,
+                   .max = max,
+                   .merge = ctx == CTX_ID_ALLOC,
+                   .start = r->off,
+                   .end = aend};
     if (ctx == CTX_ID_ALLOC) {
-      if (znbd_dev_extents(d, r->off, r->len, alloc_add, &b) < 0) {
+      if (znbd_dev_extents(d, astart, aend - astart, alloc_add, &b) < 0) {
         out->len = start;
         return -1;
       }
