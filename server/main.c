@@ -40,6 +40,8 @@ usage(FILE *f)
           "  -e, --exportname NAME  export name\n"
           "      --run CMD          run CMD ($uri set), stop when it exits\n"
           "  -t, --threads N        worker threads (default: online CPUs)\n"
+          "  -v, --verbose          log every refused request and its reason\n"
+          "  -V, --version          print the version and exit\n"
           "      --queue-mode bio|mq     submission model (default bio)\n"
           "      --scheduler none|mq-deadline  mq scheduler (default none)\n"
           "device parameters (key=value):\n%s",
@@ -207,6 +209,7 @@ main(int argc, char **argv)
       {"scheduler", required_argument, NULL, OPT_SCHED},
       {"help", no_argument, NULL, 'h'},
       {"version", no_argument, NULL, 'V'},
+      {"verbose", no_argument, NULL, 'v'},
       {NULL, 0, NULL, 0},
   };
   const char *unix_path = NULL, *ipaddr = "127.0.0.1", *pidfile = NULL;
@@ -217,7 +220,7 @@ main(int argc, char **argv)
   s.cfg.export_name = "";
   long nthreads = sysconf(_SC_NPROCESSORS_ONLN);
   int o;
-  while ((o = getopt_long(argc, argv, "U:p:i:fP:re:t:hV", longopts, NULL)) !=
+  while ((o = getopt_long(argc, argv, "U:p:i:fP:re:t:hVv", longopts, NULL)) !=
          -1) {
     char *end;
     switch (o) {
@@ -277,6 +280,9 @@ main(int argc, char **argv)
     case 'V':
       printf("znbd %s\n", PACKAGE_VERSION);
       return 0;
+    case 'v':
+      s.cfg.verbose = true;
+      break;
     default:
       usage(stderr);
       return EXIT_FAILURE;

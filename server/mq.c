@@ -302,8 +302,7 @@ queue_rq(struct hwq *q, struct rq *rq)
   const struct nbdc *c = rq->proto;
   unsigned xf = EXEC_NOWAIT;
   if (atomic_load(&c->gone)) { /* nobody to answer: do not execute it */
-    nbd_reply_error(c, &rq->req, NBD_ESHUTDOWN, "connection closed",
-                    &rq->reply);
+    rq->reply.len = 0;
     complete(q, rq);
     return false;
   }

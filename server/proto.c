@@ -4,6 +4,8 @@
  * base:allocation and x-znbd:zone (include/znbd/zonectx.h).
  */
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "znbd/zonectx.h"
@@ -385,10 +387,65 @@ chunk(struct buf *out, uint16_t flags, uint16_t type, uint64_t cookie,
   return p + NBD_CHUNK_HEADER_SIZE;
 }
 
-void
-nbd_reply_error(const struct nbdc *c, const struct nbd_req *r, uint32_t err,
-                const char *msg, struct buf *out)
+static const char *
+cmd_name(uint16_t type)
 {
+  static const char *const names[] = {
+      [NBD_CMD_READ] = "READ",
+      [NBD_CMD_WRITE] = "WRITE",
+      [NBD_CMD_DISC] = "DISC",
+      [NBD_CMD_FLUSH] = "FLUSH",
+      [NBD_CMD_TRIM] = "TRIM",
+      [NBD_CMD_CACHE] = "CACHE",
+      [NBD_CMD_WRITE_ZEROES] = "WRITE_ZEROES",
+      [NBD_CMD_BLOCK_STATUS] = "BLOCK_STATUS",
+  };
+  if (type < sizeof names / sizeof names[0] && names[type])
+    return names[type];
+  return "UNKNOWN";
+}
+
+static const char *
+errno_label(int e)
+{
+  const char *n = znbd_errno_name(e);
+  if (n)
+    return n;
+  switch (e) {
+  case ESHUTDOWN:
+    return "ESHUTDOWN";
+  case ENOTSUP:
+    return "ENOTSUP";
+  }
+  return "?";
+}
+
+/* -v: why R was refused, one line on stderr in the plugin's format
+ * (plugin/zoned.c, fail()): command, bytes, offset, errno name, reason
+ * and, on a zoned device, the zone holding the offset with its
+ * condition, write pointer and end of capacity.  E is the Linux errno,
+ * ERR the NBD errno sent. */
+static void
+log_refused(const struct nbdc *c, const struct nbd_req *r, uint32_t err, int e,
+            const char *msg)
+{
+  char wire[40] = "";
+  if ((uint32_t)e != err)
+    snprintf(wire, sizeof wire, " (%s on the wire)", errno_label((int)err));
+  char zone[160];
+  znbd_dev_zone_note(c->cfg->dev, r->off, zone, sizeof zone);
+  fprintf(stderr, "znbd: %s: %" PRIu32 " bytes at %" PRIu64 ": %s%s: %s%s\n",
+          cmd_name(r->type), r->len, r->off, errno_label(e), wire,
+          msg ? msg : "", zone);
+}
+
+/* The error reply: wire errno ERR, Linux errno E for the -v log. */
+static void
+refuse(const struct nbdc *c, const struct nbd_req *r, uint32_t err, int e,
+       const char *msg, struct buf *out)
+{
+  if (c->cfg->verbose)
+    log_refused(c, r, err, e, msg);
   if (!c->structured) {
     simple_reply(out, r->cookie, err);
     return;
@@ -403,6 +460,13 @@ nbd_reply_error(const struct nbdc *c, const struct nbd_req *r, uint32_t err,
   buf_commit(out, NBD_CHUNK_HEADER_SIZE + 6 + (size_t)n);
 }
 
+void
+nbd_reply_error(const struct nbdc *c, const struct nbd_req *r, uint32_t err,
+                const char *msg, struct buf *out)
+{
+  refuse(c, r, err, (int)err, msg, out); /* NBD errnos are Linux's */
+}
+
 static void
 reply_ok(const struct nbdc *c, const struct nbd_req *r, struct buf *out)
 {
@@ -413,7 +477,7 @@ static void
 reply_errno(const struct nbdc *c, const struct nbd_req *r, int e,
             struct buf *out)
 {
-  nbd_reply_error(c, r, (uint32_t)znbd_dev_wire_errno(e), strerror(e), out);
+  refuse(c, r, (uint32_t)znbd_dev_wire_errno(e), e, strerror(e), out);
 }
 
 /* ---- transmission: requests ---- */

@@ -26,6 +26,7 @@ struct srv_cfg {
   uint64_t size;     /* bytes */
   uint32_t blocksize;
   bool holes_ok; /* structured reads may answer zeros with OFFSET_HOLE */
+  bool verbose;  /* -v: log every refused request on stderr */
 };
 
 enum nbdc_phase { PH_CFLAGS, PH_OPTS, PH_TRANS, PH_CLOSED };
@@ -106,7 +107,8 @@ int nbd_exec(const struct nbdc *c, const struct nbd_req *r, unsigned xflags,
              struct buf *out);
 
 /* Append an error reply (NBD errno ERR, e.g. NBD_EIO) for R to OUT:
- * a structured ERROR chunk when negotiated, else a simple reply. */
+ * a structured ERROR chunk with MSG when negotiated, else a simple reply.
+ * With cfg->verbose the refusal and MSG are logged on stderr. */
 void nbd_reply_error(const struct nbdc *c, const struct nbd_req *r,
                      uint32_t err, const char *msg, struct buf *out);
 
