@@ -592,7 +592,9 @@ request_step(struct nbdc *c, const uint8_t *in, size_t len, struct buf *out,
     /* Drop the payload, then refuse: libnbd counts the command as sent
      * only after its payload, so an earlier reply would be unknown. */
     c->discard = r.len;
-    c->after_discard = AFTER_WRITE_TOO_BIG;
+    c->after_discard = AFTER_WRITE_REFUSED;
+    c->after_err = NBD_EINVAL;
+    c->after_msg = "write larger than maximum payload";
     c->after_req =
         (struct nbd_req_hdr){r.flags, r.type, r.cookie, r.off, r.len};
     c->requests++;
@@ -625,16 +627,35 @@ owed_reply(struct nbdc *c, struct buf *out)
 {
   if (c->after_discard == AFTER_OPT_TOO_BIG) {
     opt_error(out, c->after_opt, NBD_REP_ERR_TOO_BIG, "option too large");
-  } else if (c->after_discard == AFTER_WRITE_TOO_BIG) {
+  } else if (c->after_discard == AFTER_WRITE_REFUSED) {
     struct nbd_req r = {.flags = c->after_req.flags,
                         .type = c->after_req.type,
                         .cookie = c->after_req.cookie,
                         .off = c->after_req.off,
                         .len = c->after_req.len};
-    nbd_reply_error(c, &r, NBD_EINVAL, "write larger than maximum payload",
-                    out);
+    nbd_reply_error(c, &r, c->after_err, c->after_msg, out);
   }
   c->after_discard = AFTER_NONE;
+}
+
+size_t
+nbdc_refuse_pending(struct nbdc *c, const uint8_t *in, size_t len, uint32_t err,
+                    const char *msg)
+{
+  if (c->phase != PH_TRANS || c->discard || len < NBD_REQUEST_SIZE ||
+      get32(in) != NBD_REQUEST_MAGIC || get16(in + 6) != NBD_CMD_WRITE)
+    return 0;
+  uint32_t plen = get32(in + 24);
+  if ((uint64_t)len >= (uint64_t)NBD_REQUEST_SIZE + plen)
+    return 0; /* complete: nothing to drop */
+  c->discard = NBD_REQUEST_SIZE + (uint64_t)plen - len;
+  c->after_discard = AFTER_WRITE_REFUSED;
+  c->after_err = err;
+  c->after_msg = msg;
+  c->after_req = (struct nbd_req_hdr){get16(in + 4), NBD_CMD_WRITE,
+                                      get64(in + 8), get64(in + 16), plen};
+  c->requests++;
+  return len;
 }
 
 size_t
@@ -720,6 +741,10 @@ read_data_chunk(const struct nbdc *c, const struct nbd_req *r, uint64_t off,
 {
   *last = out->len;
   const void *ref = read_ref(c, off, len, xflags);
+  if (!ref && !buf_try_reserve(out, NBD_CHUNK_HEADER_SIZE + 8 + (size_t)len)) {
+    errno = ENOMEM; /* chunk() below then needs no allocation */
+    return -1;
+  }
   uint8_t *p =
       chunk(out, 0, NBD_REPLY_TYPE_OFFSET_DATA, r->cookie, 8 + (ref ? 0 : len));
   put64(p, off);
@@ -742,7 +767,11 @@ exec_read(const struct nbdc *c, const struct nbd_req *r, struct buf *out,
   struct znbd_dev *d = c->cfg->dev;
   size_t start = out->len;
   if (!c->structured) {
-    uint8_t *p = buf_reserve(out, NBD_SIMPLE_REPLY_SIZE + (size_t)r->len);
+    uint8_t *p = buf_try_reserve(out, NBD_SIMPLE_REPLY_SIZE + (size_t)r->len);
+    if (!p) {
+      reply_errno(c, r, ENOMEM, out);
+      return;
+    }
     if (znbd_dev_read(d, p + NBD_SIMPLE_REPLY_SIZE, r->len, r->off) == -1) {
       reply_errno(c, r, errno, out);
       return;

@@ -45,7 +45,9 @@ struct nbdc {
   uint64_t discard; /* input bytes still to drop */
   /* Reply owed once the dropped bytes are consumed (a client may only
    * expect it after sending them): an oversized option or write. */
-  enum { AFTER_NONE, AFTER_OPT_TOO_BIG, AFTER_WRITE_TOO_BIG } after_discard;
+  enum { AFTER_NONE, AFTER_OPT_TOO_BIG, AFTER_WRITE_REFUSED } after_discard;
+  uint32_t after_err;    /* AFTER_WRITE_REFUSED: NBD errno and message */
+  const char *after_msg; /* (a string constant) */
   uint32_t after_opt;
   struct nbd_req_hdr {
     uint16_t flags, type;
@@ -93,6 +95,14 @@ typedef int (*nbdc_submit_fn)(void *opaque, struct nbdc *c,
 size_t nbdc_feed(struct nbdc *c, const uint8_t *in, size_t len, struct buf *out,
                  size_t out_high, nbdc_submit_fn fn, void *opaque,
                  size_t *need);
+
+/* The incomplete WRITE at IN (LEN bytes of it received, its header
+ * complete) cannot be buffered: its payload is dropped as it arrives and
+ * it is answered with NBD errno ERR (e.g. NBD_ENOMEM) and MSG (a string
+ * constant) once dropped, as an oversized write is.  Returns the bytes
+ * consumed (LEN), or 0 if IN is not such a request (caller's choice). */
+size_t nbdc_refuse_pending(struct nbdc *c, const uint8_t *in, size_t len,
+                           uint32_t err, const char *msg);
 
 /* Execution flags. */
 #define EXEC_NOWAIT 0x1  /* writes ahead of the wp fail (ZNBD_WRITE_NOWAIT) */

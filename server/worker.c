@@ -475,29 +475,59 @@ queue_send(struct conn *c)
   c->sending = true;
 }
 
+/* The next message does not fit and no buffer for it can be had: a
+ * WRITE's payload is dropped and the write refused with ENOMEM (the
+ * stream stays in step); anything else ends the connection. */
+static bool
+recv_no_room(struct conn *c)
+{
+  size_t n = nbdc_refuse_pending(&c->proto, c->in + c->in_head,
+                                 c->in_tail - c->in_head, NBD_ENOMEM,
+                                 "out of memory for the write payload");
+  if (n == 0) {
+    conn_kill(c);
+    return false;
+  }
+  c->in_head += n;
+  c->need = 0;
+  if (c->inb->refs == 1)
+    c->in_head = c->in_tail = 0;
+  return true;
+}
+
+/* Room for the whole next message: grown to what it needs (a multiple
+ * of 64 KiB), at least doubled. */
+static size_t
+recv_cap(const struct conn *c, size_t need)
+{
+  size_t cap = c->in_cap;
+  if (cap >= need)
+    return cap;
+  size_t want = (need + 65535) & ~(size_t)65535;
+  return 2 * cap > want ? 2 * cap : want;
+}
+
 static void
 queue_recv(struct conn *c)
 {
   size_t need = c->need > c->in_tail - c->in_head ? c->need : 0;
-  size_t cap = c->in_cap;
-  while (cap < need)
-    cap *= 2;
+  size_t cap = recv_cap(c, need);
   if (c->inb->refs > 1) {
     /* Queued writes point into this buffer: leave its bytes alone and
      * move on to a fresh one when it is short of room. */
     if (c->in_cap - c->in_tail < 64 * 1024 || c->in_cap - c->in_head < need) {
       struct inbuf *b = inbuf_get(c->w, cap);
-      if (!b) {
-        conn_kill(c);
+      if (!b && !recv_no_room(c))
         return;
+      if (b) {
+        memcpy(b->data, c->in + c->in_head, c->in_tail - c->in_head);
+        c->in_tail -= c->in_head;
+        c->in_head = 0;
+        inbuf_put(c->w, c->inb);
+        c->inb = b;
+        c->in = b->data;
+        c->in_cap = b->cap;
       }
-      memcpy(b->data, c->in + c->in_head, c->in_tail - c->in_head);
-      c->in_tail -= c->in_head;
-      c->in_head = 0;
-      inbuf_put(c->w, c->inb);
-      c->inb = b;
-      c->in = b->data;
-      c->in_cap = b->cap;
     }
   } else {
     /* Make room: compact, then grow to hold the whole next message. */
@@ -511,20 +541,40 @@ queue_recv(struct conn *c)
     }
     if (need > c->in_cap) {
       struct inbuf *b = realloc(c->inb, sizeof *b + cap);
-      if (!b) {
-        conn_kill(c);
+      if (!b && !recv_no_room(c))
         return;
+      if (b) {
+        b->cap = cap;
+        c->inb = b;
+        c->in = b->data;
+        c->in_cap = cap;
       }
-      b->cap = cap;
-      c->inb = b;
-      c->in = b->data;
-      c->in_cap = cap;
     }
   }
   struct io_uring_sqe *sqe = get_sqe(&c->w->ring);
   io_uring_prep_recv(sqe, c->fd, c->in + c->in_tail, c->in_cap - c->in_tail, 0);
   io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)c | UD_RECV);
   c->receiving = true;
+}
+
+/* A large message was consumed and nothing is left: go back to an
+ * initial-sized input buffer rather than keep up to 32 MiB per idle
+ * connection.  Only between receives, and not while writes queued in
+ * mq mode still point into the buffer. */
+static void
+inbuf_shrink(struct conn *c)
+{
+  if (c->receiving || c->in_head != c->in_tail || c->inb->refs > 1 ||
+      c->in_cap <= IN_INITIAL)
+    return;
+  struct inbuf *b = inbuf_get(c->w, IN_INITIAL);
+  if (!b)
+    return;
+  inbuf_put(c->w, c->inb);
+  c->inb = b;
+  c->in = b->data;
+  c->in_cap = b->cap;
+  c->in_head = c->in_tail = 0;
 }
 
 /* Start what can start: a send of collected replies, the next recv. */
@@ -668,6 +718,7 @@ conn_process(struct conn *c)
       break;
     conn_early_send(c);
   }
+  inbuf_shrink(c);
   conn_kick(c);
 }
 
