@@ -27,8 +27,8 @@
 #include "server.h"
 #include "wire.h"
 
-#define TAG_BUF_KEEP (1u << 20)   /* bytes of buffer a free tag keeps */
-#define REQUEUE_DELAY_NSEC 100000 /* kick the requeue list after 100 us */
+#define TAG_BUF_KEEP (128u * 1024) /* bytes of buffer a free tag keeps */
+#define REQUEUE_DELAY_NSEC 100000  /* kick the requeue list after 100 us */
 
 /* User data on a hardware queue's ring (rq pointers are 8-aligned). */
 enum { HQ_EFD = 1, HQ_KICK = 2, HQ_MSG = 3 };

@@ -58,8 +58,9 @@ struct inbuf {
  * worker's pool) and sent with the output buffer's bytes by one sendmsg.
  * Replies shorter than this are copied: cheaper than an iovec. */
 #define REPLY_MOVE_MIN 512
-#define REPLY_POOL_KEEP 256
-#define REPLY_BUF_KEEP (1u << 20)
+#define REPLY_POOL_KEEP 64           /* spare reply buffers a worker keeps */
+#define REPLY_BUF_KEEP (128u * 1024) /* ... each at most this large */
+#define OUT_KEEP (256u * 1024)       /* output buffer an idle conn keeps */
 
 /* A reply buffer queued to go out after AT bytes of the output buffer. */
 struct oseg {
@@ -387,6 +388,19 @@ side_move_reply(struct conn *c, struct buf *b)
 }
 
 static void conn_process(struct conn *c);
+
+/* Nothing left to send and nothing in flight: free output buffers grown
+ * past OUT_KEEP by large replies, so an idle connection holds no 32 MiB
+ * read reply (they are allocated again, to size, when needed). */
+static void
+give_back(struct conn *c)
+{
+  if (c->sending || c->inflight || side_len(c, 0) || side_len(c, 1))
+    return;
+  for (int i = 0; i < 2; i++)
+    if (c->out[i].cap > OUT_KEEP)
+      buf_free(&c->out[i]);
+}
 
 static void
 conn_maybe_free(struct conn *c)
@@ -792,6 +806,7 @@ on_send(struct conn *c, int res)
     return;
   }
   side_reset(c, !c->fill);
+  give_back(c);
   conn_process(c);
 }
 
