@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
-#include <malloc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -323,11 +322,6 @@ main(int argc, char **argv)
   if (!s.cfg.description)
     die("%s", "out of memory");
   znbd_dev_describe(dev, s.cfg.description, (size_t)dlen + 1);
-  /* Reply and receive buffers of 1 MiB and more (up to 32 MiB) are
-   * mapped and unmapped by malloc, so freeing them returns the memory at
-   * once; glibc's default would raise its threshold to the largest block
-   * freed and keep such buffers in its heaps. */
-  mallopt(M_MMAP_THRESHOLD, 1 << 20);
   /* Before any thread starts: they inherit it (lib/sched.c says why). */
   if (p.sched_batch && znbd_sched_batch() < 0)
     fprintf(stderr, "znbd: note: sched_batch: SCHED_BATCH: %s\n",

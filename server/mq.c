@@ -27,8 +27,8 @@
 #include "server.h"
 #include "wire.h"
 
-#define TAG_BUF_KEEP (128u * 1024) /* bytes of buffer a free tag keeps */
-#define REQUEUE_DELAY_NSEC 100000  /* kick the requeue list after 100 us */
+#define TAG_BUF_KEEP (1u << 20)   /* bytes of buffer a free tag keeps */
+#define REQUEUE_DELAY_NSEC 100000 /* kick the requeue list after 100 us */
 
 /* User data on a hardware queue's ring (rq pointers are 8-aligned). */
 enum { HQ_EFD = 1, HQ_KICK = 2, HQ_MSG = 3 };
@@ -223,6 +223,19 @@ mq_put_tag(struct mq *m, struct rq *rq, struct io_uring *from)
     for (unsigned i = 0; i < m->s->nworkers; i++)
       if (m->s->workers[i] != self)
         worker_retry_stalled(m->s->workers[i], from);
+  }
+}
+
+void
+mq_trim(struct mq *m, size_t keep)
+{
+  for (unsigned i = 0; i < m->nq; i++) {
+    struct hwq *q = &m->q[i];
+    pthread_mutex_lock(&q->lock);
+    for (struct rq *rq = q->free; rq; rq = rq->next)
+      if (rq->reply.cap > keep)
+        buf_free(&rq->reply);
+    pthread_mutex_unlock(&q->lock);
   }
 }
 

@@ -140,6 +140,10 @@ void mq_submit(struct mq *m, struct rq *rq, struct io_uring *from);
  * the tag set again on return: the caller must not touch it. */
 void mq_put_tag(struct mq *m, struct rq *rq, struct io_uring *from);
 
+/* Free the reply buffers larger than KEEP bytes of the tags that are
+ * free now (an idle worker giving memory back). */
+void mq_trim(struct mq *m, size_t keep);
+
 /* Arm an io_uring timeout of NSEC on RING for user data UD, using TS. */
 void arm_timeout(struct io_uring *ring, struct __kernel_timespec *ts,
                  uint64_t nsec, uint64_t ud);

@@ -8,6 +8,7 @@
  * the next loop turn.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,7 @@ enum {
   UD_EFD = 2,
   UD_TIMER = 3,
   UD_MSG = 5,
+  UD_TRIM = 6,
   UD_MASK = UD_WAKE_MASK
 };
 
@@ -58,9 +60,14 @@ struct inbuf {
  * worker's pool) and sent with the output buffer's bytes by one sendmsg.
  * Replies shorter than this are copied: cheaper than an iovec. */
 #define REPLY_MOVE_MIN 512
-#define REPLY_POOL_KEEP 64           /* spare reply buffers a worker keeps */
-#define REPLY_BUF_KEEP (128u * 1024) /* ... each at most this large */
-#define OUT_KEEP (256u * 1024)       /* output buffer an idle conn keeps */
+#define REPLY_POOL_KEEP 256
+#define REPLY_BUF_KEEP (1u << 20)
+/* Output buffer bytes a connection with nothing to send keeps. */
+#define OUT_KEEP (256u * 1024)
+/* After activity, the worker gives memory back once it has been idle
+ * about this long: spare buffers over OUT_KEEP, mq tags' buffers, and
+ * malloc_trim() for what glibc keeps in its heaps. */
+#define TRIM_NSEC 1000000000ULL
 
 /* A reply buffer queued to go out after AT bytes of the output buffer. */
 struct oseg {
@@ -115,6 +122,8 @@ struct worker {
   struct __kernel_timespec grace_ts;
   struct conn *conns;
   unsigned nconns;
+  bool dirty, trim_armed; /* served since the last trim; timer set */
+  struct __kernel_timespec trim_ts;
 };
 
 int
@@ -768,6 +777,7 @@ static void
 on_recv(struct conn *c, int res)
 {
   c->receiving = false;
+  c->w->dirty = true;
   if (res <= 0) {
     if (res == -EINTR || res == -EAGAIN) {
       conn_kick(c);
@@ -907,6 +917,35 @@ on_efd(struct worker *w)
   io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)w | UD_EFD);
 }
 
+/* The trim timer fired: give back what idle connections and an idle
+ * worker hold; if anything is still busy, look again later. */
+static void
+worker_trim(struct worker *w)
+{
+  bool idle = true;
+  w->trim_armed = false;
+  for (struct conn *c = w->conns; c; c = c->next) {
+    if (c->sending || c->inflight || side_len(c, 0) || side_len(c, 1))
+      idle = false;
+    else
+      give_back(c);
+  }
+  if (!idle)
+    return; /* still dirty: re-armed at the end of the loop turn */
+  unsigned k = 0;
+  for (unsigned i = 0; i < w->npool; i++) {
+    if (w->pool[i].cap > OUT_KEEP)
+      buf_free(&w->pool[i]);
+    else
+      w->pool[k++] = w->pool[i];
+  }
+  w->npool = k;
+  if (w->s->mq)
+    mq_trim(w->s->mq, OUT_KEEP);
+  malloc_trim(0);
+  w->dirty = false;
+}
+
 static void *
 worker_main(void *arg)
 {
@@ -951,6 +990,9 @@ worker_main(void *arg)
       case UD_WAKE_FAIL:
         waker_kick_efd(p);
         break;
+      case UD_TRIM:
+        worker_trim(w);
+        break;
       case UD_TIMER:
         if (p == (void *)w) { /* stop grace over: drop stragglers */
           for (struct conn *c = w->conns, *nx; c; c = nx) {
@@ -962,6 +1004,11 @@ worker_main(void *arg)
         }
         break;
       }
+    }
+    if (w->dirty && !w->trim_armed && !w->stopping) {
+      arm_timeout(&w->ring, &w->trim_ts, TRIM_NSEC,
+                  (uint64_t)(uintptr_t)w | UD_TRIM);
+      w->trim_armed = true;
     }
   }
   atomic_store(&w->wk.ring_fd, -1);
