@@ -452,11 +452,11 @@ main(int argc, char **argv)
   for (int i = 0; i < nl; i++) {
     sqe = get_sqe(&ring);
     io_uring_prep_accept(sqe, lfd[i], NULL, NULL, SOCK_CLOEXEC);
-    io_uring_sqe_set_data64(sqe, (uint64_t)i);
+    io_uring_sqe_set_data64(sqe, tag_index(TAG_ACCEPT, (unsigned)i));
   }
   sqe = get_sqe(&ring);
   io_uring_prep_read(sqe, sfd, &si, sizeof si, 0);
-  io_uring_sqe_set_data64(sqe, 100);
+  io_uring_sqe_set_data64(sqe, tag_index(TAG_SIGNAL, 0));
   int status = 0;
   unsigned rr = 0;
   bool done = false;
@@ -469,8 +469,9 @@ main(int argc, char **argv)
     io_uring_for_each_cqe(&ring, head, cqe)
     {
       n++;
-      uint64_t ud = io_uring_cqe_get_data64(cqe);
-      if (ud == 100) {
+      uint64_t tag = io_uring_cqe_get_data64(cqe);
+      unsigned ud = tag_get_index(tag);
+      if (tag_op(tag) == TAG_SIGNAL) {
         if (si.ssi_signo == SIGCHLD) {
           int st;
           if (child > 0 && waitpid(child, &st, WNOHANG) == child) {
@@ -482,13 +483,11 @@ main(int argc, char **argv)
         }
         sqe = get_sqe(&ring);
         io_uring_prep_read(sqe, sfd, &si, sizeof si, 0);
-        io_uring_sqe_set_data64(sqe, 100);
+        io_uring_sqe_set_data64(sqe, tag_index(TAG_SIGNAL, 0));
         continue;
       }
-      if (ud >= 200) { /* a paused listener's accept is due */
-        ud -= 200;
+      if (tag_op(tag) == TAG_ACCEPT_PAUSE) /* the listener's pause is over */
         goto rearm;
-      }
       int fd = cqe->res;
       if (fd >= 0) {
         if (lfd[ud] >= 0 && ud == (uint64_t)(nl - 1) && port != -1) {
@@ -498,7 +497,8 @@ main(int argc, char **argv)
         worker_add_conn(s.workers[rr++ % s.nworkers], fd);
       } else if (accept_exhausted(-fd)) {
         accept_log(-fd);
-        arm_timeout(&ring, &pause_ts[ud], ACCEPT_PAUSE_NSEC, 200 + ud);
+        arm_timeout(&ring, &pause_ts[ud], ACCEPT_PAUSE_NSEC,
+                    tag_index(TAG_ACCEPT_PAUSE, ud));
         continue;
       } else if (fd != -EINTR && fd != -ECONNABORTED && fd != -EAGAIN) {
         accept_log(-fd);
@@ -506,7 +506,7 @@ main(int argc, char **argv)
     rearm:
       sqe = get_sqe(&ring);
       io_uring_prep_accept(sqe, lfd[ud], NULL, NULL, SOCK_CLOEXEC);
-      io_uring_sqe_set_data64(sqe, ud);
+      io_uring_sqe_set_data64(sqe, tag_index(TAG_ACCEPT, ud));
     }
     io_uring_cq_advance(&ring, n);
   }

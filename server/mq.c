@@ -30,11 +30,8 @@
 #define TAG_BUF_KEEP (1u << 20)   /* bytes of buffer a free tag keeps */
 #define REQUEUE_DELAY_NSEC 100000 /* kick the requeue list after 100 us */
 
-/* User data on a hardware queue's ring (rq pointers are 8-aligned). */
-enum { HQ_EFD = 1, HQ_KICK = 2, HQ_MSG = 3 };
-
 struct hwq {
-  struct mq *m;
+  _Alignas(TAG_ALIGN) struct mq *m; /* tagged: TAG_WAKE_*, TAG_KICK */
   unsigned idx;
   pthread_t th;
   struct io_uring ring;
@@ -83,7 +80,7 @@ hwq_init(struct hwq *q, struct mq *m, unsigned idx, unsigned depth,
   q->idx = idx;
   q->depth = depth;
   atomic_init(&q->wk.ring_fd, -1);
-  q->wk.msg_ud = HQ_MSG;
+  q->wk.msg_ud = tag_ptr(TAG_WAKE_MSG, q);
   *what = "out of memory for the tags";
   if (!(q->rqs = calloc(depth, sizeof *q->rqs)))
     return -ENOMEM;
@@ -332,7 +329,8 @@ queue_rq(struct hwq *q, struct rq *rq)
     return true;
 done:
   if (m->completion_nsec)
-    arm_timeout(&q->ring, &rq->ts, m->completion_nsec, (uint64_t)(uintptr_t)rq);
+    arm_timeout(&q->ring, &rq->ts, m->completion_nsec,
+                tag_ptr(TAG_RQ_DONE, rq));
   else
     complete(q, rq);
   return false;
@@ -350,7 +348,7 @@ hwq_main(void *arg)
   }
   struct io_uring_sqe *sqe = get_sqe(&q->ring);
   io_uring_prep_read(sqe, q->wk.efd, &q->efd_val, 8, 0);
-  io_uring_sqe_set_data64(sqe, HQ_EFD);
+  io_uring_sqe_set_data64(sqe, tag_ptr(TAG_WAKE_EFD, q));
   atomic_store(&q->wk.ring_fd, q->ring.ring_fd);
   struct rq *requeue = NULL, *requeue_tail = NULL;
   bool again = false;
@@ -367,24 +365,31 @@ hwq_main(void *arg)
     io_uring_for_each_cqe(&q->ring, head, cqe)
     {
       n++;
-      uint64_t ud = io_uring_cqe_get_data64(cqe);
-      if (ud == HQ_EFD)
+      uint64_t tag = io_uring_cqe_get_data64(cqe);
+      switch (tag_op(tag)) {
+      case TAG_WAKE_EFD:
         efd = true;
-      else if (ud == HQ_KICK)
+        break;
+      case TAG_KICK:
         q->kick_armed = false;
-      else if (ud == HQ_MSG)
-        ;
-      else if ((ud & UD_WAKE_MASK) == UD_WAKE_FAIL)
-        waker_kick_efd(
-            (struct waker *)(uintptr_t)(ud & ~(uint64_t)UD_WAKE_MASK));
-      else
-        complete(q, (struct rq *)(uintptr_t)ud);
+        break;
+      case TAG_WAKE_MSG: /* woken: the list is looked at below */
+        break;
+      case TAG_WAKE_FAIL:
+        waker_kick_efd(tag_get_ptr(tag));
+        break;
+      case TAG_RQ_DONE:
+        complete(q, tag_get_ptr(tag));
+        break;
+      default: /* not used on a hardware queue's ring */
+        break;
+      }
     }
     io_uring_cq_advance(&q->ring, n);
     if (efd) {
       sqe = get_sqe(&q->ring);
       io_uring_prep_read(sqe, q->wk.efd, &q->efd_val, 8, 0);
-      io_uring_sqe_set_data64(sqe, HQ_EFD);
+      io_uring_sqe_set_data64(sqe, tag_ptr(TAG_WAKE_EFD, q));
     }
     atomic_store(&q->wk.kicked, false);
     struct rq *list = rq_stack_take(&q->list);
@@ -416,7 +421,8 @@ hwq_main(void *arg)
       }
     }
     if (requeue && !q->kick_armed) {
-      arm_timeout(&q->ring, &q->kick_ts, REQUEUE_DELAY_NSEC, HQ_KICK);
+      arm_timeout(&q->ring, &q->kick_ts, REQUEUE_DELAY_NSEC,
+                  tag_ptr(TAG_KICK, q));
       q->kick_armed = true;
     }
     again = atomic_load(&q->list) != NULL;

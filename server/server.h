@@ -18,6 +18,7 @@
 #include <liburing.h>
 
 #include "proto.h"
+#include "tag.h"
 
 enum queue_mode { QM_BIO, QM_MQ };
 
@@ -33,16 +34,14 @@ struct inbuf; /* worker.c: a connection's input buffer, refcounted */
  * wakeup per batch: set by the first sender, cleared by the woken thread
  * before it takes the handed-over work. */
 struct waker {
-  atomic_int ring_fd; /* -1 until the ring exists and after it is gone */
+  _Alignas(TAG_ALIGN) atomic_int ring_fd; /* -1 until the ring exists and
+                                           * after it is gone */
   int efd;
-  uint64_t msg_ud; /* user data of the CQE posted on the woken ring */
+  uint64_t msg_ud; /* tag of the CQE posted on the woken ring */
   atomic_bool kicked;
 };
-/* Low bits of the user data of a failed MSG_RING on the sender's ring
- * (pointer to the struct waker | UD_WAKE_FAIL); on success it posts no
- * CQE there. */
-#define UD_WAKE_FAIL 4
-#define UD_WAKE_MASK 7
+/* A failed MSG_RING posts TAG_WAKE_FAIL with the waker on the sender's
+ * ring (tag.h); on success it posts nothing there. */
 /* Wake T once per batch: MSG_RING from FROM (NULL: eventfd write). */
 void waker_kick(struct waker *t, struct io_uring *from);
 /* Wake T now, by eventfd (a failed MSG_RING, stop, new connections). */
@@ -60,7 +59,7 @@ struct server {
 
 /* A request held by the mq model or by a delayed bio completion. */
 struct rq {
-  struct nbd_req req;
+  _Alignas(TAG_ALIGN) struct nbd_req req; /* tagged: TAG_RQ_DONE */
   struct inbuf *pin; /* input buffer holding the WRITE payload (a ref) */
   struct buf reply;  /* the complete reply, built by queue_rq */
   struct conn *conn;
@@ -144,9 +143,9 @@ void mq_put_tag(struct mq *m, struct rq *rq, struct io_uring *from);
  * free now (an idle worker giving memory back). */
 void mq_trim(struct mq *m, size_t keep);
 
-/* Arm an io_uring timeout of NSEC on RING for user data UD, using TS. */
+/* Arm an io_uring timeout of NSEC on RING with TAG (tag.h), using TS. */
 void arm_timeout(struct io_uring *ring, struct __kernel_timespec *ts,
-                 uint64_t nsec, uint64_t ud);
+                 uint64_t nsec, uint64_t tag);
 struct io_uring_sqe *get_sqe(struct io_uring *ring);
 /* io_uring_queue_init with SINGLE_ISSUER and DEFER_TASKRUN where the
  * kernel has them; DISABLED: created disabled (IORING_SETUP_R_DISABLED),

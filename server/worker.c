@@ -31,18 +31,6 @@
 #define EARLY_SEND_AFTER 8
 #define WORKER_RING_ENTRIES 256
 
-/* User data: a pointer (8-aligned) | its type.  UD_MSG is a MSG_RING
- * wakeup (struct waker), UD_WAKE_FAIL (server.h) a failed one we sent. */
-enum {
-  UD_RECV = 0,
-  UD_SEND = 1,
-  UD_EFD = 2,
-  UD_TIMER = 3,
-  UD_MSG = 5,
-  UD_TRIM = 6,
-  UD_MASK = UD_WAKE_MASK
-};
-
 /* A connection's input buffer.  WRITE payloads are not copied in mq mode:
  * their rq holds a reference to the buffer they were received into, and
  * the connection receives into a fresh buffer (moving only the unparsed
@@ -164,13 +152,13 @@ get_sqe(struct io_uring *ring)
 
 void
 arm_timeout(struct io_uring *ring, struct __kernel_timespec *ts, uint64_t nsec,
-            uint64_t ud)
+            uint64_t tag)
 {
   ts->tv_sec = (long long)(nsec / 1000000000);
   ts->tv_nsec = (long long)(nsec % 1000000000);
   struct io_uring_sqe *sqe = get_sqe(ring);
   io_uring_prep_timeout(sqe, ts, 0, 0);
-  io_uring_sqe_set_data64(sqe, ud);
+  io_uring_sqe_set_data64(sqe, tag);
 }
 
 void
@@ -194,7 +182,7 @@ waker_kick(struct waker *t, struct io_uring *from)
   struct io_uring_sqe *sqe = get_sqe(from);
   io_uring_prep_msg_ring(sqe, fd, 0, t->msg_ud, 0);
   sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
-  io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)t | UD_WAKE_FAIL);
+  io_uring_sqe_set_data64(sqe, tag_ptr(TAG_WAKE_FAIL, t));
 }
 
 static struct inbuf *
@@ -243,7 +231,7 @@ worker_new(struct server *s, unsigned idx, char *err, size_t errlen)
   if (!(w->pool = calloc(REPLY_POOL_KEEP, sizeof *w->pool)))
     goto fail_w;
   atomic_init(&w->wk.ring_fd, -1);
-  w->wk.msg_ud = (uint64_t)(uintptr_t)w | UD_MSG;
+  w->wk.msg_ud = tag_ptr(TAG_WAKE_MSG, w);
   w->wk.efd = eventfd(0, EFD_CLOEXEC);
   if (w->wk.efd == -1) {
     what = "eventfd";
@@ -494,7 +482,7 @@ queue_send(struct conn *c)
     c->msg.msg_iovlen = n;
     io_uring_prep_sendmsg(sqe, c->fd, &c->msg, MSG_NOSIGNAL);
   }
-  io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)c | UD_SEND);
+  io_uring_sqe_set_data64(sqe, tag_ptr(TAG_SEND, c));
   c->sending = true;
 }
 
@@ -576,7 +564,7 @@ queue_recv(struct conn *c)
   }
   struct io_uring_sqe *sqe = get_sqe(&c->w->ring);
   io_uring_prep_recv(sqe, c->fd, c->in + c->in_tail, c->in_cap - c->in_tail, 0);
-  io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)c | UD_RECV);
+  io_uring_sqe_set_data64(sqe, tag_ptr(TAG_RECV, c));
   c->receiving = true;
 }
 
@@ -649,7 +637,7 @@ submit_bio(struct conn *c, const struct nbd_req *r)
   nbd_exec(&c->proto, r, EXEC_NOWAIT, &rq->reply);
   c->inflight++;
   arm_timeout(&c->w->ring, &rq->ts, s->completion_nsec,
-              (uint64_t)(uintptr_t)rq | UD_TIMER);
+              tag_ptr(TAG_RQ_DONE, rq));
   return 0;
 }
 
@@ -700,7 +688,7 @@ conn_early_send(struct conn *c)
   io_uring_submit(ring);
   struct io_uring_cqe *cqe;
   if (io_uring_peek_cqe(ring, &cqe) == 0 &&
-      io_uring_cqe_get_data64(cqe) == ((uint64_t)(uintptr_t)c | UD_SEND)) {
+      io_uring_cqe_get_data64(cqe) == tag_ptr(TAG_SEND, c)) {
     int res = cqe->res;
     io_uring_cqe_seen(ring, cqe);
     c->sending = false;
@@ -859,8 +847,7 @@ begin_stop(struct worker *w)
     else
       shutdown(c->fd, SHUT_RD); /* pending recv sees EOF */
   }
-  arm_timeout(&w->ring, &w->grace_ts, STOP_GRACE_NSEC,
-              (uint64_t)(uintptr_t)w | UD_TIMER);
+  arm_timeout(&w->ring, &w->grace_ts, STOP_GRACE_NSEC, tag_ptr(TAG_GRACE, w));
   w->grace_armed = true;
 }
 
@@ -914,7 +901,7 @@ on_efd(struct worker *w)
   on_wake(w);
   struct io_uring_sqe *sqe = get_sqe(&w->ring);
   io_uring_prep_read(sqe, w->wk.efd, &w->efd_val, 8, 0);
-  io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)w | UD_EFD);
+  io_uring_sqe_set_data64(sqe, tag_ptr(TAG_WAKE_EFD, w));
 }
 
 /* The trim timer fired: give back what idle connections and an idle
@@ -958,7 +945,7 @@ worker_main(void *arg)
   }
   struct io_uring_sqe *sqe = get_sqe(&w->ring);
   io_uring_prep_read(sqe, w->wk.efd, &w->efd_val, 8, 0);
-  io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)w | UD_EFD);
+  io_uring_sqe_set_data64(sqe, tag_ptr(TAG_WAKE_EFD, w));
   atomic_store(&w->wk.ring_fd, w->ring.ring_fd);
   while (!(w->stopping && w->nconns == 0)) {
     r = io_uring_submit_and_wait(&w->ring, 1);
@@ -970,44 +957,44 @@ worker_main(void *arg)
     /* One CQE at a time, marked seen before it is handled: a handler may
      * consume the CQE of its own early send (conn_early_send). */
     while (io_uring_peek_cqe(&w->ring, &cqe) == 0) {
-      uint64_t ud = io_uring_cqe_get_data64(cqe);
+      uint64_t tag = io_uring_cqe_get_data64(cqe);
       int res = cqe->res;
       io_uring_cqe_seen(&w->ring, cqe);
-      void *p = (void *)(uintptr_t)(ud & ~(uint64_t)UD_MASK);
-      switch (ud & UD_MASK) {
-      case UD_RECV:
+      void *p = tag_get_ptr(tag);
+      switch (tag_op(tag)) {
+      case TAG_RECV:
         on_recv(p, res);
         break;
-      case UD_SEND:
+      case TAG_SEND:
         on_send(p, res);
         break;
-      case UD_EFD:
+      case TAG_WAKE_EFD:
         on_efd(p);
         break;
-      case UD_MSG:
+      case TAG_WAKE_MSG:
         on_wake(p);
         break;
-      case UD_WAKE_FAIL:
+      case TAG_WAKE_FAIL:
         waker_kick_efd(p);
         break;
-      case UD_TRIM:
+      case TAG_TRIM:
         worker_trim(w);
         break;
-      case UD_TIMER:
-        if (p == (void *)w) { /* stop grace over: drop stragglers */
-          for (struct conn *c = w->conns, *nx; c; c = nx) {
-            nx = c->next;
-            conn_kill(c);
-          }
-        } else {
-          rq_finished(w, p);
+      case TAG_GRACE: /* stop grace over: drop stragglers */
+        for (struct conn *c = w->conns, *nx; c; c = nx) {
+          nx = c->next;
+          conn_kill(c);
         }
+        break;
+      case TAG_RQ_DONE:
+        rq_finished(w, p);
+        break;
+      default: /* not used on a worker's ring */
         break;
       }
     }
     if (w->dirty && !w->trim_armed && !w->stopping) {
-      arm_timeout(&w->ring, &w->trim_ts, TRIM_NSEC,
-                  (uint64_t)(uintptr_t)w | UD_TRIM);
+      arm_timeout(&w->ring, &w->trim_ts, TRIM_NSEC, tag_ptr(TAG_TRIM, w));
       w->trim_armed = true;
     }
   }
