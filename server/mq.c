@@ -336,19 +336,92 @@ done:
   return false;
 }
 
+/* Arm the read of the hardware queue's eventfd (its wakeup). */
+static void
+hwq_arm_efd(struct hwq *q)
+{
+  struct io_uring_sqe *sqe = get_sqe(&q->ring);
+  io_uring_prep_read(sqe, q->wk.efd, &q->efd_val, 8, 0);
+  io_uring_sqe_set_data64(sqe, tag_ptr(TAG_WAKE_EFD, q));
+}
+
+/* Handle the completions on Q's ring. */
+static void
+hwq_reap(struct hwq *q)
+{
+  struct io_uring_cqe *cqe;
+  unsigned head, n = 0;
+  bool efd = false;
+  io_uring_for_each_cqe(&q->ring, head, cqe)
+  {
+    n++;
+    uint64_t tag = io_uring_cqe_get_data64(cqe);
+    switch (tag_op(tag)) {
+    case TAG_WAKE_EFD:
+      efd = true;
+      break;
+    case TAG_KICK:
+      q->kick_armed = false;
+      break;
+    case TAG_WAKE_MSG: /* woken: the list is looked at next */
+      break;
+    case TAG_WAKE_FAIL:
+      waker_kick_efd(tag_get_ptr(tag));
+      break;
+    case TAG_RQ_DONE:
+      complete(q, tag_get_ptr(tag));
+      break;
+    default: /* not used on a hardware queue's ring */
+      break;
+    }
+  }
+  io_uring_cq_advance(&q->ring, n);
+  if (efd)
+    hwq_arm_efd(q);
+}
+
+/* Dispatch LIST; requests to requeue are appended to *REQUEUE / *TAIL. */
+static void
+hwq_dispatch(struct hwq *q, struct rq *list, struct rq **requeue,
+             struct rq **tail)
+{
+  while (list) {
+    struct rq *rq = list;
+    list = rq->next;
+    if (queue_rq(q, rq)) {
+      rq->next = NULL;
+      if (*tail)
+        (*tail)->next = rq;
+      else
+        *requeue = rq;
+      *tail = rq;
+    }
+  }
+}
+
+/* Stopping and all tags back (or a failed thread holds some for good). */
+static bool
+hwq_may_stop(struct hwq *q)
+{
+  if (!atomic_load(&q->stop))
+    return false;
+  pthread_mutex_lock(&q->lock);
+  bool stop = q->nfree == q->depth || atomic_load(&q->m->s->failed);
+  pthread_mutex_unlock(&q->lock);
+  return stop;
+}
+
 static void *
 hwq_main(void *arg)
 {
   struct hwq *q = arg;
   int r = ring_enable(&q->ring);
   if (r < 0) {
-    fprintf(stderr, "znbd: hardware queue %u: io_uring enable: %s\n", q->idx,
-            strerror(-r));
-    exit(EXIT_FAILURE);
+    server_fail(q->m->s, "hardware queue %u: io_uring enable: %s", q->idx,
+                strerror(-r));
+    return NULL;
   }
-  struct io_uring_sqe *sqe = get_sqe(&q->ring);
-  io_uring_prep_read(sqe, q->wk.efd, &q->efd_val, 8, 0);
-  io_uring_sqe_set_data64(sqe, tag_ptr(TAG_WAKE_EFD, q));
+  hwq_arm_efd(q);
   atomic_store(&q->wk.ring_fd, q->ring.ring_fd);
   struct rq *requeue = NULL, *requeue_tail = NULL;
   bool again = false;
@@ -356,50 +429,14 @@ hwq_main(void *arg)
     /* Work our own completions queued (a zone lock passed on): no sleep. */
     r = io_uring_submit_and_wait(&q->ring, again ? 0 : 1);
     if (r < 0 && r != -EINTR && r != -EBUSY) {
-      fprintf(stderr, "znbd: io_uring_submit_and_wait: %s\n", strerror(-r));
-      exit(EXIT_FAILURE);
+      server_fail(q->m->s, "hardware queue %u: io_uring_submit_and_wait: %s",
+                  q->idx, strerror(-r));
+      break; /* its requests never complete: the workers stop anyway */
     }
-    struct io_uring_cqe *cqe;
-    unsigned head, n = 0;
-    bool efd = false;
-    io_uring_for_each_cqe(&q->ring, head, cqe)
-    {
-      n++;
-      uint64_t tag = io_uring_cqe_get_data64(cqe);
-      switch (tag_op(tag)) {
-      case TAG_WAKE_EFD:
-        efd = true;
-        break;
-      case TAG_KICK:
-        q->kick_armed = false;
-        break;
-      case TAG_WAKE_MSG: /* woken: the list is looked at below */
-        break;
-      case TAG_WAKE_FAIL:
-        waker_kick_efd(tag_get_ptr(tag));
-        break;
-      case TAG_RQ_DONE:
-        complete(q, tag_get_ptr(tag));
-        break;
-      default: /* not used on a hardware queue's ring */
-        break;
-      }
-    }
-    io_uring_cq_advance(&q->ring, n);
-    if (efd) {
-      sqe = get_sqe(&q->ring);
-      io_uring_prep_read(sqe, q->wk.efd, &q->efd_val, 8, 0);
-      io_uring_sqe_set_data64(sqe, tag_ptr(TAG_WAKE_EFD, q));
-    }
+    hwq_reap(q);
     atomic_store(&q->wk.kicked, false);
     struct rq *list = rq_stack_take(&q->list);
-    bool stop = false;
-    if (atomic_load(&q->stop)) {
-      pthread_mutex_lock(&q->lock);
-      stop = q->nfree == q->depth;
-      pthread_mutex_unlock(&q->lock);
-    }
-    if (stop && !list && !requeue)
+    if (hwq_may_stop(q) && !list && !requeue)
       break;
     /* Requeued requests go first once the kick timer fired or new work
      * arrived (the write they wait for may be in it: dispatch it first). */
@@ -408,18 +445,7 @@ hwq_main(void *arg)
       list = requeue;
       requeue = requeue_tail = NULL;
     }
-    while (list) {
-      struct rq *rq = list;
-      list = rq->next;
-      if (queue_rq(q, rq)) {
-        rq->next = NULL;
-        if (requeue_tail)
-          requeue_tail->next = rq;
-        else
-          requeue = rq;
-        requeue_tail = rq;
-      }
-    }
+    hwq_dispatch(q, list, &requeue, &requeue_tail);
     if (requeue && !q->kick_armed) {
       arm_timeout(&q->ring, &q->kick_ts, REQUEUE_DELAY_NSEC,
                   tag_ptr(TAG_KICK, q));

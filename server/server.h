@@ -11,9 +11,12 @@
 
 #include <linux/time_types.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/signalfd.h>
+#include <sys/types.h>
 
 #include <liburing.h>
 
@@ -55,7 +58,65 @@ struct server {
   struct worker **workers;
   struct mq *mq;
   uint64_t completion_nsec;
+  int fail_efd;       /* server_fail() wakes the main loop through it */
+  atomic_bool failed; /* a thread failed: stop without waiting for it */
 };
+
+/* A thread that cannot go on (its io_uring failed) calls this instead of
+ * exiting the process: the message (printf FMT) goes to stderr and the
+ * main loop stops the server, exit status 1.  mainloop.c. */
+void server_fail(struct server *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* ---- process plumbing used by main.c ---- */
+
+/* sockets.c: the listening sockets. */
+struct listeners {
+  int fd[2];
+  unsigned n;
+  int tcp;               /* index of the TCP listener, or -1 */
+  const char *unix_path; /* the Unix socket, removed by listeners_close */
+  bool tmp;              /* unix_path is in the temporary tmpdir */
+  char tmpdir[32], tmpsock[64];
+};
+/* Listen on UNIX_PATH (NULL: none; TMP: a socket in a new temporary
+ * directory instead) and on IPADDR:PORT (PORT -1: no TCP).  0, or -1
+ * with the reason (naming -U or -i where it is theirs) in ERR. */
+int listeners_open(struct listeners *l, const char *unix_path, bool tmp,
+                   const char *ipaddr, int port, char *err, size_t errlen);
+/* Close them, remove the Unix socket and the temporary directory. */
+void listeners_close(struct listeners *l);
+
+/* background.c: fork, the parent exits 0, the child detaches (setsid,
+ * cwd /, stdio on /dev/null).  0, or -1 with the reason in ERR. */
+int background_start(char *err, size_t errlen);
+/* Write this process's id to PATH atomically (PATH.tmp, rename).  0, or
+ * -1 with the reason in ERR. */
+int pidfile_write(const char *path, char *err, size_t errlen);
+
+/* captive.c: run CMD (--run) with /bin/sh, its variables describing
+ * listeners L and EXPORT_NAME, and BLOCKED unblocked.  The child's pid,
+ * or -1 with the reason in ERR. */
+pid_t captive_start(const char *cmd, const struct listeners *l,
+                    const char *ipaddr, int port, const char *export_name,
+                    const sigset_t *blocked, char *err, size_t errlen);
+/* The server stops first: SIGTERM CHILD and reap it. */
+void captive_stop(pid_t child);
+
+/* signals.c: block SIGINT, SIGTERM, SIGCHLD and SIGHUP (in SET) in this
+ * and every later thread, ignore SIGPIPE, and return a signalfd for
+ * them, or -1 with the reason in ERR.  Call before any thread starts. */
+int signals_setup(sigset_t *set, char *err, size_t errlen);
+/* SI was read from the signalfd: true if the server must stop.  A
+ * SIGCHLD stops it only when captive CHILD exited, whose exit status
+ * (128 + signal if killed) goes to *STATUS. */
+bool signal_stops(const struct signalfd_siginfo *si, pid_t child, int *status);
+
+/* mainloop.c: accept on L until a signal, the captive CHILD's exit or a
+ * failed thread says stop; returns the exit status (CHILD's, or 1 after
+ * a failure).  *CHILD_REAPED tells whether CHILD exited. */
+int main_loop(struct server *s, const struct listeners *l, int sfd, pid_t child,
+              bool *child_reaped);
 
 /* A request held by the mq model or by a delayed bio completion. */
 struct rq {

@@ -106,7 +106,7 @@ struct worker {
   struct buf *pool; /* spare reply buffers */
   unsigned npool;
   atomic_bool stop;
-  bool stopping, grace_armed;
+  bool stopping, grace_armed, grace_over;
   struct __kernel_timespec grace_ts;
   struct conn *conns;
   unsigned nconns;
@@ -399,13 +399,27 @@ give_back(struct conn *c)
       buf_free(&c->out[i]);
 }
 
+/* Close C's socket and free it and its output buffers (not its input
+ * buffer: the caller decides, it may be shared with queued writes). */
+static void
+conn_destroy(struct conn *c)
+{
+  close(c->fd);
+  for (int i = 0; i < 2; i++) {
+    side_reset(c, i);
+    free(c->seg[i].v);
+    buf_free(&c->out[i]);
+  }
+  free(c->iov);
+  free(c);
+}
+
 static void
 conn_maybe_free(struct conn *c)
 {
   if (!c->dead || c->sending || c->receiving || c->inflight)
     return;
   struct worker *w = c->w;
-  close(c->fd);
   if (c->prev)
     c->prev->next = c->next;
   else
@@ -414,13 +428,7 @@ conn_maybe_free(struct conn *c)
     c->next->prev = c->prev;
   w->nconns--;
   inbuf_put(w, c->inb);
-  for (int i = 0; i < 2; i++) {
-    side_reset(c, i);
-    free(c->seg[i].v);
-    buf_free(&c->out[i]);
-  }
-  free(c->iov);
-  free(c);
+  conn_destroy(c);
 }
 
 static void
@@ -933,25 +941,67 @@ worker_trim(struct worker *w)
   w->dirty = false;
 }
 
+/* One completion on W's ring: TAG (tag.h) with result RES. */
+static void
+worker_handle(struct worker *w, uint64_t tag, int res)
+{
+  void *p = tag_get_ptr(tag);
+  switch (tag_op(tag)) {
+  case TAG_RECV:
+    on_recv(p, res);
+    break;
+  case TAG_SEND:
+    on_send(p, res);
+    break;
+  case TAG_WAKE_EFD:
+    on_efd(p);
+    break;
+  case TAG_WAKE_MSG:
+    on_wake(p);
+    break;
+  case TAG_WAKE_FAIL:
+    waker_kick_efd(p);
+    break;
+  case TAG_TRIM:
+    worker_trim(w);
+    break;
+  case TAG_GRACE: /* stop grace over: drop stragglers */
+    w->grace_over = true;
+    for (struct conn *c = w->conns, *nx; c; c = nx) {
+      nx = c->next;
+      conn_kill(c);
+    }
+    break;
+  case TAG_RQ_DONE:
+    rq_finished(w, p);
+    break;
+  default: /* not used on a worker's ring */
+    break;
+  }
+}
+
 static void *
 worker_main(void *arg)
 {
   struct worker *w = arg;
   int r = ring_enable(&w->ring);
   if (r < 0) {
-    fprintf(stderr, "znbd: worker %u: io_uring enable: %s\n", w->idx,
-            strerror(-r));
-    exit(EXIT_FAILURE);
+    server_fail(w->s, "worker %u: io_uring enable: %s", w->idx, strerror(-r));
+    return NULL;
   }
   struct io_uring_sqe *sqe = get_sqe(&w->ring);
   io_uring_prep_read(sqe, w->wk.efd, &w->efd_val, 8, 0);
   io_uring_sqe_set_data64(sqe, tag_ptr(TAG_WAKE_EFD, w));
   atomic_store(&w->wk.ring_fd, w->ring.ring_fd);
-  while (!(w->stopping && w->nconns == 0)) {
+  /* Stopping: until every connection is gone, or, after another thread
+   * failed, until the grace is over (requests it held never complete). */
+  while (!(w->stopping &&
+           (w->nconns == 0 || (w->grace_over && atomic_load(&w->s->failed))))) {
     r = io_uring_submit_and_wait(&w->ring, 1);
     if (r < 0 && r != -EINTR && r != -EBUSY) {
-      fprintf(stderr, "znbd: io_uring_submit_and_wait: %s\n", strerror(-r));
-      break;
+      server_fail(w->s, "worker %u: io_uring_submit_and_wait: %s", w->idx,
+                  strerror(-r));
+      break; /* its connections are closed by worker_free */
     }
     struct io_uring_cqe *cqe;
     /* One CQE at a time, marked seen before it is handled: a handler may
@@ -960,38 +1010,7 @@ worker_main(void *arg)
       uint64_t tag = io_uring_cqe_get_data64(cqe);
       int res = cqe->res;
       io_uring_cqe_seen(&w->ring, cqe);
-      void *p = tag_get_ptr(tag);
-      switch (tag_op(tag)) {
-      case TAG_RECV:
-        on_recv(p, res);
-        break;
-      case TAG_SEND:
-        on_send(p, res);
-        break;
-      case TAG_WAKE_EFD:
-        on_efd(p);
-        break;
-      case TAG_WAKE_MSG:
-        on_wake(p);
-        break;
-      case TAG_WAKE_FAIL:
-        waker_kick_efd(p);
-        break;
-      case TAG_TRIM:
-        worker_trim(w);
-        break;
-      case TAG_GRACE: /* stop grace over: drop stragglers */
-        for (struct conn *c = w->conns, *nx; c; c = nx) {
-          nx = c->next;
-          conn_kill(c);
-        }
-        break;
-      case TAG_RQ_DONE:
-        rq_finished(w, p);
-        break;
-      default: /* not used on a worker's ring */
-        break;
-      }
+      worker_handle(w, tag, res);
     }
     if (w->dirty && !w->trim_armed && !w->stopping) {
       arm_timeout(&w->ring, &w->trim_ts, TRIM_NSEC, tag_ptr(TAG_TRIM, w));
@@ -1025,6 +1044,12 @@ worker_free(struct worker *w)
 {
   if (!w)
     return;
+  /* Connections left only when a thread failed (the loop ended early). */
+  for (struct conn *c = w->conns, *n; c; c = n) {
+    n = c->next;
+    free(c->inb); /* pinned by requests that will never complete */
+    conn_destroy(c);
+  }
   io_uring_queue_exit(&w->ring);
   close(w->wk.efd);
   free(w->newfds);
