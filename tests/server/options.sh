@@ -105,4 +105,10 @@ if [ "$ZNBD_FRONTEND" = mq ]; then
   expect_start_failure hw_queue_depth hw_queue_depth=16381 size=8M zoned=false
 fi
 note "start-up limits name --threads, submit_queues, hw_queue_depth"
+# --version and -V print the package version.
+v=$("$znbd" --version) || die "--version failed"
+[ "$v" = "znbd $(sed -n 's/^AC_INIT(\[znbd\], *\[\([^]]*\)\].*/\1/p' "$top_srcdir/configure.ac")" ] ||
+  die "--version printed '$v'"
+[ "$("$znbd" -V)" = "$v" ] || die "-V differs from --version"
+note "--version: $v"
 pass "command line"
