@@ -12,7 +12,7 @@ require nbdinfo
 # The server inherits the soft limit; the test's own tools get it back.
 hard=$(ulimit -Hn)
 ulimit -Sn 24
-start_frontend size=8M zoned=false
+start_frontend size=8M zoned=false -t 2 # 2 descriptors per worker
 ulimit -Sn "$hard"
 
 /usr/bin/python3 - "$sock" "$tmpdir/ready" <<'PY' &
