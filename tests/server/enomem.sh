@@ -7,6 +7,7 @@
 . "$(dirname "$0")/../functions.sh"
 frontend_available
 require_python_nbd
+[ "$ZNBD_SANITIZERS" = no ] || skip "ASan's shadow memory does not fit an address space limit"
 require nbdinfo
 # One malloc arena: per-thread arenas (64 MiB of address space each,
 # made on a thread's first malloc) would make the mapped size vary.

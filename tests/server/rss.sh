@@ -10,6 +10,7 @@
 . "$(dirname "$0")/../functions.sh"
 frontend_available
 require_python_nbd
+[ "$ZNBD_SANITIZERS" = no ] || skip "ASan's quarantine keeps freed memory resident"
 check_rss() {
 start_frontend "$@"
 nbd_py "$server_pid" <<'PY' || die "RSS checks failed ($*)"
