@@ -2,6 +2,8 @@
  * values, in one place for the control socket, the plugin's log and
  * nbdzone (include/znbd/dev.h). */
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 
 #include "znbd/dev.h"
 
@@ -67,4 +69,26 @@ znbd_errno_name(int err)
     return "ENOENT";
   }
   return NULL;
+}
+
+void
+znbd_dev_zone_note(struct znbd_dev *d, uint64_t off, char *buf, size_t len)
+{
+  struct znbd_zone_info zi;
+  if (len)
+    buf[0] = 0;
+  if (!znbd_dev_nr_zones(d) || off >= znbd_dev_size(d))
+    return;
+  uint32_t idx = znbd_dev_zone_index(d, off);
+  if (znbd_dev_report(d, idx, 1, &zi) != 1)
+    return;
+  if (zi.wp == ZNBD_WP_INVALID)
+    snprintf(buf, len, " (zone %" PRIu32 " at %" PRIu64 ": %s)", idx, zi.start,
+             znbd_zone_cond_name(zi.cond));
+  else
+    snprintf(buf, len,
+             " (zone %" PRIu32 " at %" PRIu64 ": %s, wp %" PRIu64
+             ", capacity ends at %" PRIu64 ")",
+             idx, zi.start, znbd_zone_cond_name(zi.cond), zi.wp,
+             zi.start + zi.capacity);
 }

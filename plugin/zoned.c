@@ -246,22 +246,8 @@ errno_name(int e)
 static int
 fail(const char *op, uint32_t count, uint64_t offset, int e)
 {
-  char zone[160] = "";
-  struct znbd_zone_info zi;
-  if (znbd_dev_nr_zones(dev) && offset < znbd_dev_size(dev)) {
-    uint32_t idx = znbd_dev_zone_index(dev, offset);
-    if (znbd_dev_report(dev, idx, 1, &zi) == 1) {
-      if (zi.wp == ZNBD_WP_INVALID)
-        snprintf(zone, sizeof zone, " (zone %" PRIu32 " at %" PRIu64 ": %s)",
-                 idx, zi.start, znbd_zone_cond_name(zi.cond));
-      else
-        snprintf(zone, sizeof zone,
-                 " (zone %" PRIu32 " at %" PRIu64 ": %s, wp %" PRIu64
-                 ", capacity ends at %" PRIu64 ")",
-                 idx, zi.start, znbd_zone_cond_name(zi.cond), zi.wp,
-                 zi.start + zi.capacity);
-    }
-  }
+  char zone[160];
+  znbd_dev_zone_note(dev, offset, zone, sizeof zone);
   nbdkit_error("%s: %" PRIu32 " bytes at %" PRIu64 ": %s: %s%s", op, count,
                offset, errno_name(e), strerror(e), zone);
   errno = znbd_dev_wire_errno(e);

@@ -1,9 +1,12 @@
 /* znbd server: a growable byte buffer for replies.
  *
- * buf_reserve() returns a pointer to N writable bytes at the end;
- * buf_commit() appends them.  Allocation failure aborts the process: the
- * server cannot answer a request without its reply buffer, and a partial
- * reply would desynchronise the stream.
+ * buf_try_reserve() returns a pointer to N writable bytes at the end, or
+ * NULL when they cannot be allocated (the buffer is unchanged): used for
+ * data-sized reservations (READ replies up to 32 MiB), whose failure
+ * fails that one request with ENOMEM.  buf_reserve() is for the small,
+ * bounded parts of a reply (headers, error chunks, option replies); if
+ * even those cannot be allocated the process aborts, because a partial
+ * reply would desynchronise the stream.  buf_commit() appends them.
  */
 #ifndef ZNBD_SERVER_BUF_H
 #define ZNBD_SERVER_BUF_H
@@ -20,21 +23,33 @@ struct buf {
 };
 
 static inline uint8_t *
-buf_reserve(struct buf *b, size_t n)
+buf_try_reserve(struct buf *b, size_t n)
 {
   if (b->cap - b->len < n) {
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap - b->len < n)
-      cap *= 2;
+    /* Double for runs of small appends, but a large reservation gets
+     * what it needs (4 KiB rounded), not twice that. */
+    size_t want = (b->len + n + 4095) & ~(size_t)4095;
+    size_t cap = b->cap ? 2 * b->cap : 4096;
+    if (cap < want)
+      cap = want;
     uint8_t *p = realloc(b->p, cap);
-    if (p == NULL) {
-      perror("znbd: realloc");
-      abort();
-    }
+    if (p == NULL)
+      return NULL;
     b->p = p;
     b->cap = cap;
   }
   return b->p + b->len;
+}
+
+static inline uint8_t *
+buf_reserve(struct buf *b, size_t n)
+{
+  uint8_t *p = buf_try_reserve(b, n);
+  if (p == NULL) {
+    perror("znbd: realloc");
+    abort();
+  }
+  return p;
 }
 
 static inline void

@@ -1,23 +1,19 @@
 /* znbd: standalone io_uring NBD server for the znbd device.
  *   znbd [options] key=value...
  * See man/znbd.pod.  Options follow nbdkit's where they overlap.
+ *
+ * This file parses the options and parameters and starts and stops the
+ * server; the parts live in files named for their job: sockets.c
+ * (listeners), background.c (daemon, pidfile), captive.c (--run),
+ * signals.c, mainloop.c (accept loop), worker.c (connections), mq.c
+ * (the mq model), proto.c (the protocol), tag.h (io_uring user data).
  */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
-#include <limits.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/signalfd.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <sys/wait.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "znbd/control.h"
@@ -39,6 +35,8 @@ usage(FILE *f)
           "  -e, --exportname NAME  export name\n"
           "      --run CMD          run CMD ($uri set), stop when it exits\n"
           "  -t, --threads N        worker threads (default: online CPUs)\n"
+          "  -v, --verbose          log every refused request and its reason\n"
+          "  -V, --version          print the version and exit\n"
           "      --queue-mode bio|mq     submission model (default bio)\n"
           "      --scheduler none|mq-deadline  mq scheduler (default none)\n"
           "device parameters (key=value):\n%s",
@@ -84,66 +82,20 @@ warn_ineffective(const struct server *s, const struct znbd_params *p,
          "give pipeline_zoned_writes=false to lock zones");
 }
 
-static char *
-shell_quote(const char *s)
-{
-  size_t n = 3;
-  for (const char *p = s; *p; p++)
-    n += *p == '\'' ? 4 : 1;
-  char *q = malloc(n), *o = q;
-  if (!q)
-    exit(EXIT_FAILURE);
-  *o++ = '\'';
-  for (const char *p = s; *p; p++) {
-    if (*p == '\'') {
-      memcpy(o, "'\\''", 4);
-      o += 4;
-    } else {
-      *o++ = *p;
-    }
-  }
-  *o++ = '\'';
-  *o = 0;
-  return q;
-}
-
-static int
-listen_unix(const char *path)
-{
-  struct sockaddr_un a = {.sun_family = AF_UNIX};
-  if (strlen(path) >= sizeof a.sun_path)
-    die("-U %s: path too long", path);
-  strcpy(a.sun_path, path);
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd == -1)
-    die("socket: %s", strerror(errno));
-  unlink(path); /* a stale socket from an earlier run */
-  if (bind(fd, (struct sockaddr *)&a, sizeof a) == -1 ||
-      listen(fd, SOMAXCONN) == -1)
-    die("cannot listen on the Unix socket: %s", strerror(errno));
-  return fd;
-}
-
-static int
-listen_tcp(const char *addr, int port)
-{
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
-  if (inet_pton(AF_INET, addr, &a.sin_addr) != 1)
-    die("-i %s: not an IPv4 address", addr);
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
-  if (fd == -1)
-    die("socket: %s", strerror(errno));
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (bind(fd, (struct sockaddr *)&a, sizeof a) == -1 ||
-      listen(fd, SOMAXCONN) == -1)
-    die("cannot listen on TCP: %s", strerror(errno));
-  return fd;
-}
+/* The command line, as given. */
+struct options {
+  const char *unix_path, *ipaddr, *pidfile, *run;
+  int port; /* -1: not given */
+  bool foreground;
+  long nthreads;
+};
 
 enum { OPT_RUN = 256, OPT_QMODE, OPT_SCHED };
 
-int
-main(int argc, char **argv)
+/* Options into O and S; returns -1 to go on, else the exit status
+ * (--help, --version, a bad option). */
+static int
+parse_options(int argc, char **argv, struct options *o, struct server *s)
 {
   static const struct option longopts[] = {
       {"unix", required_argument, NULL, 'U'},
@@ -159,67 +111,65 @@ main(int argc, char **argv)
       {"scheduler", required_argument, NULL, OPT_SCHED},
       {"help", no_argument, NULL, 'h'},
       {"version", no_argument, NULL, 'V'},
+      {"verbose", no_argument, NULL, 'v'},
       {NULL, 0, NULL, 0},
   };
-  const char *unix_path = NULL, *ipaddr = "127.0.0.1", *pidfile = NULL;
-  const char *run = NULL;
-  int port = -1;
-  bool foreground = false;
-  static struct server s;
-  s.cfg.export_name = "";
-  long nthreads = sysconf(_SC_NPROCESSORS_ONLN);
-  int o;
-  while ((o = getopt_long(argc, argv, "U:p:i:fP:re:t:hV", longopts, NULL)) !=
+  *o = (struct options){.ipaddr = "127.0.0.1",
+                        .port = -1,
+                        .nthreads = sysconf(_SC_NPROCESSORS_ONLN)};
+  s->cfg.export_name = "";
+  int c;
+  while ((c = getopt_long(argc, argv, "U:p:i:fP:re:t:hVv", longopts, NULL)) !=
          -1) {
     char *end;
-    switch (o) {
+    switch (c) {
     case 'U':
-      unix_path = optarg;
+      o->unix_path = optarg;
       break;
     case 'p':
-      port = (int)strtol(optarg, &end, 10);
-      if (*end || port <= 0 || port > 65535)
+      o->port = (int)strtol(optarg, &end, 10);
+      if (*end || o->port <= 0 || o->port > 65535)
         die("-p %s: not a port number", optarg);
       break;
     case 'i':
-      ipaddr = optarg;
+      o->ipaddr = optarg;
       break;
     case 'f':
-      foreground = true;
+      o->foreground = true;
       break;
     case 'P':
-      pidfile = optarg;
+      o->pidfile = optarg;
       break;
     case 'r':
-      s.cfg.readonly = true;
+      s->cfg.readonly = true;
       break;
     case 'e':
       if (strlen(optarg) > 4096)
         die("-e: export name longer than 4096 bytes%s", "");
-      s.cfg.export_name = optarg;
-      s.cfg.export_name_set = true;
+      s->cfg.export_name = optarg;
+      s->cfg.export_name_set = true;
       break;
     case 't':
-      nthreads = strtol(optarg, &end, 10);
-      if (*end || nthreads < 1 || nthreads > 1024)
+      o->nthreads = strtol(optarg, &end, 10);
+      if (*end || o->nthreads < 1 || o->nthreads > 1024)
         die("--threads %s: want 1..1024", optarg);
       break;
     case OPT_RUN:
-      run = optarg;
+      o->run = optarg;
       break;
     case OPT_QMODE:
       if (strcmp(optarg, "bio") == 0)
-        s.mode = QM_BIO;
+        s->mode = QM_BIO;
       else if (strcmp(optarg, "mq") == 0)
-        s.mode = QM_MQ;
+        s->mode = QM_MQ;
       else
         die("--queue-mode %s: want bio or mq", optarg);
       break;
     case OPT_SCHED:
       if (strcmp(optarg, "none") == 0)
-        s.sched_deadline = false;
+        s->sched_deadline = false;
       else if (strcmp(optarg, "mq-deadline") == 0)
-        s.sched_deadline = true;
+        s->sched_deadline = true;
       else
         die("--scheduler %s: want none or mq-deadline", optarg);
       break;
@@ -229,249 +179,169 @@ main(int argc, char **argv)
     case 'V':
       printf("znbd %s\n", PACKAGE_VERSION);
       return 0;
+    case 'v':
+      s->cfg.verbose = true;
+      break;
     default:
       usage(stderr);
       return EXIT_FAILURE;
     }
   }
-  if (nthreads < 1)
-    nthreads = 1;
+  if (o->nthreads < 1)
+    o->nthreads = 1;
+  return -1;
+}
 
-  /* Device parameters. */
-  static struct znbd_params p;
+/* The key=value words into P and the device they describe (stops with a
+ * message naming a bad parameter). */
+static struct znbd_dev *
+parse_params(int nargs, char **args, struct znbd_params *p)
+{
   char err[512];
-  znbd_params_init(&p);
-  for (int i = optind; i < argc; i++) {
-    char *eq = strchr(argv[i], '=');
+  znbd_params_init(p);
+  for (int i = 0; i < nargs; i++) {
+    char *eq = strchr(args[i], '=');
     if (!eq)
-      die("%s: expected key=value", argv[i]);
+      die("%s: expected key=value", args[i]);
     *eq = 0;
-    if (znbd_params_set(&p, argv[i], eq + 1, err, sizeof err) == -1)
+    if (znbd_params_set(p, args[i], eq + 1, err, sizeof err) == -1)
       die("%s", err);
     *eq = '=';
   }
-  if (znbd_params_finish(&p, note, err, sizeof err) == -1)
+  if (znbd_params_finish(p, note, err, sizeof err) == -1)
     die("%s", err);
-  struct znbd_dev *dev = znbd_dev_new(&p, err, sizeof err);
+  struct znbd_dev *dev = znbd_dev_new(p, err, sizeof err);
   if (!dev)
     die("%s", err);
+  return dev;
+}
+
+/* What every connection shares, from the device and its parameters. */
+static void
+setup_cfg(struct server *s, struct znbd_dev *dev, const struct znbd_params *p)
+{
+  s->cfg.dev = dev;
+  s->cfg.params = p;
+  s->cfg.size = znbd_dev_size(dev);
+  s->cfg.blocksize = p->blocksize ? p->blocksize : 512;
+  s->cfg.holes_ok = !(znbd_dev_nr_zones(dev) > 0 &&
+                      p->zone_read_past_wp != ZNBD_READ_PAST_WP_ZERO);
+  int dlen = znbd_dev_describe(dev, NULL, 0);
+  s->cfg.description = malloc((size_t)dlen + 1);
+  if (!s->cfg.description)
+    die("%s", "out of memory");
+  znbd_dev_describe(dev, s->cfg.description, (size_t)dlen + 1);
+  s->completion_nsec = s->mode == QM_BIO ? p->completion_nsec : 0;
+}
+
+/* Queues and workers, before the sockets: a limit they meet stops
+ * start-up with the option's name, before anything is served. */
+static void
+build_server(struct server *s, unsigned nworkers)
+{
+  char err[512];
+  s->nworkers = nworkers;
+  s->fail_efd = eventfd(0, EFD_CLOEXEC);
+  if (s->fail_efd == -1)
+    die("eventfd: %s", strerror(errno));
+  if (s->mode == QM_MQ && !(s->mq = mq_new(s, err, sizeof err)))
+    die("%s", err);
+  if (!(s->workers = calloc(s->nworkers, sizeof *s->workers)))
+    die("%s", "out of memory");
+  for (unsigned i = 0; i < s->nworkers; i++)
+    if (!(s->workers[i] = worker_new(s, i, err, sizeof err)))
+      die("%s", err);
+}
+
+static void
+start_threads(struct server *s)
+{
+  char err[512];
+  if (s->mq && mq_start(s->mq, err, sizeof err))
+    die("%s", err);
+  for (unsigned i = 0; i < s->nworkers; i++)
+    if (worker_start(s->workers[i], err, sizeof err))
+      die("%s", err);
+}
+
+/* Clean stop: workers finish and close their connections, then the
+ * hardware queues stop; everything is freed. */
+static void
+stop_server(struct server *s)
+{
+  for (unsigned i = 0; i < s->nworkers; i++)
+    worker_stop(s->workers[i]);
+  for (unsigned i = 0; i < s->nworkers; i++)
+    worker_join(s->workers[i]);
+  if (s->mq)
+    mq_stop(s->mq);
+  for (unsigned i = 0; i < s->nworkers; i++)
+    worker_free(s->workers[i]);
+  free(s->workers);
+  mq_free(s->mq);
+  close(s->fail_efd);
+  free(s->cfg.description);
+}
+
+int
+main(int argc, char **argv)
+{
+  static struct server s;
+  static struct znbd_params p;
+  struct options o;
+  char err[512];
+  int rc = parse_options(argc, argv, &o, &s);
+  if (rc != -1)
+    return rc;
+  struct znbd_dev *dev = parse_params(argc - optind, argv + optind, &p);
   warn_ineffective(&s, &p, znbd_dev_nr_zones(dev) > 0, argc - optind,
                    argv + optind);
-  s.cfg.dev = dev;
-  s.cfg.params = &p;
-  s.cfg.size = znbd_dev_size(dev);
-  s.cfg.blocksize = p.blocksize ? p.blocksize : 512;
-  s.cfg.holes_ok = !(znbd_dev_nr_zones(dev) > 0 &&
-                     p.zone_read_past_wp != ZNBD_READ_PAST_WP_ZERO);
-  int dlen = znbd_dev_describe(dev, NULL, 0);
-  s.cfg.description = malloc((size_t)dlen + 1);
-  if (!s.cfg.description)
-    die("%s", "out of memory");
-  znbd_dev_describe(dev, s.cfg.description, (size_t)dlen + 1);
+  setup_cfg(&s, dev, &p);
   /* Before any thread starts: they inherit it (lib/sched.c says why). */
   if (p.sched_batch && znbd_sched_batch() < 0)
     fprintf(stderr, "znbd: note: sched_batch: SCHED_BATCH: %s\n",
             strerror(errno));
-  s.completion_nsec = s.mode == QM_BIO ? p.completion_nsec : 0;
-  s.nworkers = (unsigned)nthreads;
+  build_server(&s, (unsigned)o.nthreads);
 
-  /* Sockets. */
-  char tmpdir[] = "/tmp/znbdXXXXXX", tmpsock[64];
-  bool tmp = false;
-  if ((unix_path && strcmp(unix_path, "-") == 0) ||
-      (run && !unix_path && port == -1)) {
-    if (!mkdtemp(tmpdir))
-      die("mkdtemp: %s", strerror(errno));
-    snprintf(tmpsock, sizeof tmpsock, "%s/socket", tmpdir);
-    unix_path = tmpsock;
-    tmp = true;
-  }
-  int lfd[2], nl = 0;
-  if (unix_path)
-    lfd[nl++] = listen_unix(unix_path);
-  if (port != -1 || !unix_path) {
-    if (port == -1)
-      port = 10809;
-    lfd[nl++] = listen_tcp(ipaddr, port);
-  }
-
-  if (!foreground && !run) {
-    pid_t pid = fork();
-    if (pid == -1)
-      die("fork: %s", strerror(errno));
-    if (pid > 0)
-      _exit(0);
-    setsid();
-    if (chdir("/") == -1)
-      die("chdir: %s", strerror(errno));
-    int nul = open("/dev/null", O_RDWR);
-    dup2(nul, 0);
-    dup2(nul, 1);
-    dup2(nul, 2);
-    if (nul > 2)
-      close(nul);
-  }
-
-  /* Signals arrive through a signalfd on the main ring. */
+  bool tmp = (o.unix_path && strcmp(o.unix_path, "-") == 0) ||
+             (o.run && !o.unix_path && o.port == -1);
+  if (!o.unix_path && !tmp && o.port == -1)
+    o.port = 10809;
+  struct listeners l;
+  if (listeners_open(&l, tmp ? NULL : o.unix_path, tmp, o.ipaddr, o.port, err,
+                     sizeof err) == -1)
+    die("%s", err);
+  if (!o.foreground && !o.run && background_start(err, sizeof err) == -1)
+    die("%s", err);
   sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGCHLD);
-  sigaddset(&set, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &set, NULL);
-  signal(SIGPIPE, SIG_IGN);
-  int sfd = signalfd(-1, &set, SFD_CLOEXEC);
+  int sfd = signals_setup(&set, err, sizeof err);
   if (sfd == -1)
-    die("signalfd: %s", strerror(errno));
-
+    die("%s", err);
   struct znbd_control *ctl = NULL;
-  if (p.zone_control) {
-    ctl = znbd_control_start(dev, p.zone_control, err, sizeof err);
-    if (!ctl)
-      die("%s", err);
-  }
-  if (s.mode == QM_MQ) {
-    s.mq = mq_new(&s, err, sizeof err);
-    if (!s.mq || mq_start(s.mq))
-      die("%s", err);
-  }
-  s.workers = calloc(s.nworkers, sizeof *s.workers);
-  for (unsigned i = 0; i < s.nworkers; i++) {
-    s.workers[i] = worker_new(&s, i);
-    if (!s.workers[i] || worker_start(s.workers[i]))
-      die("%s", "cannot start worker threads");
-  }
-
-  if (pidfile) {
-    char tmpf[PATH_MAX];
-    snprintf(tmpf, sizeof tmpf, "%s.tmp", pidfile);
-    FILE *f = fopen(tmpf, "w");
-    if (!f || fprintf(f, "%d\n", (int)getpid()) < 0 || fclose(f) != 0 ||
-        rename(tmpf, pidfile) == -1)
-      die("-P: cannot write the pidfile: %s", strerror(errno));
-  }
-
+  if (p.zone_control &&
+      !(ctl = znbd_control_start(dev, p.zone_control, err, sizeof err)))
+    die("%s", err);
+  start_threads(&s);
+  if (o.pidfile && pidfile_write(o.pidfile, err, sizeof err) == -1)
+    die("%s", err);
   pid_t child = -1;
-  if (run) {
-    char *uri;
-    const char *q_exp = s.cfg.export_name;
-    int r;
-    if (unix_path)
-      r = asprintf(&uri, "nbd+unix:///%s?socket=%s", q_exp, unix_path);
-    else
-      r = asprintf(&uri, "nbd://%s:%d/%s", ipaddr, port, q_exp);
-    char *script;
-    char *qu = shell_quote(uri), *qs = shell_quote(unix_path ? unix_path : "");
-    char *qe = shell_quote(s.cfg.export_name);
-    if (r < 0 ||
-        asprintf(&script,
-                 "uri=%s\nnbd=%s\nunixsocket=%s\nport=%s%d\nexportname=%s\n%s",
-                 qu, qu, qs, "", unix_path ? 0 : port, qe, run) < 0)
-      die("%s", "out of memory");
-    child = fork();
-    if (child == -1)
-      die("fork: %s", strerror(errno));
-    if (child == 0) {
-      pthread_sigmask(SIG_UNBLOCK, &set, NULL);
-      signal(SIGPIPE, SIG_DFL);
-      execl("/bin/sh", "sh", "-c", script, (char *)NULL);
-      _exit(127);
-    }
-    free(uri);
-    free(script);
-    free(qu);
-    free(qs);
-    free(qe);
-  }
+  if (o.run &&
+      (child = captive_start(o.run, &l, o.ipaddr, o.port, s.cfg.export_name,
+                             &set, err, sizeof err)) == -1)
+    die("%s", err);
 
-  /* Accept loop. */
-  struct io_uring ring;
-  if (ring_init(&ring, 16) < 0)
-    die("%s", "io_uring setup failed");
-  struct signalfd_siginfo si;
-  struct io_uring_sqe *sqe;
-  for (int i = 0; i < nl; i++) {
-    sqe = get_sqe(&ring);
-    io_uring_prep_accept(sqe, lfd[i], NULL, NULL, SOCK_CLOEXEC);
-    io_uring_sqe_set_data64(sqe, (uint64_t)i);
-  }
-  sqe = get_sqe(&ring);
-  io_uring_prep_read(sqe, sfd, &si, sizeof si, 0);
-  io_uring_sqe_set_data64(sqe, 100);
-  int status = 0;
-  unsigned rr = 0;
-  bool done = false;
-  while (!done) {
-    int r = io_uring_submit_and_wait(&ring, 1);
-    if (r < 0 && r != -EINTR)
-      die("io_uring: %s", strerror(-r));
-    struct io_uring_cqe *cqe;
-    unsigned head, n = 0;
-    io_uring_for_each_cqe(&ring, head, cqe)
-    {
-      n++;
-      uint64_t ud = io_uring_cqe_get_data64(cqe);
-      if (ud == 100) {
-        if (si.ssi_signo == SIGCHLD) {
-          int st;
-          if (child > 0 && waitpid(child, &st, WNOHANG) == child) {
-            status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-            done = true;
-          }
-        } else {
-          done = true;
-        }
-        sqe = get_sqe(&ring);
-        io_uring_prep_read(sqe, sfd, &si, sizeof si, 0);
-        io_uring_sqe_set_data64(sqe, 100);
-        continue;
-      }
-      int fd = cqe->res;
-      if (fd >= 0) {
-        if (lfd[ud] >= 0 && ud == (uint64_t)(nl - 1) && port != -1) {
-          int one = 1;
-          setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        }
-        worker_add_conn(s.workers[rr++ % s.nworkers], fd);
-      } else if (fd != -EINTR && fd != -ECONNABORTED && fd != -EAGAIN) {
-        fprintf(stderr, "znbd: accept: %s\n", strerror(-fd));
-      }
-      sqe = get_sqe(&ring);
-      io_uring_prep_accept(sqe, lfd[ud], NULL, NULL, SOCK_CLOEXEC);
-      io_uring_sqe_set_data64(sqe, ud);
-    }
-    io_uring_cq_advance(&ring, n);
-  }
+  bool reaped = false;
+  int status = main_loop(&s, &l, sfd, child, &reaped);
 
-  /* Clean stop: no new connections, finish and close the others. */
-  for (int i = 0; i < nl; i++)
-    close(lfd[i]);
-  io_uring_queue_exit(&ring);
-  if (unix_path)
-    unlink(unix_path);
-  if (tmp)
-    rmdir(tmpdir);
-  for (unsigned i = 0; i < s.nworkers; i++)
-    worker_stop(s.workers[i]);
-  for (unsigned i = 0; i < s.nworkers; i++)
-    worker_join(s.workers[i]);
-  if (s.mq)
-    mq_stop(s.mq);
-  for (unsigned i = 0; i < s.nworkers; i++)
-    worker_free(s.workers[i]);
-  free(s.workers);
-  mq_free(s.mq);
+  listeners_close(&l); /* no new connections */
+  stop_server(&s);
   close(sfd);
   znbd_control_stop(ctl);
-  if (child > 0 && !done) {
-    kill(child, SIGTERM);
-    waitpid(child, NULL, 0);
-  }
-  if (pidfile)
-    unlink(pidfile);
+  if (child > 0 && !reaped)
+    captive_stop(child);
+  if (o.pidfile)
+    unlink(o.pidfile);
   znbd_dev_free(dev);
   znbd_params_free(&p);
-  free(s.cfg.description);
   return status;
 }

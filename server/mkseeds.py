@@ -43,6 +43,18 @@ seeds = {
     "readonly": bytes([2, 0]) + struct.pack(">I", 2) + go + reqs,
     "badmagic": bytes([0, 1]) + struct.pack(">I", 3) + go + req(0, 0, 512)[:4][::-1] + b"\0" * 24,
     "bigwrite": bytes([0, 0]) + struct.pack(">I", 3) + go + req(1, 0, 40 << 20)[:28] + b"\0" * 64,
+    # Export names over 4096 bytes (NBD_REP_ERR_INVALID), then one of 4096.
+    "longname": bytes([0, 0]) + struct.pack(">I", 3) + opt(8) +
+    opt(6, struct.pack(">I", 4097) + b"n" * 4097 + struct.pack(">H", 0)) +
+    opt(10, struct.pack(">I", 4097) + b"n" * 4097 + struct.pack(">I", 0)) +
+    opt(7, struct.pack(">I", 4096) + b"n" * 4096 + struct.pack(">H", 0)) +
+    req(0, 0, 512),
+    # BLOCK_STATUS with unaligned offsets and lengths, REQ_ONE too.
+    "bs-unaligned": bytes([1, 0]) + struct.pack(">I", 3) + opt(8) +
+    meta([b"base:allocation", b"x-znbd:zone"]) + go +
+    req(1, 4096, 4096, payload=b"\xcd" * 4096, cookie=1) +
+    req(7, 100, 5000, cookie=2) + req(7, 4095, 1, flags=8, cookie=3) +
+    req(7, 1, (1 << 20) - 3, cookie=4) + req(2, 0, 0),
 }
 os.makedirs("fuzz-seeds", exist_ok=True)
 for name, data in seeds.items():

@@ -30,11 +30,8 @@
 #define TAG_BUF_KEEP (1u << 20)   /* bytes of buffer a free tag keeps */
 #define REQUEUE_DELAY_NSEC 100000 /* kick the requeue list after 100 us */
 
-/* User data on a hardware queue's ring (rq pointers are 8-aligned). */
-enum { HQ_EFD = 1, HQ_KICK = 2, HQ_MSG = 3 };
-
 struct hwq {
-  struct mq *m;
+  _Alignas(TAG_ALIGN) struct mq *m; /* tagged: TAG_WAKE_*, TAG_KICK */
   unsigned idx;
   pthread_t th;
   struct io_uring ring;
@@ -68,16 +65,80 @@ struct mq {
   uint32_t nr_zones, nr_conv;
 };
 
+/* blk-mq's BLK_MQ_MAX_DEPTH: blk_mq_alloc_tag_set() reduces a deeper
+ * null_blk hw_queue_depth to it; znbd refuses one (man/znbd.pod). */
+#define MQ_MAX_DEPTH 10240
+
+/* Hardware queue Q's tags, eventfd and (disabled) ring; 0 or -errno with
+ * *WHAT naming the step that failed. */
+static int
+hwq_init(struct hwq *q, struct mq *m, unsigned idx, unsigned depth,
+         const char **what)
+{
+  int r;
+  q->m = m;
+  q->idx = idx;
+  q->depth = depth;
+  atomic_init(&q->wk.ring_fd, -1);
+  q->wk.msg_ud = tag_ptr(TAG_WAKE_MSG, q);
+  *what = "out of memory for the tags";
+  if (!(q->rqs = calloc(depth, sizeof *q->rqs)))
+    return -ENOMEM;
+  for (unsigned t = 0; t < depth; t++) {
+    q->rqs[t].hq = q;
+    q->rqs[t].next = q->free;
+    q->free = &q->rqs[t];
+  }
+  q->nfree = depth;
+  *what = "eventfd";
+  q->wk.efd = eventfd(0, EFD_CLOEXEC);
+  if (q->wk.efd == -1) {
+    r = -errno;
+    goto fail_rqs;
+  }
+  /* Room for a completion timer per tag, the eventfd read, the requeue
+   * kick and wakeups sent; enabled by the queue's own thread. */
+  *what = "io_uring setup";
+  if ((r = ring_init(&q->ring, 2 * depth + 8, true)) < 0)
+    goto fail_efd;
+  pthread_mutex_init(&q->lock, NULL);
+  return 0;
+
+fail_efd:
+  close(q->wk.efd);
+fail_rqs:
+  free(q->rqs);
+  return r;
+}
+
+static void
+hwq_free(struct hwq *q)
+{
+  for (unsigned t = 0; t < q->depth; t++)
+    buf_free(&q->rqs[t].reply);
+  free(q->rqs);
+  io_uring_queue_exit(&q->ring);
+  close(q->wk.efd);
+  pthread_mutex_destroy(&q->lock);
+}
+
 struct mq *
 mq_new(struct server *s, char *err, size_t errlen)
 {
   const struct znbd_params *p = s->cfg.params;
+  unsigned depth = p->hw_queue_depth ? p->hw_queue_depth : 64;
+  if (depth > MQ_MAX_DEPTH) {
+    snprintf(err, errlen,
+             "hw_queue_depth=%u: at most %u tags per hardware queue "
+             "(blk-mq's BLK_MQ_MAX_DEPTH)",
+             depth, MQ_MAX_DEPTH);
+    return NULL;
+  }
   struct mq *m = calloc(1, sizeof *m);
   if (!m)
     goto oom;
   m->s = s;
   m->nq = p->submit_queues ? p->submit_queues : 1;
-  unsigned depth = p->hw_queue_depth ? p->hw_queue_depth : 64;
   m->pipeline = p->pipeline_zoned_writes;
   m->completion_nsec = p->completion_nsec;
   m->max_attempts = m->nq * depth;
@@ -87,34 +148,37 @@ mq_new(struct server *s, char *err, size_t errlen)
    * mq-deadline pipelining patches): both on means no lock. */
   m->zone_lock = s->sched_deadline && !p->no_zone_write_lock && !m->pipeline &&
                  m->nr_zones > 0;
-  pthread_mutex_init(&m->zlock, NULL);
   if (m->zone_lock && !(m->zones = calloc(m->nr_zones, sizeof *m->zones)))
-    goto oom;
+    goto fail_m;
   if (!(m->q = calloc(m->nq, sizeof *m->q)))
-    goto oom;
+    goto fail_zones;
   for (unsigned i = 0; i < m->nq; i++) {
-    struct hwq *q = &m->q[i];
-    q->m = m;
-    q->idx = i;
-    q->depth = depth;
-    pthread_mutex_init(&q->lock, NULL);
-    if (!(q->rqs = calloc(depth, sizeof *q->rqs)))
-      goto oom;
-    for (unsigned t = 0; t < depth; t++) {
-      q->rqs[t].hq = q;
-      q->rqs[t].next = q->free;
-      q->free = &q->rqs[t];
-    }
-    q->nfree = depth;
-    atomic_init(&q->wk.ring_fd, -1);
-    q->wk.msg_ud = HQ_MSG;
-    q->wk.efd = eventfd(0, EFD_CLOEXEC);
-    if (q->wk.efd == -1) {
-      snprintf(err, errlen, "eventfd: %s", strerror(errno));
+    const char *what;
+    int r = hwq_init(&m->q[i], m, i, depth, &what);
+    if (r < 0) {
+      snprintf(err, errlen,
+               "submit_queues=%u hw_queue_depth=%u: hardware queue %u: %s: "
+               "%s%s",
+               m->nq, depth, i, what, strerror(-r),
+               r == -EMFILE || r == -ENFILE
+                   ? " (each hardware queue needs 2 descriptors: raise "
+                     "ulimit -n or lower submit_queues)"
+                   : "");
+      while (i--)
+        hwq_free(&m->q[i]);
+      free(m->q);
+      free(m->zones);
+      free(m);
       return NULL;
     }
   }
+  pthread_mutex_init(&m->zlock, NULL);
   return m;
+
+fail_zones:
+  free(m->zones);
+fail_m:
+  free(m);
 oom:
   snprintf(err, errlen, "out of memory for the mq tag set");
   return NULL;
@@ -140,6 +204,9 @@ void
 mq_put_tag(struct mq *m, struct rq *rq, struct io_uring *from)
 {
   struct hwq *q = rq->hq;
+  /* Read before the tag is free: from then on another worker may take it
+   * and overwrite every field. */
+  const struct worker *self = rq->w;
   /* Do not keep a 32 MiB reply buffer per tag after one large read. */
   if (rq->reply.cap > TAG_BUF_KEEP)
     buf_free(&rq->reply);
@@ -151,8 +218,21 @@ mq_put_tag(struct mq *m, struct rq *rq, struct io_uring *from)
   /* Readers of other workers waiting for a tag of this queue. */
   if (atomic_exchange(&q->stalled, 0) > 0) {
     for (unsigned i = 0; i < m->s->nworkers; i++)
-      if (m->s->workers[i] != rq->w)
+      if (m->s->workers[i] != self)
         worker_retry_stalled(m->s->workers[i], from);
+  }
+}
+
+void
+mq_trim(struct mq *m, size_t keep)
+{
+  for (unsigned i = 0; i < m->nq; i++) {
+    struct hwq *q = &m->q[i];
+    pthread_mutex_lock(&q->lock);
+    for (struct rq *rq = q->free; rq; rq = rq->next)
+      if (rq->reply.cap > keep)
+        buf_free(&rq->reply);
+    pthread_mutex_unlock(&q->lock);
   }
 }
 
@@ -231,6 +311,11 @@ queue_rq(struct hwq *q, struct rq *rq)
   struct mq *m = q->m;
   const struct nbdc *c = rq->proto;
   unsigned xf = EXEC_NOWAIT;
+  if (atomic_load(&c->gone)) { /* nobody to answer: do not execute it */
+    rq->reply.len = 0;
+    complete(q, rq);
+    return false;
+  }
   if (m->pipeline) {
     xf |= EXEC_REQUEUE;
     if (++rq->attempts > m->max_attempts) {
@@ -244,67 +329,114 @@ queue_rq(struct hwq *q, struct rq *rq)
     return true;
 done:
   if (m->completion_nsec)
-    arm_timeout(&q->ring, &rq->ts, m->completion_nsec, (uint64_t)(uintptr_t)rq);
+    arm_timeout(&q->ring, &rq->ts, m->completion_nsec,
+                tag_ptr(TAG_RQ_DONE, rq));
   else
     complete(q, rq);
   return false;
+}
+
+/* Arm the read of the hardware queue's eventfd (its wakeup). */
+static void
+hwq_arm_efd(struct hwq *q)
+{
+  struct io_uring_sqe *sqe = get_sqe(&q->ring);
+  io_uring_prep_read(sqe, q->wk.efd, &q->efd_val, 8, 0);
+  io_uring_sqe_set_data64(sqe, tag_ptr(TAG_WAKE_EFD, q));
+}
+
+/* Handle the completions on Q's ring. */
+static void
+hwq_reap(struct hwq *q)
+{
+  struct io_uring_cqe *cqe;
+  unsigned head, n = 0;
+  bool efd = false;
+  io_uring_for_each_cqe(&q->ring, head, cqe)
+  {
+    n++;
+    uint64_t tag = io_uring_cqe_get_data64(cqe);
+    switch (tag_op(tag)) {
+    case TAG_WAKE_EFD:
+      efd = true;
+      break;
+    case TAG_KICK:
+      q->kick_armed = false;
+      break;
+    case TAG_WAKE_MSG: /* woken: the list is looked at next */
+      break;
+    case TAG_WAKE_FAIL:
+      waker_kick_efd(tag_get_ptr(tag));
+      break;
+    case TAG_RQ_DONE:
+      complete(q, tag_get_ptr(tag));
+      break;
+    default: /* not used on a hardware queue's ring */
+      break;
+    }
+  }
+  io_uring_cq_advance(&q->ring, n);
+  if (efd)
+    hwq_arm_efd(q);
+}
+
+/* Dispatch LIST; requests to requeue are appended to *REQUEUE / *TAIL. */
+static void
+hwq_dispatch(struct hwq *q, struct rq *list, struct rq **requeue,
+             struct rq **tail)
+{
+  while (list) {
+    struct rq *rq = list;
+    list = rq->next;
+    if (queue_rq(q, rq)) {
+      rq->next = NULL;
+      if (*tail)
+        (*tail)->next = rq;
+      else
+        *requeue = rq;
+      *tail = rq;
+    }
+  }
+}
+
+/* Stopping and all tags back (or a failed thread holds some for good). */
+static bool
+hwq_may_stop(struct hwq *q)
+{
+  if (!atomic_load(&q->stop))
+    return false;
+  pthread_mutex_lock(&q->lock);
+  bool stop = q->nfree == q->depth || atomic_load(&q->m->s->failed);
+  pthread_mutex_unlock(&q->lock);
+  return stop;
 }
 
 static void *
 hwq_main(void *arg)
 {
   struct hwq *q = arg;
-  if (ring_init(&q->ring, 2 * q->depth + 8) < 0) {
-    fprintf(stderr, "znbd: io_uring setup failed\n");
-    exit(EXIT_FAILURE);
+  int r = ring_enable(&q->ring);
+  if (r < 0) {
+    server_fail(q->m->s, "hardware queue %u: io_uring enable: %s", q->idx,
+                strerror(-r));
+    return NULL;
   }
-  struct io_uring_sqe *sqe = get_sqe(&q->ring);
-  io_uring_prep_read(sqe, q->wk.efd, &q->efd_val, 8, 0);
-  io_uring_sqe_set_data64(sqe, HQ_EFD);
+  hwq_arm_efd(q);
   atomic_store(&q->wk.ring_fd, q->ring.ring_fd);
   struct rq *requeue = NULL, *requeue_tail = NULL;
   bool again = false;
   for (;;) {
     /* Work our own completions queued (a zone lock passed on): no sleep. */
-    int r = io_uring_submit_and_wait(&q->ring, again ? 0 : 1);
+    r = io_uring_submit_and_wait(&q->ring, again ? 0 : 1);
     if (r < 0 && r != -EINTR && r != -EBUSY) {
-      fprintf(stderr, "znbd: io_uring_submit_and_wait: %s\n", strerror(-r));
-      exit(EXIT_FAILURE);
+      server_fail(q->m->s, "hardware queue %u: io_uring_submit_and_wait: %s",
+                  q->idx, strerror(-r));
+      break; /* its requests never complete: the workers stop anyway */
     }
-    struct io_uring_cqe *cqe;
-    unsigned head, n = 0;
-    bool efd = false;
-    io_uring_for_each_cqe(&q->ring, head, cqe)
-    {
-      n++;
-      uint64_t ud = io_uring_cqe_get_data64(cqe);
-      if (ud == HQ_EFD)
-        efd = true;
-      else if (ud == HQ_KICK)
-        q->kick_armed = false;
-      else if (ud == HQ_MSG)
-        ;
-      else if ((ud & UD_WAKE_MASK) == UD_WAKE_FAIL)
-        waker_kick_efd(
-            (struct waker *)(uintptr_t)(ud & ~(uint64_t)UD_WAKE_MASK));
-      else
-        complete(q, (struct rq *)(uintptr_t)ud);
-    }
-    io_uring_cq_advance(&q->ring, n);
-    if (efd) {
-      sqe = get_sqe(&q->ring);
-      io_uring_prep_read(sqe, q->wk.efd, &q->efd_val, 8, 0);
-      io_uring_sqe_set_data64(sqe, HQ_EFD);
-    }
+    hwq_reap(q);
     atomic_store(&q->wk.kicked, false);
     struct rq *list = rq_stack_take(&q->list);
-    bool stop = false;
-    if (atomic_load(&q->stop)) {
-      pthread_mutex_lock(&q->lock);
-      stop = q->nfree == q->depth;
-      pthread_mutex_unlock(&q->lock);
-    }
-    if (stop && !list && !requeue)
+    if (hwq_may_stop(q) && !list && !requeue)
       break;
     /* Requeued requests go first once the kick timer fired or new work
      * arrived (the write they wait for may be in it: dispatch it first). */
@@ -313,47 +445,50 @@ hwq_main(void *arg)
       list = requeue;
       requeue = requeue_tail = NULL;
     }
-    while (list) {
-      struct rq *rq = list;
-      list = rq->next;
-      if (queue_rq(q, rq)) {
-        rq->next = NULL;
-        if (requeue_tail)
-          requeue_tail->next = rq;
-        else
-          requeue = rq;
-        requeue_tail = rq;
-      }
-    }
+    hwq_dispatch(q, list, &requeue, &requeue_tail);
     if (requeue && !q->kick_armed) {
-      arm_timeout(&q->ring, &q->kick_ts, REQUEUE_DELAY_NSEC, HQ_KICK);
+      arm_timeout(&q->ring, &q->kick_ts, REQUEUE_DELAY_NSEC,
+                  tag_ptr(TAG_KICK, q));
       q->kick_armed = true;
     }
     again = atomic_load(&q->list) != NULL;
   }
   atomic_store(&q->wk.ring_fd, -1);
-  io_uring_queue_exit(&q->ring);
   return NULL;
 }
 
-int
-mq_start(struct mq *m)
+/* Stop and join the threads of the first N hardware queues. */
+static void
+stop_queues(struct mq *m, unsigned n)
 {
-  for (unsigned i = 0; i < m->nq; i++)
-    if (pthread_create(&m->q[i].th, NULL, hwq_main, &m->q[i]))
+  for (unsigned i = 0; i < n; i++) {
+    atomic_store(&m->q[i].stop, true);
+    waker_kick_efd(&m->q[i].wk);
+  }
+  for (unsigned i = 0; i < n; i++)
+    pthread_join(m->q[i].th, NULL);
+}
+
+int
+mq_start(struct mq *m, char *err, size_t errlen)
+{
+  for (unsigned i = 0; i < m->nq; i++) {
+    int r = pthread_create(&m->q[i].th, NULL, hwq_main, &m->q[i]);
+    if (r) {
+      snprintf(err, errlen,
+               "submit_queues=%u: cannot start hardware queue %u: %s", m->nq, i,
+               strerror(r));
+      stop_queues(m, i);
       return -1;
+    }
+  }
   return 0;
 }
 
 void
 mq_stop(struct mq *m)
 {
-  for (unsigned i = 0; i < m->nq; i++) {
-    atomic_store(&m->q[i].stop, true);
-    waker_kick_efd(&m->q[i].wk);
-  }
-  for (unsigned i = 0; i < m->nq; i++)
-    pthread_join(m->q[i].th, NULL);
+  stop_queues(m, m->nq);
 }
 
 void
@@ -361,15 +496,10 @@ mq_free(struct mq *m)
 {
   if (!m)
     return;
-  for (unsigned i = 0; i < m->nq; i++) {
-    struct hwq *q = &m->q[i];
-    for (unsigned t = 0; t < q->depth; t++)
-      buf_free(&q->rqs[t].reply);
-    free(q->rqs);
-    close(q->wk.efd);
-    pthread_mutex_destroy(&q->lock);
-  }
+  for (unsigned i = 0; i < m->nq; i++)
+    hwq_free(&m->q[i]);
   free(m->q);
   free(m->zones);
+  pthread_mutex_destroy(&m->zlock);
   free(m);
 }

@@ -4,6 +4,8 @@
  * base:allocation and x-znbd:zone (include/znbd/zonectx.h).
  */
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "znbd/zonectx.h"
@@ -133,6 +135,11 @@ opt_info_go(struct nbdc *c, uint32_t opt, const uint8_t *d, uint32_t len,
     opt_error(out, opt, NBD_REP_ERR_INVALID, "bad export name length");
     return;
   }
+  if (nlen > NBD_MAX_STRING) { /* as nbdkit: the spec's string limit */
+    opt_error(out, opt, NBD_REP_ERR_INVALID,
+              "export name longer than 4096 bytes");
+    return;
+  }
   uint16_t nreq = get16(d + 4 + nlen);
   if ((uint64_t)4 + nlen + 2 + 2u * nreq != len) {
     opt_error(out, opt, NBD_REP_ERR_INVALID, "bad information request count");
@@ -198,6 +205,11 @@ opt_meta(struct nbdc *c, uint32_t opt, const uint8_t *d, uint32_t len,
     return;
   }
   uint32_t nlen = get32(d);
+  if (nlen > NBD_MAX_STRING) {
+    opt_error(out, opt, NBD_REP_ERR_INVALID,
+              "export name longer than 4096 bytes");
+    return;
+  }
   if (!name_ok(c, d + 4, nlen)) {
     opt_error(out, opt, NBD_REP_ERR_UNKNOWN, "no such export");
     return;
@@ -248,7 +260,7 @@ do_option(struct nbdc *c, uint32_t opt, const uint8_t *d, uint32_t len,
   const struct srv_cfg *s = c->cfg;
   switch (opt) {
   case NBD_OPT_EXPORT_NAME: {
-    if (!name_ok(c, d, len)) {
+    if (len > NBD_MAX_STRING || !name_ok(c, d, len)) {
       c->phase = PH_CLOSED; /* the only answer the spec allows */
       return;
     }
@@ -375,10 +387,65 @@ chunk(struct buf *out, uint16_t flags, uint16_t type, uint64_t cookie,
   return p + NBD_CHUNK_HEADER_SIZE;
 }
 
-void
-nbd_reply_error(const struct nbdc *c, const struct nbd_req *r, uint32_t err,
-                const char *msg, struct buf *out)
+static const char *
+cmd_name(uint16_t type)
 {
+  static const char *const names[] = {
+      [NBD_CMD_READ] = "READ",
+      [NBD_CMD_WRITE] = "WRITE",
+      [NBD_CMD_DISC] = "DISC",
+      [NBD_CMD_FLUSH] = "FLUSH",
+      [NBD_CMD_TRIM] = "TRIM",
+      [NBD_CMD_CACHE] = "CACHE",
+      [NBD_CMD_WRITE_ZEROES] = "WRITE_ZEROES",
+      [NBD_CMD_BLOCK_STATUS] = "BLOCK_STATUS",
+  };
+  if (type < sizeof names / sizeof names[0] && names[type])
+    return names[type];
+  return "UNKNOWN";
+}
+
+static const char *
+errno_label(int e)
+{
+  const char *n = znbd_errno_name(e);
+  if (n)
+    return n;
+  switch (e) {
+  case ESHUTDOWN:
+    return "ESHUTDOWN";
+  case ENOTSUP:
+    return "ENOTSUP";
+  }
+  return "?";
+}
+
+/* -v: why R was refused, one line on stderr in the plugin's format
+ * (plugin/zoned.c, fail()): command, bytes, offset, errno name, reason
+ * and, on a zoned device, the zone holding the offset with its
+ * condition, write pointer and end of capacity.  E is the Linux errno,
+ * ERR the NBD errno sent. */
+static void
+log_refused(const struct nbdc *c, const struct nbd_req *r, uint32_t err, int e,
+            const char *msg)
+{
+  char wire[40] = "";
+  if ((uint32_t)e != err)
+    snprintf(wire, sizeof wire, " (%s on the wire)", errno_label((int)err));
+  char zone[160];
+  znbd_dev_zone_note(c->cfg->dev, r->off, zone, sizeof zone);
+  fprintf(stderr, "znbd: %s: %" PRIu32 " bytes at %" PRIu64 ": %s%s: %s%s\n",
+          cmd_name(r->type), r->len, r->off, errno_label(e), wire,
+          msg ? msg : "", zone);
+}
+
+/* The error reply: wire errno ERR, Linux errno E for the -v log. */
+static void
+refuse(const struct nbdc *c, const struct nbd_req *r, uint32_t err, int e,
+       const char *msg, struct buf *out)
+{
+  if (c->cfg->verbose)
+    log_refused(c, r, err, e, msg);
   if (!c->structured) {
     simple_reply(out, r->cookie, err);
     return;
@@ -393,6 +460,13 @@ nbd_reply_error(const struct nbdc *c, const struct nbd_req *r, uint32_t err,
   buf_commit(out, NBD_CHUNK_HEADER_SIZE + 6 + (size_t)n);
 }
 
+void
+nbd_reply_error(const struct nbdc *c, const struct nbd_req *r, uint32_t err,
+                const char *msg, struct buf *out)
+{
+  refuse(c, r, err, (int)err, msg, out); /* NBD errnos are Linux's */
+}
+
 static void
 reply_ok(const struct nbdc *c, const struct nbd_req *r, struct buf *out)
 {
@@ -403,7 +477,7 @@ static void
 reply_errno(const struct nbdc *c, const struct nbd_req *r, int e,
             struct buf *out)
 {
-  nbd_reply_error(c, r, (uint32_t)znbd_dev_wire_errno(e), strerror(e), out);
+  refuse(c, r, (uint32_t)znbd_dev_wire_errno(e), e, strerror(e), out);
 }
 
 /* ---- transmission: requests ---- */
@@ -518,7 +592,9 @@ request_step(struct nbdc *c, const uint8_t *in, size_t len, struct buf *out,
     /* Drop the payload, then refuse: libnbd counts the command as sent
      * only after its payload, so an earlier reply would be unknown. */
     c->discard = r.len;
-    c->after_discard = AFTER_WRITE_TOO_BIG;
+    c->after_discard = AFTER_WRITE_REFUSED;
+    c->after_err = NBD_EINVAL;
+    c->after_msg = "write larger than maximum payload";
     c->after_req =
         (struct nbd_req_hdr){r.flags, r.type, r.cookie, r.off, r.len};
     c->requests++;
@@ -551,16 +627,35 @@ owed_reply(struct nbdc *c, struct buf *out)
 {
   if (c->after_discard == AFTER_OPT_TOO_BIG) {
     opt_error(out, c->after_opt, NBD_REP_ERR_TOO_BIG, "option too large");
-  } else if (c->after_discard == AFTER_WRITE_TOO_BIG) {
+  } else if (c->after_discard == AFTER_WRITE_REFUSED) {
     struct nbd_req r = {.flags = c->after_req.flags,
                         .type = c->after_req.type,
                         .cookie = c->after_req.cookie,
                         .off = c->after_req.off,
                         .len = c->after_req.len};
-    nbd_reply_error(c, &r, NBD_EINVAL, "write larger than maximum payload",
-                    out);
+    nbd_reply_error(c, &r, c->after_err, c->after_msg, out);
   }
   c->after_discard = AFTER_NONE;
+}
+
+size_t
+nbdc_refuse_pending(struct nbdc *c, const uint8_t *in, size_t len, uint32_t err,
+                    const char *msg)
+{
+  if (c->phase != PH_TRANS || c->discard || len < NBD_REQUEST_SIZE ||
+      get32(in) != NBD_REQUEST_MAGIC || get16(in + 6) != NBD_CMD_WRITE)
+    return 0;
+  uint32_t plen = get32(in + 24);
+  if ((uint64_t)len >= (uint64_t)NBD_REQUEST_SIZE + plen)
+    return 0; /* complete: nothing to drop */
+  c->discard = NBD_REQUEST_SIZE + (uint64_t)plen - len;
+  c->after_discard = AFTER_WRITE_REFUSED;
+  c->after_err = err;
+  c->after_msg = msg;
+  c->after_req = (struct nbd_req_hdr){get16(in + 4), NBD_CMD_WRITE,
+                                      get64(in + 8), get64(in + 16), plen};
+  c->requests++;
+  return len;
 }
 
 size_t
@@ -646,6 +741,10 @@ read_data_chunk(const struct nbdc *c, const struct nbd_req *r, uint64_t off,
 {
   *last = out->len;
   const void *ref = read_ref(c, off, len, xflags);
+  if (!ref && !buf_try_reserve(out, NBD_CHUNK_HEADER_SIZE + 8 + (size_t)len)) {
+    errno = ENOMEM; /* chunk() below then needs no allocation */
+    return -1;
+  }
   uint8_t *p =
       chunk(out, 0, NBD_REPLY_TYPE_OFFSET_DATA, r->cookie, 8 + (ref ? 0 : len));
   put64(p, off);
@@ -668,7 +767,11 @@ exec_read(const struct nbdc *c, const struct nbd_req *r, struct buf *out,
   struct znbd_dev *d = c->cfg->dev;
   size_t start = out->len;
   if (!c->structured) {
-    uint8_t *p = buf_reserve(out, NBD_SIMPLE_REPLY_SIZE + (size_t)r->len);
+    uint8_t *p = buf_try_reserve(out, NBD_SIMPLE_REPLY_SIZE + (size_t)r->len);
+    if (!p) {
+      reply_errno(c, r, ENOMEM, out);
+      return;
+    }
     if (znbd_dev_read(d, p + NBD_SIMPLE_REPLY_SIZE, r->len, r->off) == -1) {
       reply_errno(c, r, errno, out);
       return;
@@ -748,42 +851,53 @@ exec_zero(const struct nbdc *c, const struct nbd_req *r, unsigned wflags)
 /* Block status descriptors being built into one chunk. */
 struct bs {
   struct buf *out;
-  size_t hdr; /* offset of the chunk header in out */
   uint32_t n; /* descriptors */
   uint32_t max;
-  bool merge; /* join equal neighbours (not across zones) */
-  uint64_t end;
-  uint64_t last_flags_pos; /* offset of the previous descriptor */
+  bool merge;     /* join neighbours with equal flags (base:allocation) */
+  uint64_t start; /* the request's offset: the first descriptor's start */
+  uint64_t end;   /* where the last descriptor may end (block aligned) */
+  size_t last;    /* offset in out of the previous descriptor */
 };
 
+/* Longest descriptor: 32-bit lengths, kept a multiple of 4096. */
+#define BS_MAX_LEN (UINT32_MAX & ~(uint32_t)4095)
+
+/* Extent callback: append [OFF, OFF+LEN) with FLAGS, clipped to
+ * [start, end).  Returns 1 to stop (full, or past the end). */
 static int
 bs_add(void *opaque, uint64_t off, uint64_t len, uint32_t flags)
 {
   struct bs *b = opaque;
+  if (off + len <= b->start)
+    return 0;
+  if (off < b->start) {
+    len -= b->start - off;
+    off = b->start;
+  }
   if (off >= b->end)
     return 1;
   if (len > b->end - off)
     len = b->end - off;
-  if (len == 0)
-    return 0;
-  if (b->n && b->merge && get32(b->out->p + b->last_flags_pos + 4) == flags &&
-      (uint64_t)get32(b->out->p + b->last_flags_pos) + len <= UINT32_MAX &&
-      b->max > 1) {
-    put32(b->out->p + b->last_flags_pos,
-          get32(b->out->p + b->last_flags_pos) + (uint32_t)len);
-  } else {
+  if (b->n && b->merge && get32(b->out->p + b->last + 4) == flags) {
+    uint32_t have = get32(b->out->p + b->last);
+    uint64_t add = len < BS_MAX_LEN - have ? len : BS_MAX_LEN - have;
+    put32(b->out->p + b->last, have + (uint32_t)add);
+    len -= add;
+  }
+  while (len) {
     if (b->n == b->max)
       return 1;
-    if (len > UINT32_MAX)
-      len = UINT32_MAX & ~(uint64_t)4095;
+    uint32_t l = len < BS_MAX_LEN ? (uint32_t)len : BS_MAX_LEN;
     uint8_t *p = buf_reserve(b->out, 8);
-    put32(p, (uint32_t)len);
+    put32(p, l);
     put32(p + 4, flags);
-    b->last_flags_pos = b->out->len;
+    b->last = b->out->len;
     buf_commit(b->out, 8);
     b->n++;
+    len -= l;
   }
-  return b->n == b->max && b->max == 1 ? 1 : 0;
+  /* Merging: a later extent may still extend the last descriptor. */
+  return !b->merge && b->n == b->max;
 }
 
 static int
@@ -830,11 +944,20 @@ zone_extents(struct znbd_dev *d, struct bs *b, uint64_t off)
   }
 }
 
+/* BLOCK_STATUS.  An unaligned range is looked up rounded out to whole
+ * blocks; the first descriptor starts at the request's offset and the
+ * last may end at the next block boundary (doc/proto.md: the final
+ * extent MAY go beyond the requested range). */
 static int
 exec_block_status(const struct nbdc *c, const struct nbd_req *r,
                   struct buf *out)
 {
   struct znbd_dev *d = c->cfg->dev;
+  uint64_t bsz = c->cfg->blocksize;
+  uint64_t astart = r->off & ~(bsz - 1);
+  uint64_t aend = (r->off + r->len + bsz - 1) & ~(bsz - 1);
+  if (aend > c->cfg->size)
+    aend = c->cfg->size;
   size_t start = out->len, last = out->len;
   uint32_t max = (r->flags & NBD_CMD_FLAG_REQ_ONE) ? 1 : BS_MAX_DESC;
   for (int ctx = CTX_ID_ALLOC; ctx <= CTX_ID_ZONE; ctx++) {
@@ -845,9 +968,13 @@ exec_block_status(const struct nbdc *c, const struct nbd_req *r,
     uint8_t *p = chunk(out, 0, NBD_REPLY_TYPE_BLOCK_STATUS, r->cookie, 0);
     put32(p, (uint32_t)ctx);
     buf_commit(out, NBD_CHUNK_HEADER_SIZE + 4);
-    struct bs b = {.out = out, .hdr = last, .max = max, .end = r->off + r->len};
+    struct bs b = {.out = out,
+                   .max = max,
+                   .merge = ctx == CTX_ID_ALLOC,
+                   .start = r->off,
+                   .end = aend};
     if (ctx == CTX_ID_ALLOC) {
-      if (znbd_dev_extents(d, r->off, r->len, alloc_add, &b) < 0) {
+      if (znbd_dev_extents(d, astart, aend - astart, alloc_add, &b) < 0) {
         out->len = start;
         return -1;
       }

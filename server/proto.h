@@ -7,6 +7,7 @@
 #ifndef ZNBD_SERVER_PROTO_H
 #define ZNBD_SERVER_PROTO_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -25,6 +26,7 @@ struct srv_cfg {
   uint64_t size;     /* bytes */
   uint32_t blocksize;
   bool holes_ok; /* structured reads may answer zeros with OFFSET_HOLE */
+  bool verbose;  /* -v: log every refused request on stderr */
 };
 
 enum nbdc_phase { PH_CFLAGS, PH_OPTS, PH_TRANS, PH_CLOSED };
@@ -37,10 +39,15 @@ struct nbdc {
   bool ctx_alloc, ctx_zone; /* selected metadata contexts */
   bool stopping;            /* server shutting down: ESHUTDOWN */
   bool pause;               /* set by the submit callback: feed returns */
-  uint64_t discard;         /* input bytes still to drop */
+  /* The connection is cut off: requests still queued for it are dropped
+   * unexecuted (set by its worker, read by mq hardware queue threads). */
+  atomic_bool gone;
+  uint64_t discard; /* input bytes still to drop */
   /* Reply owed once the dropped bytes are consumed (a client may only
    * expect it after sending them): an oversized option or write. */
-  enum { AFTER_NONE, AFTER_OPT_TOO_BIG, AFTER_WRITE_TOO_BIG } after_discard;
+  enum { AFTER_NONE, AFTER_OPT_TOO_BIG, AFTER_WRITE_REFUSED } after_discard;
+  uint32_t after_err;    /* AFTER_WRITE_REFUSED: NBD errno and message */
+  const char *after_msg; /* (a string constant) */
   uint32_t after_opt;
   struct nbd_req_hdr {
     uint16_t flags, type;
@@ -89,6 +96,14 @@ size_t nbdc_feed(struct nbdc *c, const uint8_t *in, size_t len, struct buf *out,
                  size_t out_high, nbdc_submit_fn fn, void *opaque,
                  size_t *need);
 
+/* The incomplete WRITE at IN (LEN bytes of it received, its header
+ * complete) cannot be buffered: its payload is dropped as it arrives and
+ * it is answered with NBD errno ERR (e.g. NBD_ENOMEM) and MSG (a string
+ * constant) once dropped, as an oversized write is.  Returns the bytes
+ * consumed (LEN), or 0 if IN is not such a request (caller's choice). */
+size_t nbdc_refuse_pending(struct nbdc *c, const uint8_t *in, size_t len,
+                           uint32_t err, const char *msg);
+
 /* Execution flags. */
 #define EXEC_NOWAIT 0x1  /* writes ahead of the wp fail (ZNBD_WRITE_NOWAIT) */
 #define EXEC_REQUEUE 0x2 /* ... and return EXEC_AGAIN without a reply */
@@ -102,7 +117,8 @@ int nbd_exec(const struct nbdc *c, const struct nbd_req *r, unsigned xflags,
              struct buf *out);
 
 /* Append an error reply (NBD errno ERR, e.g. NBD_EIO) for R to OUT:
- * a structured ERROR chunk when negotiated, else a simple reply. */
+ * a structured ERROR chunk with MSG when negotiated, else a simple reply.
+ * With cfg->verbose the refusal and MSG are logged on stderr. */
 void nbd_reply_error(const struct nbdc *c, const struct nbd_req *r,
                      uint32_t err, const char *msg, struct buf *out);
 

@@ -11,13 +11,17 @@
 
 #include <linux/time_types.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/signalfd.h>
+#include <sys/types.h>
 
 #include <liburing.h>
 
 #include "proto.h"
+#include "tag.h"
 
 enum queue_mode { QM_BIO, QM_MQ };
 
@@ -33,16 +37,14 @@ struct inbuf; /* worker.c: a connection's input buffer, refcounted */
  * wakeup per batch: set by the first sender, cleared by the woken thread
  * before it takes the handed-over work. */
 struct waker {
-  atomic_int ring_fd; /* -1 until the ring exists and after it is gone */
+  _Alignas(TAG_ALIGN) atomic_int ring_fd; /* -1 until the ring exists and
+                                           * after it is gone */
   int efd;
-  uint64_t msg_ud; /* user data of the CQE posted on the woken ring */
+  uint64_t msg_ud; /* tag of the CQE posted on the woken ring */
   atomic_bool kicked;
 };
-/* Low bits of the user data of a failed MSG_RING on the sender's ring
- * (pointer to the struct waker | UD_WAKE_FAIL); on success it posts no
- * CQE there. */
-#define UD_WAKE_FAIL 4
-#define UD_WAKE_MASK 7
+/* A failed MSG_RING posts TAG_WAKE_FAIL with the waker on the sender's
+ * ring (tag.h); on success it posts nothing there. */
 /* Wake T once per batch: MSG_RING from FROM (NULL: eventfd write). */
 void waker_kick(struct waker *t, struct io_uring *from);
 /* Wake T now, by eventfd (a failed MSG_RING, stop, new connections). */
@@ -56,11 +58,69 @@ struct server {
   struct worker **workers;
   struct mq *mq;
   uint64_t completion_nsec;
+  int fail_efd;       /* server_fail() wakes the main loop through it */
+  atomic_bool failed; /* a thread failed: stop without waiting for it */
 };
+
+/* A thread that cannot go on (its io_uring failed) calls this instead of
+ * exiting the process: the message (printf FMT) goes to stderr and the
+ * main loop stops the server, exit status 1.  mainloop.c. */
+void server_fail(struct server *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* ---- process plumbing used by main.c ---- */
+
+/* sockets.c: the listening sockets. */
+struct listeners {
+  int fd[2];
+  unsigned n;
+  int tcp;               /* index of the TCP listener, or -1 */
+  const char *unix_path; /* the Unix socket, removed by listeners_close */
+  bool tmp;              /* unix_path is in the temporary tmpdir */
+  char tmpdir[32], tmpsock[64];
+};
+/* Listen on UNIX_PATH (NULL: none; TMP: a socket in a new temporary
+ * directory instead) and on IPADDR:PORT (PORT -1: no TCP).  0, or -1
+ * with the reason (naming -U or -i where it is theirs) in ERR. */
+int listeners_open(struct listeners *l, const char *unix_path, bool tmp,
+                   const char *ipaddr, int port, char *err, size_t errlen);
+/* Close them, remove the Unix socket and the temporary directory. */
+void listeners_close(struct listeners *l);
+
+/* background.c: fork, the parent exits 0, the child detaches (setsid,
+ * cwd /, stdio on /dev/null).  0, or -1 with the reason in ERR. */
+int background_start(char *err, size_t errlen);
+/* Write this process's id to PATH atomically (PATH.tmp, rename).  0, or
+ * -1 with the reason in ERR. */
+int pidfile_write(const char *path, char *err, size_t errlen);
+
+/* captive.c: run CMD (--run) with /bin/sh, its variables describing
+ * listeners L and EXPORT_NAME, and BLOCKED unblocked.  The child's pid,
+ * or -1 with the reason in ERR. */
+pid_t captive_start(const char *cmd, const struct listeners *l,
+                    const char *ipaddr, int port, const char *export_name,
+                    const sigset_t *blocked, char *err, size_t errlen);
+/* The server stops first: SIGTERM CHILD and reap it. */
+void captive_stop(pid_t child);
+
+/* signals.c: block SIGINT, SIGTERM, SIGCHLD and SIGHUP (in SET) in this
+ * and every later thread, ignore SIGPIPE, and return a signalfd for
+ * them, or -1 with the reason in ERR.  Call before any thread starts. */
+int signals_setup(sigset_t *set, char *err, size_t errlen);
+/* SI was read from the signalfd: true if the server must stop.  A
+ * SIGCHLD stops it only when captive CHILD exited, whose exit status
+ * (128 + signal if killed) goes to *STATUS. */
+bool signal_stops(const struct signalfd_siginfo *si, pid_t child, int *status);
+
+/* mainloop.c: accept on L until a signal, the captive CHILD's exit or a
+ * failed thread says stop; returns the exit status (CHILD's, or 1 after
+ * a failure).  *CHILD_REAPED tells whether CHILD exited. */
+int main_loop(struct server *s, const struct listeners *l, int sfd, pid_t child,
+              bool *child_reaped);
 
 /* A request held by the mq model or by a delayed bio completion. */
 struct rq {
-  struct nbd_req req;
+  _Alignas(TAG_ALIGN) struct nbd_req req; /* tagged: TAG_RQ_DONE */
   struct inbuf *pin; /* input buffer holding the WRITE payload (a ref) */
   struct buf reply;  /* the complete reply, built by queue_rq */
   struct conn *conn;
@@ -104,12 +164,16 @@ rq_stack_take(rq_stack *top)
 }
 
 /* worker.c */
-struct worker *worker_new(struct server *s, unsigned idx);
-int worker_start(struct worker *w);
+/* Worker IDX of S (its eventfd and a ring its thread enables), or NULL
+ * with the reason, naming --threads, in ERR. */
+struct worker *worker_new(struct server *s, unsigned idx, char *err,
+                          size_t errlen);
+/* Start W's thread: 0, or -1 with the reason in ERR. */
+int worker_start(struct worker *w, char *err, size_t errlen);
 void worker_add_conn(struct worker *w, int fd);
 void worker_stop(struct worker *w); /* ask: finish, close, exit */
 void worker_join(struct worker *w);
-void worker_free(struct worker *w); /* after worker_join */
+void worker_free(struct worker *w); /* after worker_join; W may be NULL */
 /* Called by hardware queue threads: RQ is finished; its reply goes out on
  * its connection and its tag is released by the worker. */
 void worker_complete(struct rq *rq, struct io_uring *from);
@@ -117,8 +181,13 @@ void worker_complete(struct rq *rq, struct io_uring *from);
 void worker_retry_stalled(struct worker *w, struct io_uring *from);
 
 /* mq.c */
+/* The tag set and hardware queues of S (tags, eventfds, rings), or NULL
+ * with the reason, naming hw_queue_depth or submit_queues, in ERR; frees
+ * what it made on failure. */
 struct mq *mq_new(struct server *s, char *err, size_t errlen);
-int mq_start(struct mq *m);
+/* Start the hardware queue threads: 0, or -1 with the reason in ERR
+ * (those started are stopped again). */
+int mq_start(struct mq *m, char *err, size_t errlen);
 void mq_stop(struct mq *m);
 void mq_free(struct mq *m); /* after mq_stop; M may be NULL */
 /* A free tag of hardware queue for worker index IDX, or NULL (all busy:
@@ -127,13 +196,25 @@ struct rq *mq_get_tag(struct mq *m, unsigned idx);
 /* Insert RQ (tagged, filled) through the scheduler; FROM is the caller's
  * ring, which carries the hardware queue's wakeup with its next submit. */
 void mq_submit(struct mq *m, struct rq *rq, struct io_uring *from);
-/* Release RQ's tag; wakes stalled readers (through FROM). */
+/* Release RQ's tag; wakes stalled readers (through FROM).  RQ belongs to
+ * the tag set again on return: the caller must not touch it. */
 void mq_put_tag(struct mq *m, struct rq *rq, struct io_uring *from);
 
-/* Arm an io_uring timeout of NSEC on RING for user data UD, using TS. */
+/* Free the reply buffers larger than KEEP bytes of the tags that are
+ * free now (an idle worker giving memory back). */
+void mq_trim(struct mq *m, size_t keep);
+
+/* Arm an io_uring timeout of NSEC on RING with TAG (tag.h), using TS. */
 void arm_timeout(struct io_uring *ring, struct __kernel_timespec *ts,
-                 uint64_t nsec, uint64_t ud);
+                 uint64_t nsec, uint64_t tag);
 struct io_uring_sqe *get_sqe(struct io_uring *ring);
-int ring_init(struct io_uring *ring, unsigned entries);
+/* io_uring_queue_init with SINGLE_ISSUER and DEFER_TASKRUN where the
+ * kernel has them; DISABLED: created disabled (IORING_SETUP_R_DISABLED),
+ * the thread that calls ring_enable() becomes its issuer.
+ * Returns 0 or -errno. */
+int ring_init(struct io_uring *ring, unsigned entries, bool disabled);
+/* Enable a ring made with DISABLED from the thread that will use it:
+ * 0 or -errno. */
+int ring_enable(struct io_uring *ring);
 
 #endif

@@ -107,6 +107,8 @@
 
 /* Interoperable maximum payload (doc/proto.md, block size constraints). */
 #define NBD_MAX_PAYLOAD (32u * 1024 * 1024)
+/* doc/proto.md: strings (export names, queries) are at most 4096 bytes. */
+#define NBD_MAX_STRING 4096u
 
 static inline uint16_t
 get16(const uint8_t *p)

@@ -8,11 +8,13 @@
  * the next loop turn.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -21,21 +23,13 @@
 
 #define IN_INITIAL (256u * 1024)
 #define OUT_HIGH (4u * 1024 * 1024) /* stop parsing above this */
-#define STOP_GRACE_NSEC 2000000000ULL
+/* SIGTERM: clients that do not read are cut off after this, within the
+ * 2 s man/znbd.pod promises (what is still queued for them is dropped). */
+#define STOP_GRACE_NSEC 1500000000ULL
 /* bio: send the replies collected so far after this many requests of one
  * received batch, so client and server overlap instead of taking turns. */
 #define EARLY_SEND_AFTER 8
-
-/* User data: a pointer (8-aligned) | its type.  UD_MSG is a MSG_RING
- * wakeup (struct waker), UD_WAKE_FAIL (server.h) a failed one we sent. */
-enum {
-  UD_RECV = 0,
-  UD_SEND = 1,
-  UD_EFD = 2,
-  UD_TIMER = 3,
-  UD_MSG = 5,
-  UD_MASK = UD_WAKE_MASK
-};
+#define WORKER_RING_ENTRIES 256
 
 /* A connection's input buffer.  WRITE payloads are not copied in mq mode:
  * their rq holds a reference to the buffer they were received into, and
@@ -56,6 +50,12 @@ struct inbuf {
 #define REPLY_MOVE_MIN 512
 #define REPLY_POOL_KEEP 256
 #define REPLY_BUF_KEEP (1u << 20)
+/* Output buffer bytes a connection with nothing to send keeps. */
+#define OUT_KEEP (256u * 1024)
+/* After activity, the worker gives memory back once it has been idle
+ * about this long: spare buffers over OUT_KEEP, mq tags' buffers, and
+ * malloc_trim() for what glibc keeps in its heaps. */
+#define TRIM_NSEC 1000000000ULL
 
 /* A reply buffer queued to go out after AT bytes of the output buffer. */
 struct oseg {
@@ -106,24 +106,39 @@ struct worker {
   struct buf *pool; /* spare reply buffers */
   unsigned npool;
   atomic_bool stop;
-  bool stopping, grace_armed;
+  bool stopping, grace_armed, grace_over;
   struct __kernel_timespec grace_ts;
   struct conn *conns;
   unsigned nconns;
+  bool dirty, trim_armed; /* served since the last trim; timer set */
+  struct __kernel_timespec trim_ts;
 };
 
 int
-ring_init(struct io_uring *ring, unsigned entries)
+ring_init(struct io_uring *ring, unsigned entries, bool disabled)
 {
   struct io_uring_params p;
+  unsigned extra = disabled ? IORING_SETUP_R_DISABLED : 0;
   memset(&p, 0, sizeof p);
-  p.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
+  p.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | extra;
   int r = io_uring_queue_init_params(entries, ring, &p);
   if (r == -EINVAL) { /* older kernel */
     memset(&p, 0, sizeof p);
+    p.flags = extra;
     r = io_uring_queue_init_params(entries, ring, &p);
   }
   return r;
+}
+
+int
+ring_enable(struct io_uring *ring)
+{
+  /* io_uring_enable_rings() is declared by liburing 2.3 but missing from
+   * its symbol map: register IORING_REGISTER_ENABLE_RINGS directly. */
+  if (syscall(__NR_io_uring_register, ring->ring_fd,
+              IORING_REGISTER_ENABLE_RINGS, NULL, 0) < 0)
+    return -errno;
+  return 0;
 }
 
 struct io_uring_sqe *
@@ -137,13 +152,13 @@ get_sqe(struct io_uring *ring)
 
 void
 arm_timeout(struct io_uring *ring, struct __kernel_timespec *ts, uint64_t nsec,
-            uint64_t ud)
+            uint64_t tag)
 {
   ts->tv_sec = (long long)(nsec / 1000000000);
   ts->tv_nsec = (long long)(nsec % 1000000000);
   struct io_uring_sqe *sqe = get_sqe(ring);
   io_uring_prep_timeout(sqe, ts, 0, 0);
-  io_uring_sqe_set_data64(sqe, ud);
+  io_uring_sqe_set_data64(sqe, tag);
 }
 
 void
@@ -167,7 +182,7 @@ waker_kick(struct waker *t, struct io_uring *from)
   struct io_uring_sqe *sqe = get_sqe(from);
   io_uring_prep_msg_ring(sqe, fd, 0, t->msg_ud, 0);
   sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
-  io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)t | UD_WAKE_FAIL);
+  io_uring_sqe_set_data64(sqe, tag_ptr(TAG_WAKE_FAIL, t));
 }
 
 static struct inbuf *
@@ -204,26 +219,48 @@ inbuf_put(struct worker *w, struct inbuf *b)
 }
 
 struct worker *
-worker_new(struct server *s, unsigned idx)
+worker_new(struct server *s, unsigned idx, char *err, size_t errlen)
 {
+  const char *what = "out of memory";
+  int r = -ENOMEM;
   struct worker *w = calloc(1, sizeof *w);
   if (!w)
-    return NULL;
+    goto fail;
   w->s = s;
   w->idx = idx;
-  pthread_mutex_init(&w->lock, NULL);
-  if (!(w->pool = calloc(REPLY_POOL_KEEP, sizeof *w->pool))) {
-    free(w);
-    return NULL;
-  }
+  if (!(w->pool = calloc(REPLY_POOL_KEEP, sizeof *w->pool)))
+    goto fail_w;
   atomic_init(&w->wk.ring_fd, -1);
-  w->wk.msg_ud = (uint64_t)(uintptr_t)w | UD_MSG;
+  w->wk.msg_ud = tag_ptr(TAG_WAKE_MSG, w);
   w->wk.efd = eventfd(0, EFD_CLOEXEC);
   if (w->wk.efd == -1) {
-    free(w);
-    return NULL;
+    what = "eventfd";
+    r = -errno;
+    goto fail_pool;
   }
+  /* Set up here, where a failure can name its option; enabled by the
+   * worker's thread, which becomes its single issuer. */
+  if ((r = ring_init(&w->ring, WORKER_RING_ENTRIES, true)) < 0) {
+    what = "io_uring setup";
+    goto fail_efd;
+  }
+  pthread_mutex_init(&w->lock, NULL);
   return w;
+
+fail_efd:
+  close(w->wk.efd);
+fail_pool:
+  free(w->pool);
+fail_w:
+  free(w);
+fail:
+  snprintf(err, errlen, "--threads %u: worker %u: %s: %s%s", s->nworkers, idx,
+           what, strerror(-r),
+           r == -EMFILE || r == -ENFILE
+               ? " (each worker needs 2 descriptors: raise ulimit -n or "
+                 "lower --threads)"
+               : "");
+  return NULL;
 }
 
 void
@@ -349,21 +386,25 @@ side_move_reply(struct conn *c, struct buf *b)
 
 static void conn_process(struct conn *c);
 
+/* Nothing left to send and nothing in flight: free output buffers grown
+ * past OUT_KEEP by large replies, so an idle connection holds no 32 MiB
+ * read reply (they are allocated again, to size, when needed). */
 static void
-conn_maybe_free(struct conn *c)
+give_back(struct conn *c)
 {
-  if (!c->dead || c->sending || c->receiving || c->inflight)
+  if (c->sending || c->inflight || side_len(c, 0) || side_len(c, 1))
     return;
-  struct worker *w = c->w;
+  for (int i = 0; i < 2; i++)
+    if (c->out[i].cap > OUT_KEEP)
+      buf_free(&c->out[i]);
+}
+
+/* Close C's socket and free it and its output buffers (not its input
+ * buffer: the caller decides, it may be shared with queued writes). */
+static void
+conn_destroy(struct conn *c)
+{
   close(c->fd);
-  if (c->prev)
-    c->prev->next = c->next;
-  else
-    w->conns = c->next;
-  if (c->next)
-    c->next->prev = c->prev;
-  w->nconns--;
-  inbuf_put(w, c->inb);
   for (int i = 0; i < 2; i++) {
     side_reset(c, i);
     free(c->seg[i].v);
@@ -374,10 +415,28 @@ conn_maybe_free(struct conn *c)
 }
 
 static void
+conn_maybe_free(struct conn *c)
+{
+  if (!c->dead || c->sending || c->receiving || c->inflight)
+    return;
+  struct worker *w = c->w;
+  if (c->prev)
+    c->prev->next = c->next;
+  else
+    w->conns = c->next;
+  if (c->next)
+    c->next->prev = c->prev;
+  w->nconns--;
+  inbuf_put(w, c->inb);
+  conn_destroy(c);
+}
+
+static void
 conn_kill(struct conn *c)
 {
   if (!c->dead) {
     c->dead = true;
+    atomic_store(&c->proto.gone, true);
     shutdown(c->fd, SHUT_RDWR); /* completes our pending recv/send */
   }
   conn_maybe_free(c);
@@ -431,33 +490,63 @@ queue_send(struct conn *c)
     c->msg.msg_iovlen = n;
     io_uring_prep_sendmsg(sqe, c->fd, &c->msg, MSG_NOSIGNAL);
   }
-  io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)c | UD_SEND);
+  io_uring_sqe_set_data64(sqe, tag_ptr(TAG_SEND, c));
   c->sending = true;
+}
+
+/* The next message does not fit and no buffer for it can be had: a
+ * WRITE's payload is dropped and the write refused with ENOMEM (the
+ * stream stays in step); anything else ends the connection. */
+static bool
+recv_no_room(struct conn *c)
+{
+  size_t n = nbdc_refuse_pending(&c->proto, c->in + c->in_head,
+                                 c->in_tail - c->in_head, NBD_ENOMEM,
+                                 "out of memory for the write payload");
+  if (n == 0) {
+    conn_kill(c);
+    return false;
+  }
+  c->in_head += n;
+  c->need = 0;
+  if (c->inb->refs == 1)
+    c->in_head = c->in_tail = 0;
+  return true;
+}
+
+/* Room for the whole next message: grown to what it needs (a multiple
+ * of 64 KiB), at least doubled. */
+static size_t
+recv_cap(const struct conn *c, size_t need)
+{
+  size_t cap = c->in_cap;
+  if (cap >= need)
+    return cap;
+  size_t want = (need + 65535) & ~(size_t)65535;
+  return 2 * cap > want ? 2 * cap : want;
 }
 
 static void
 queue_recv(struct conn *c)
 {
   size_t need = c->need > c->in_tail - c->in_head ? c->need : 0;
-  size_t cap = c->in_cap;
-  while (cap < need)
-    cap *= 2;
+  size_t cap = recv_cap(c, need);
   if (c->inb->refs > 1) {
     /* Queued writes point into this buffer: leave its bytes alone and
      * move on to a fresh one when it is short of room. */
     if (c->in_cap - c->in_tail < 64 * 1024 || c->in_cap - c->in_head < need) {
       struct inbuf *b = inbuf_get(c->w, cap);
-      if (!b) {
-        conn_kill(c);
+      if (!b && !recv_no_room(c))
         return;
+      if (b) {
+        memcpy(b->data, c->in + c->in_head, c->in_tail - c->in_head);
+        c->in_tail -= c->in_head;
+        c->in_head = 0;
+        inbuf_put(c->w, c->inb);
+        c->inb = b;
+        c->in = b->data;
+        c->in_cap = b->cap;
       }
-      memcpy(b->data, c->in + c->in_head, c->in_tail - c->in_head);
-      c->in_tail -= c->in_head;
-      c->in_head = 0;
-      inbuf_put(c->w, c->inb);
-      c->inb = b;
-      c->in = b->data;
-      c->in_cap = b->cap;
     }
   } else {
     /* Make room: compact, then grow to hold the whole next message. */
@@ -471,20 +560,40 @@ queue_recv(struct conn *c)
     }
     if (need > c->in_cap) {
       struct inbuf *b = realloc(c->inb, sizeof *b + cap);
-      if (!b) {
-        conn_kill(c);
+      if (!b && !recv_no_room(c))
         return;
+      if (b) {
+        b->cap = cap;
+        c->inb = b;
+        c->in = b->data;
+        c->in_cap = cap;
       }
-      b->cap = cap;
-      c->inb = b;
-      c->in = b->data;
-      c->in_cap = cap;
     }
   }
   struct io_uring_sqe *sqe = get_sqe(&c->w->ring);
   io_uring_prep_recv(sqe, c->fd, c->in + c->in_tail, c->in_cap - c->in_tail, 0);
-  io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)c | UD_RECV);
+  io_uring_sqe_set_data64(sqe, tag_ptr(TAG_RECV, c));
   c->receiving = true;
+}
+
+/* A large message was consumed and nothing is left: go back to an
+ * initial-sized input buffer rather than keep up to 32 MiB per idle
+ * connection.  Only between receives, and not while writes queued in
+ * mq mode still point into the buffer. */
+static void
+inbuf_shrink(struct conn *c)
+{
+  if (c->receiving || c->in_head != c->in_tail || c->inb->refs > 1 ||
+      c->in_cap <= IN_INITIAL)
+    return;
+  struct inbuf *b = inbuf_get(c->w, IN_INITIAL);
+  if (!b)
+    return;
+  inbuf_put(c->w, c->inb);
+  c->inb = b;
+  c->in = b->data;
+  c->in_cap = b->cap;
+  c->in_head = c->in_tail = 0;
 }
 
 /* Start what can start: a send of collected replies, the next recv. */
@@ -536,7 +645,7 @@ submit_bio(struct conn *c, const struct nbd_req *r)
   nbd_exec(&c->proto, r, EXEC_NOWAIT, &rq->reply);
   c->inflight++;
   arm_timeout(&c->w->ring, &rq->ts, s->completion_nsec,
-              (uint64_t)(uintptr_t)rq | UD_TIMER);
+              tag_ptr(TAG_RQ_DONE, rq));
   return 0;
 }
 
@@ -587,7 +696,7 @@ conn_early_send(struct conn *c)
   io_uring_submit(ring);
   struct io_uring_cqe *cqe;
   if (io_uring_peek_cqe(ring, &cqe) == 0 &&
-      io_uring_cqe_get_data64(cqe) == ((uint64_t)(uintptr_t)c | UD_SEND)) {
+      io_uring_cqe_get_data64(cqe) == tag_ptr(TAG_SEND, c)) {
     int res = cqe->res;
     io_uring_cqe_seen(ring, cqe);
     c->sending = false;
@@ -598,6 +707,7 @@ conn_early_send(struct conn *c)
       queue_send(c); /* the rest goes with the next submit */
     } else {         /* freed later by conn_kick, not under our caller's feet */
       c->dead = true;
+      atomic_store(&c->proto.gone, true);
       shutdown(c->fd, SHUT_RDWR);
     }
   }
@@ -627,6 +737,7 @@ conn_process(struct conn *c)
       break;
     conn_early_send(c);
   }
+  inbuf_shrink(c);
   conn_kick(c);
 }
 
@@ -662,6 +773,7 @@ static void
 on_recv(struct conn *c, int res)
 {
   c->receiving = false;
+  c->w->dirty = true;
   if (res <= 0) {
     if (res == -EINTR || res == -EAGAIN) {
       conn_kick(c);
@@ -700,6 +812,7 @@ on_send(struct conn *c, int res)
     return;
   }
   side_reset(c, !c->fill);
+  give_back(c);
   conn_process(c);
 }
 
@@ -742,8 +855,7 @@ begin_stop(struct worker *w)
     else
       shutdown(c->fd, SHUT_RD); /* pending recv sees EOF */
   }
-  arm_timeout(&w->ring, &w->grace_ts, STOP_GRACE_NSEC,
-              (uint64_t)(uintptr_t)w | UD_TIMER);
+  arm_timeout(&w->ring, &w->grace_ts, STOP_GRACE_NSEC, tag_ptr(TAG_GRACE, w));
   w->grace_armed = true;
 }
 
@@ -797,73 +909,128 @@ on_efd(struct worker *w)
   on_wake(w);
   struct io_uring_sqe *sqe = get_sqe(&w->ring);
   io_uring_prep_read(sqe, w->wk.efd, &w->efd_val, 8, 0);
-  io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)w | UD_EFD);
+  io_uring_sqe_set_data64(sqe, tag_ptr(TAG_WAKE_EFD, w));
+}
+
+/* The trim timer fired: give back what idle connections and an idle
+ * worker hold; if anything is still busy, look again later. */
+static void
+worker_trim(struct worker *w)
+{
+  bool idle = true;
+  w->trim_armed = false;
+  for (struct conn *c = w->conns; c; c = c->next) {
+    if (c->sending || c->inflight || side_len(c, 0) || side_len(c, 1))
+      idle = false;
+    else
+      give_back(c);
+  }
+  if (!idle)
+    return; /* still dirty: re-armed at the end of the loop turn */
+  unsigned k = 0;
+  for (unsigned i = 0; i < w->npool; i++) {
+    if (w->pool[i].cap > OUT_KEEP)
+      buf_free(&w->pool[i]);
+    else
+      w->pool[k++] = w->pool[i];
+  }
+  w->npool = k;
+  if (w->s->mq)
+    mq_trim(w->s->mq, OUT_KEEP);
+  malloc_trim(0);
+  w->dirty = false;
+}
+
+/* One completion on W's ring: TAG (tag.h) with result RES. */
+static void
+worker_handle(struct worker *w, uint64_t tag, int res)
+{
+  void *p = tag_get_ptr(tag);
+  switch (tag_op(tag)) {
+  case TAG_RECV:
+    on_recv(p, res);
+    break;
+  case TAG_SEND:
+    on_send(p, res);
+    break;
+  case TAG_WAKE_EFD:
+    on_efd(p);
+    break;
+  case TAG_WAKE_MSG:
+    on_wake(p);
+    break;
+  case TAG_WAKE_FAIL:
+    waker_kick_efd(p);
+    break;
+  case TAG_TRIM:
+    worker_trim(w);
+    break;
+  case TAG_GRACE: /* stop grace over: drop stragglers */
+    w->grace_over = true;
+    for (struct conn *c = w->conns, *nx; c; c = nx) {
+      nx = c->next;
+      conn_kill(c);
+    }
+    break;
+  case TAG_RQ_DONE:
+    rq_finished(w, p);
+    break;
+  default: /* not used on a worker's ring */
+    break;
+  }
 }
 
 static void *
 worker_main(void *arg)
 {
   struct worker *w = arg;
-  if (ring_init(&w->ring, 256) < 0) {
-    fprintf(stderr, "znbd: io_uring setup failed\n");
-    exit(EXIT_FAILURE);
+  int r = ring_enable(&w->ring);
+  if (r < 0) {
+    server_fail(w->s, "worker %u: io_uring enable: %s", w->idx, strerror(-r));
+    return NULL;
   }
   struct io_uring_sqe *sqe = get_sqe(&w->ring);
   io_uring_prep_read(sqe, w->wk.efd, &w->efd_val, 8, 0);
-  io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)w | UD_EFD);
+  io_uring_sqe_set_data64(sqe, tag_ptr(TAG_WAKE_EFD, w));
   atomic_store(&w->wk.ring_fd, w->ring.ring_fd);
-  while (!(w->stopping && w->nconns == 0)) {
-    int r = io_uring_submit_and_wait(&w->ring, 1);
+  /* Stopping: until every connection is gone, or, after another thread
+   * failed, until the grace is over (requests it held never complete). */
+  while (!(w->stopping &&
+           (w->nconns == 0 || (w->grace_over && atomic_load(&w->s->failed))))) {
+    r = io_uring_submit_and_wait(&w->ring, 1);
     if (r < 0 && r != -EINTR && r != -EBUSY) {
-      fprintf(stderr, "znbd: io_uring_submit_and_wait: %s\n", strerror(-r));
-      break;
+      server_fail(w->s, "worker %u: io_uring_submit_and_wait: %s", w->idx,
+                  strerror(-r));
+      break; /* its connections are closed by worker_free */
     }
     struct io_uring_cqe *cqe;
     /* One CQE at a time, marked seen before it is handled: a handler may
      * consume the CQE of its own early send (conn_early_send). */
     while (io_uring_peek_cqe(&w->ring, &cqe) == 0) {
-      uint64_t ud = io_uring_cqe_get_data64(cqe);
+      uint64_t tag = io_uring_cqe_get_data64(cqe);
       int res = cqe->res;
       io_uring_cqe_seen(&w->ring, cqe);
-      void *p = (void *)(uintptr_t)(ud & ~(uint64_t)UD_MASK);
-      switch (ud & UD_MASK) {
-      case UD_RECV:
-        on_recv(p, res);
-        break;
-      case UD_SEND:
-        on_send(p, res);
-        break;
-      case UD_EFD:
-        on_efd(p);
-        break;
-      case UD_MSG:
-        on_wake(p);
-        break;
-      case UD_WAKE_FAIL:
-        waker_kick_efd(p);
-        break;
-      case UD_TIMER:
-        if (p == (void *)w) { /* stop grace over: drop stragglers */
-          for (struct conn *c = w->conns, *nx; c; c = nx) {
-            nx = c->next;
-            conn_kill(c);
-          }
-        } else {
-          rq_finished(w, p);
-        }
-        break;
-      }
+      worker_handle(w, tag, res);
+    }
+    if (w->dirty && !w->trim_armed && !w->stopping) {
+      arm_timeout(&w->ring, &w->trim_ts, TRIM_NSEC, tag_ptr(TAG_TRIM, w));
+      w->trim_armed = true;
     }
   }
   atomic_store(&w->wk.ring_fd, -1);
-  io_uring_queue_exit(&w->ring);
   return NULL;
 }
 
 int
-worker_start(struct worker *w)
+worker_start(struct worker *w, char *err, size_t errlen)
 {
-  return pthread_create(&w->th, NULL, worker_main, w);
+  int r = pthread_create(&w->th, NULL, worker_main, w);
+  if (r) {
+    snprintf(err, errlen, "--threads %u: cannot start worker %u: %s",
+             w->s->nworkers, w->idx, strerror(r));
+    return -1;
+  }
+  return 0;
 }
 
 void
@@ -875,6 +1042,15 @@ worker_join(struct worker *w)
 void
 worker_free(struct worker *w)
 {
+  if (!w)
+    return;
+  /* Connections left only when a thread failed (the loop ended early). */
+  for (struct conn *c = w->conns, *n; c; c = n) {
+    n = c->next;
+    free(c->inb); /* pinned by requests that will never complete */
+    conn_destroy(c);
+  }
+  io_uring_queue_exit(&w->ring);
   close(w->wk.efd);
   free(w->newfds);
   for (unsigned i = 0; i < w->npool; i++)

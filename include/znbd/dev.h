@@ -170,4 +170,11 @@ const char *znbd_zone_cond_name(unsigned cond);
 const char *znbd_zone_type_name(unsigned type);
 const char *znbd_errno_name(int err);
 
+/* For a log line about byte offset OFF (bytes): on a zoned device
+ * " (zone N at START: COND, wp WP, capacity ends at END)" (no wp part
+ * for conventional zones) in BUF (LEN bytes, truncated to fit); an empty
+ * string otherwise.  Used by the plugin's and znbd -v's refusal lines. */
+void znbd_dev_zone_note(struct znbd_dev *d, uint64_t off, char *buf,
+                        size_t len);
+
 #endif

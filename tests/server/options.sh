@@ -90,4 +90,25 @@ echo "$err" | grep -q queue-mode || die "error does not name --queue-mode: $err"
 err=$("$znbd" $mode -f -U "$tmpdir/x" size=8M zoned=false notkv 2>&1) && die "bare word accepted"
 echo "$err" | grep -q notkv || die "error does not name the bare word: $err"
 note "bad parameter, bad --queue-mode and bare word refused with their names"
+
+# Limits met at start-up name the option or parameter behind them: too
+# many workers or hardware queues for the descriptors (2 each), a tag set
+# deeper than blk-mq's (and one io_uring's) limit.
+(
+  ulimit -Sn 256
+  expect_start_failure --threads --threads 1000 size=8M zoned=false
+  if [ "$ZNBD_FRONTEND" = mq ]; then
+    expect_start_failure submit_queues submit_queues=1000 size=8M zoned=false
+  fi
+)
+if [ "$ZNBD_FRONTEND" = mq ]; then
+  expect_start_failure hw_queue_depth hw_queue_depth=16381 size=8M zoned=false
+fi
+note "start-up limits name --threads, submit_queues, hw_queue_depth"
+# --version and -V print the package version.
+v=$("$znbd" --version) || die "--version failed"
+[ "$v" = "znbd $(sed -n 's/^AC_INIT(\[znbd\], *\[\([^]]*\)\].*/\1/p' "$top_srcdir/configure.ac")" ] ||
+  die "--version printed '$v'"
+[ "$("$znbd" -V)" = "$v" ] || die "-V differs from --version"
+note "--version: $v"
 pass "command line"

@@ -426,6 +426,97 @@ def case_pipeline(path):
     check(ok == 64, "64 pipelined reads returned their data")
 
 
+def case_longname(path):
+    """Export names over 4096 bytes (doc/proto.md: strings are at most
+    4096 bytes) are refused with NBD_REP_ERR_INVALID, as nbdkit does."""
+    c = Conn(path)
+    c.greeting()
+    c.structured()
+    for opt, what in ((OPT_INFO, "NBD_OPT_INFO"), (OPT_GO, "NBD_OPT_GO")):
+        name = b"n" * 4097
+        c.opt(opt, struct.pack(">I", 4097) + name + struct.pack(">H", 0))
+        o, t, d = c.reply()
+        check(o == opt and t == ERR_INVALID,
+              "%s with a 4097-byte name: ERR_INVALID (got %#x)" % (what, t))
+    c.opt(OPT_SET_META, struct.pack(">I", 4097) + b"n" * 4097 +
+          struct.pack(">I", 1) + struct.pack(">I", 15) + b"base:allocation")
+    check(c.reply()[1] == ERR_INVALID,
+          "SET_META_CONTEXT with a 4097-byte name: ERR_INVALID")
+    c.opt(OPT_INFO, struct.pack(">I", 4096) + b"n" * 4096 +
+          struct.pack(">H", 0))
+    t = None
+    while True:
+        o, t, d = c.reply()
+        if t != REP_INFO:
+            break
+    check(t == REP_ACK, "NBD_OPT_INFO with a 4096-byte name: answered")
+    size, flags = c.go()
+    check(size == 64 << 20, "NBD_OPT_GO still works on the same connection")
+
+
+def bs_conn(path, ctx=b"base:allocation"):
+    c = Conn(path)
+    c.greeting()
+    c.structured()
+    c.opt(OPT_SET_META, struct.pack(">I", 0) + struct.pack(">I", 1) +
+          struct.pack(">I", len(ctx)) + ctx)
+    o, t, d = c.reply()
+    check(t == REP_META, "%s selected" % ctx.decode())
+    check(c.reply()[1] == REP_ACK, "SET_META_CONTEXT acknowledged")
+    c.go()
+    return c
+
+
+def block_status(c, off, length, flags=0):
+    """[(length, flags)] of the one context's BLOCK_STATUS chunk, or the
+    error number."""
+    ck = c.request(CMD_BS, off, length, flags=flags)
+    ext = None
+    for fl, ty, p in c.chunks(ck):
+        if ty & 0x8000:
+            return struct.unpack(">I", p[:4])[0]
+        if ty == 5:
+            v = struct.unpack(">I%dI" % ((len(p) - 4) // 4), p)[1:]
+            ext = list(zip(v[0::2], v[1::2]))
+    return ext
+
+
+def case_bs_unaligned(path):
+    """BLOCK_STATUS with an unaligned offset and length is answered: the
+    first extent starts at the offset, the last may run to the next
+    block boundary (doc/proto.md allows a status beyond the range)."""
+    c = bs_conn(path)
+    ck = c.request(CMD_WRITE, 8192, 4096, payload=os.urandom(4096))
+    check(c.reply_any(ck, True) == 0, "4 KiB written at 8 KiB")
+    e = block_status(c, 8192 + 100, 5000)
+    check(isinstance(e, list), "unaligned BLOCK_STATUS answered (got %r)" % (e,))
+    check(e[0] == (3996, 0), "first extent: 3996 data bytes from 8292: %r" % e)
+    total = sum(n for n, f in e)
+    check(5000 <= total <= 5000 + 511,
+          "extents cover the range, ending at most one block past it: %d" % total)
+    e = block_status(c, 100, 16000, flags=8)  # REQ_ONE
+    check(isinstance(e, list) and len(e) == 1 and e[0] == (8092, 3),
+          "REQ_ONE at offset 100: one hole extent up to the data: %r" % (e,))
+    e = block_status(c, 8192, 4096)
+    check(e == [(4096, 0)], "aligned request unchanged: %r" % (e,))
+
+
+def case_bs_merge(path):
+    """base:allocation on a zoned device: no two adjacent extents with the
+    same flags (doc/proto.md: SHOULD NOT), across zone boundaries too."""
+    c = bs_conn(path)
+    size = 64 << 20
+    e = block_status(c, 0, size)
+    check(e == [(size, 3)], "empty zoned device: one hole|zero extent: %r" % (e[:4],))
+    ck = c.request(CMD_WRITE, 16 << 20, 4096, payload=os.urandom(4096))
+    check(c.reply_any(ck, True) == 0, "4 KiB written at the start of zone 2")
+    e = block_status(c, 0, size)
+    check(e == [(16 << 20, 3), (4096, 0), (size - (16 << 20) - 4096, 3)],
+          "hole, data, hole: %r" % (e,))
+    e = block_status(c, 0, size, flags=8)
+    check(e == [(16 << 20, 3)], "REQ_ONE: one extent over zones 0-1: %r" % (e,))
+
+
 if __name__ == "__main__":
     sock = sys.argv[1]
     for name in sys.argv[2:]:
