@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "znbd/store.h"
+#include "store.h"
 
 #define STORE_SIZE (UINT64_C(1) << 30)
 #define PAGES 65536

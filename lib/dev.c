@@ -14,8 +14,8 @@
 #include <string.h>
 
 #include "znbd/dev.h"
-#include "znbd/store.h"
-#include "znbd/zone.h"
+#include "store.h"
+#include "zone.h"
 #include "err.h"
 
 struct znbd_dev {

@@ -1,4 +1,4 @@
-/* znbd: the sparse RAM store (include/znbd/store.h).
+/* znbd: the sparse RAM store (lib/store.h).
  *
  * Design, and why:
  *
@@ -54,7 +54,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "znbd/store.h"
+#include "store.h"
 
 #define PAGE ((uint64_t)ZNBD_STORE_PAGE_SIZE)
 #define WORD_BITS 64

@@ -1,4 +1,4 @@
-/* znbd: the zone state machine.  See include/znbd/zone.h for the contract
+/* znbd: the zone state machine.  See lib/zone.h for the contract
  * and doc/zone-rules.md for every rule (cited here by name, e.g. rule
  * open-check) and its source (Linux drivers/block/null_blk/zoned.c).  All
  * offsets and lengths are bytes. */
@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "znbd/zone.h"
+#include "zone.h"
 
 static bool
 is_open(enum znbd_zone_cond c)

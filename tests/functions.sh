@@ -217,7 +217,7 @@ frontend_available() {
 }
 
 # Byte granularity of allocation in base:allocation for this front-end:
-# the RAM store's page (include/znbd/store.h), nbdkit memory's 32 KiB.
+# the RAM store's page (lib/store.h), nbdkit memory's 32 KiB.
 frontend_page_size() {
   if [ "$ZNBD_FRONTEND" = memory ]; then echo 32768; else echo 4096; fi
 }

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "znbd/store.h"
+#include "store.h"
 #include "check.h"
 
 #define PS ZNBD_STORE_PAGE_SIZE

@@ -27,7 +27,7 @@
 
 #include "znbd/dev.h"
 #include "znbd/params.h"
-#include "znbd/zone.h"
+#include "zone.h"
 #include "testdev.h"
 
 #define BLK 512ULL

@@ -22,7 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "znbd/zone.h"
+#include "zone.h"
 
 #define B 4096ULL
 
