@@ -137,6 +137,7 @@ test_plain(void)
   expect_err(d, "", EINVAL, "error EINVAL empty request");
   expect_err(d, "   \t ", EINVAL, "error EINVAL empty request");
   expect_err(d, "bogus", EINVAL, "error EINVAL unknown request 'bogus'");
+  expect_err(d, "append 1 512", EINVAL, "error EINVAL append carries data");
   expect_err(d, "REPORT", EINVAL, "error EINVAL unknown request");
   expect_err(d, "open", EINVAL, "error EINVAL usage: open ZONE|all");
   expect_err(d, "online", EINVAL, "error EINVAL usage: online ZONE");
@@ -534,6 +535,142 @@ test_socket(void)
   znbd_dev_free(d);
 }
 
+/* Put "append ZONE LEN" and LEN bytes of FILL at REQ + N; returns the
+ * new length of REQ. */
+static size_t
+put_append(char *req, size_t n, unsigned zone, size_t len, int fill)
+{
+  n += (size_t)sprintf(req + n, "append %u %zu\n", zone, len);
+  memset(req + n, fill, len);
+  return n + len;
+}
+
+/* Zone append over the socket: several appends in one packet, refusals
+ * that keep the stream in step, a malformed length that closes it, and
+ * two clients served at once. */
+static void
+test_append_socket(void)
+{
+  static const char *const kv[] = {
+      "size",          "4M",   "zoned",        "true", "zone_size", "1M",
+      "zone_capacity", "768K", "zone_nr_conv", "1",    NULL};
+  struct znbd_dev *d = make_dev(kv);
+  char dir[] = "/tmp/control_test.XXXXXX", path[64], err[256];
+  struct znbd_control *c;
+  struct znbd_zone_info z;
+  char *req, *r, *back;
+  size_t n;
+  int a, b;
+
+  if (d == NULL) {
+    printf("control_test: append checks NOT run: %s\n", dev_new_err);
+    return;
+  }
+  if (mkdtemp(dir) == NULL) {
+    perror("mkdtemp");
+    exit(1);
+  }
+  snprintf(path, sizeof path, "%s/ctl", dir);
+  c = znbd_control_start(d, path, err, sizeof err);
+  CHECK(c != NULL, "start: %s", err);
+  if (c == NULL)
+    exit(1);
+
+  /* Two clients at once: B is served while A is connected and idle. */
+  a = connect_to(path);
+  b = connect_to(path);
+  CHECK(a >= 0 && b >= 0, "two connects");
+  r = converse(b, "report 1 1\n", 2);
+  CHECK(r && strstr(r, "cond=EMPTY"), "second client served: '%s'",
+        r ? r : "(null)");
+  close(b);
+
+  /* Two appends in one write, then the data is where the offsets say. */
+  req = malloc(2 * 64 + 4096 + 8192);
+  n = put_append(req, 0, 1, 4096, 0x11);
+  n = put_append(req, n, 1, 8192, 0x22);
+  CHECK(write(a, req, n) == (ssize_t)n, "write appends");
+  r = converse(a, "", 2);
+  CHECK(r && strcmp(r, "ok 1048576\nok 1052672\n") == 0, "two appends: '%s'",
+        r ? r : "(null)");
+  back = malloc(8192);
+  CHECK(znbd_dev_read(d, back, 4096, MB) == 0 && back[0] == 0x11 &&
+            back[4095] == 0x11,
+        "first append's data");
+  CHECK(znbd_dev_read(d, back, 8192, MB + 4096) == 0 && back[0] == 0x22 &&
+            back[8191] == 0x22,
+        "second append's data");
+  CHECK(znbd_dev_report(d, 1, 1, &z) == 1 && z.wp == MB + 12288 &&
+            z.cond == ZNBD_ZONE_COND_IMP_OPEN,
+        "zone 1 after appends: wp %" PRIu64 " cond %d", z.wp, z.cond);
+
+  /* Refusals whose data is consumed: the next request is answered. */
+  n = put_append(req, 0, 0, 4096, 0);
+  n = put_append(req, n, 2, 100, 0);
+  n = put_append(req, n, 9, 512, 0);
+  n = put_append(req, n, 3, 512, 0x33);
+  CHECK(write(a, req, n) == (ssize_t)n, "write refused appends");
+  r = converse(a, "report 2 1\n", 6);
+  CHECK(r &&
+            strncmp(r, "error EIO zone 0: append refused: conventional zone\n",
+                    51) == 0 &&
+            strstr(r, "\nerror EINVAL append of 100 bytes: not a multiple") &&
+            strstr(r, "\nerror EINVAL zone 9 out of range") &&
+            strstr(r, "\nok 3145728\nok 1\nzone=2 start=2097152 len=1048576 "
+                      "cap=786432 wp=2097152 type=SEQ_WRITE_REQUIRED "
+                      "cond=EMPTY\n"),
+        "conventional, unaligned and out-of-range appends, then one to zone "
+        "3: '%s'",
+        r ? r : "(null)");
+  free(req);
+
+  /* Beyond the room below the capacity: EIO, nothing written. */
+  req = malloc(64 + 786432 + 4096);
+  n = put_append(req, 0, 2, 786432 + 4096, 0x44);
+  CHECK(write(a, req, n) == (ssize_t)n, "write big append");
+  r = converse(a, "", 1);
+  CHECK(r && strcmp(r, "error EIO zone 2: append of 790528 bytes does not "
+                       "fit: wp=2097152, 786432 bytes left below the "
+                       "capacity\n") == 0,
+        "append beyond capacity: '%s'", r ? r : "(null)");
+  CHECK(znbd_dev_report(d, 2, 1, &z) == 1 && z.wp == 2 * MB &&
+            z.cond == ZNBD_ZONE_COND_EMPTY,
+        "zone 2 after the refused append: wp %" PRIu64 " cond %d", z.wp,
+        z.cond);
+  /* Exactly the capacity fits and makes the zone FULL. */
+  n = put_append(req, 0, 2, 786432, 0x44);
+  CHECK(write(a, req, n) == (ssize_t)n, "write capacity append");
+  r = converse(a, "append 2 512\n", 1);
+  CHECK(r && strcmp(r, "ok 2097152\n") == 0, "capacity append: '%s'",
+        r ? r : "(null)");
+  memset(req, 0, 512);
+  CHECK(write(a, req, 512) == 512, "write data of append to FULL");
+  r = converse(a, "", 1);
+  CHECK(r && strcmp(r, "error EIO zone 2: append refused in condition "
+                       "FULL\n") == 0,
+        "append to FULL zone: '%s'", r ? r : "(null)");
+  free(req);
+
+  /* A malformed length: one error, then the connection is closed. */
+  r = converse(a, "append 1 4k\n", 2);
+  CHECK(r && strncmp(r, "error EINVAL usage: append ZONE LEN", 35) == 0 &&
+            strchr(r, '\n') == r + strlen(r) - 1,
+        "malformed length: '%s'", r ? r : "(null)");
+  close(a);
+  a = connect_to(path);
+  r = converse(a, "append 1 33554433\n", 2);
+  CHECK(r && strncmp(r, "error EINVAL usage: append ZONE LEN", 35) == 0,
+        "length over the bound: '%s'", r ? r : "(null)");
+  close(a);
+  CHECK(znbd_dev_report(d, 1, 1, &z) == 1 && z.wp == MB + 12288,
+        "zone 1 unchanged by refused appends: wp %" PRIu64, z.wp);
+
+  znbd_control_stop(c);
+  rmdir(dir);
+  free(back);
+  znbd_dev_free(d);
+}
+
 int
 main(void)
 {
@@ -545,6 +682,7 @@ main(void)
   if (zoned_ran)
     test_limits();
   test_socket();
+  test_append_socket();
   printf("control_test: %d checks, %d failed\n", checks, failures);
   if (failures)
     return 1;
