@@ -5,6 +5,9 @@
 #                            (independent of nbdzone: plain Python socket);
 #                            prints the reply, fails unless it starts "ok"
 #   nbd_write OFF LEN        write LEN bytes of 0xab at byte OFF with nbdsh
+#   cond_of ZONE, wp_of ZONE the condition name / absolute byte wp ("-":
+#                            none) of ZONE from the control socket (exact,
+#                            independent of nbdzone)
 #   zline START LEN CAP WPTR COND TYPE
 #                            one expected blkzone-format line; sizes in
 #                            512-byte sectors, COND em|oi|oe|cl|ro|fu|of|nw,
@@ -48,6 +51,9 @@ nbd_write() {
   nbdsh -u "$uri" -c "h.pwrite(b'\xab' * $2, $1)" ||
     die "nbdsh write of $2 bytes at $1 failed"
 }
+
+cond_of() { ctl "report $1 1" | sed -n 's/.* cond=\([A-Z_]*\)$/\1/p'; }
+wp_of() { ctl "report $1 1" | sed -n 's/.* wp=\([0-9-]*\) .*/\1/p'; }
 
 declare -A _cond_num=([nw]=0 [em]=1 [oi]=2 [oe]=3 [cl]=4 [ro]=13 [fu]=14 [of]=15)
 zline() {
