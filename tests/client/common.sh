@@ -81,3 +81,24 @@ start_zoned() {
     zone_control="$ctl" "$@"
   wait_ctl
 }
+
+# fio through the engine (client/znbd-fio.c):
+#   require_fio_engine       skip unless znbd-fio.so was built
+#   zfio NAME ARGS...        fio --name=NAME with the engine on $uri, JSON
+#                            output in $tmpdir/NAME.json (run_fio: dies if
+#                            fio fails); fio_get NAME KEY reads it
+#   zone_summary             one line "COND COND ..." of all zones from the
+#                            control socket
+fio_engine=$top_builddir/znbd-fio.so
+require_fio_engine() {
+  require fio
+  [ -f "$fio_engine" ] || skip "znbd-fio.so is not built (configure found no fio source)"
+}
+zfio() {
+  local name=$1
+  shift
+  run_fio "$name" --ioengine=external:"$fio_engine" --uri="$uri" "$@"
+}
+zone_summary() {
+  ctl report | sed -n 's/.* cond=\([A-Z_]*\)$/\1/p' | tr '\n' ' '
+}
