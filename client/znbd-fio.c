@@ -100,6 +100,7 @@ zf_handle(struct thread_data *td)
 static int
 zf_setup(struct thread_data *td)
 {
+  struct zf_options *o = td->eo;
   struct zf_data *d = calloc(1, sizeof *d);
   struct znbdc *h;
 
@@ -108,9 +109,11 @@ zf_setup(struct thread_data *td)
     return 1;
   }
   td->io_ops_data = d;
-  /* One pseudo file standing for the export, as fio's nbd engine does. */
+  /* One pseudo file standing for the export, as fio's nbd engine does,
+   * named after the URI: fio shares zone state between jobs by file
+   * name, so jobs on different exports must not share a name. */
   if (!td->files_index) {
-    add_file(td, "znbd", 0, 0);
+    add_file(td, o->uri ? o->uri : "znbd", 0, 0);
     td->o.nr_files = td->o.nr_files ?: 1;
     td->o.open_files++;
   }

@@ -90,6 +90,15 @@ start_zoned() {
 #   zone_summary             one line "COND COND ..." of all zones from the
 #                            control socket
 fio_engine=$top_builddir/znbd-fio.so
+# In a sanitizer build the engine is instrumented and fio is not: preload
+# ASan into fio, as the helpers do for nbdkit.
+if [ "${ZNBD_SANITIZERS:-no}" = yes ]; then
+  fio() {
+    env "LD_PRELOAD=$(gcc -print-file-name=libasan.so)" \
+      "ASAN_OPTIONS=detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
+      "$(type -P fio)" "$@"
+  }
+fi
 require_fio_engine() {
   require fio
   [ -f "$fio_engine" ] || skip "znbd-fio.so is not built (configure found no fio source)"

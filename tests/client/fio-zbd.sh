@@ -5,7 +5,8 @@
 # crc32c, at iodepth 1 and 32; once with the control socket (exact state,
 # resets through it) and once without (x-znbd:zone or base:allocation,
 # resets by TRIM).  Then the device is all FULL and fio's byte counts are
-# exact.
+# exact.  Also two jobs as threads of one process, and a plain export
+# (random writes, fio-emulated zones).
 . "$(dirname "$0")/../functions.sh"
 . "$srcdir/common.sh"
 require_fio_engine
@@ -28,6 +29,20 @@ for depth in 1 32; do
   pass "iodepth $depth, control socket: 3 passes x 16 MiB written and verified, all zones FULL"
 done
 
+# Two jobs as threads of one process (each with its own connections),
+# each looping twice over its half of the zones.
+ctl "reset all" >/dev/null
+zfio threads --control="$ctl" --zonemode=zbd --rw=write --bs=16k --iodepth=8 \
+  --thread --numjobs=2 --size=8M --offset_increment=8M --loops=2 \
+  --verify=crc32c --do_verify=1
+for j in 0 1; do
+  [ "$(fio_get threads jobs.$j.error)" = 0 ] || die "thread job $j: fio error"
+  [ "$(fio_get threads jobs.$j.write.io_bytes)" = $((2 * 8 * M)) ] ||
+    die "thread job $j wrote $(fio_get threads jobs.$j.write.io_bytes) bytes"
+done
+[ "$(zone_summary)" = "$all_full" ] || die "thread jobs: zones after fio: $(zone_summary)"
+pass "two jobs as threads, 2 passes over 8 zones each, verified"
+
 # Without the control socket: state from NBD, resets by TRIM.
 ctl "reset all" >/dev/null
 zfio nbd --zonemode=zbd --rw=write --bs=16k --iodepth=32 --loops=3 \
@@ -39,3 +54,20 @@ e=$(fio_get nbd jobs.0.error)
 [ "$(zone_summary)" = "$all_full" ] || die "without control: zones after fio: $(zone_summary)"
 pass "iodepth 32, no control socket (resets by TRIM): 3 passes written and verified"
 stop_frontend
+
+# A plain RAM disk: the engine reports no zones; random writes verified,
+# and --zonemode=zbd with fio's own emulated zones (--zonesize) works too.
+start_frontend size=8M zoned=false
+zfio plain --rw=randwrite --bs=4k --iodepth=16 --verify=crc32c --do_verify=1
+[ "$(fio_get plain jobs.0.error)" = 0 ] || die "plain export: fio error"
+[ "$(fio_get plain jobs.0.write.io_bytes)" = $((8 * M)) ] ||
+  die "plain export: wrote $(fio_get plain jobs.0.write.io_bytes) bytes"
+[ "$(fio_get plain jobs.0.read.io_bytes)" = $((8 * M)) ] ||
+  die "plain export: verified $(fio_get plain jobs.0.read.io_bytes) bytes"
+zfio emul --zonemode=zbd --zonesize=1M --rw=write --bs=16k --iodepth=8 \
+  --verify=crc32c --do_verify=1
+[ "$(fio_get emul jobs.0.error)" = 0 ] || die "plain export, emulated zones: fio error"
+[ "$(fio_get emul jobs.0.write.io_bytes)" = $((8 * M)) ] ||
+  die "plain export, emulated zones: wrote $(fio_get emul jobs.0.write.io_bytes) bytes"
+stop_frontend
+pass "plain export: random writes and fio-emulated zones, 8 MiB each, verified"
