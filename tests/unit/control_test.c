@@ -653,7 +653,18 @@ test_append_socket(void)
   CHECKF(znbd_dev_report(d, 1, 1, &z) == 1 && z.wp == MB + 12288,
          "zone 1 unchanged by refused appends: wp %" PRIu64, z.wp);
 
+  /* Stopping with a client connected and idle ends its thread: the
+   * client then sees the connection closed. */
+  a = connect_to(path);
+  r = converse(a, "stats\n", 1);
+  CHECKF(r && strncmp(r, "ok zones=4 ", 11) == 0, "stats before stop: '%s'",
+         r ? r : "(null)");
   znbd_control_stop(c);
+  {
+    char b;
+    CHECKF(read(a, &b, 1) == 0, "client not disconnected by stop");
+  }
+  close(a);
   rmdir(dir);
   free(back);
   znbd_dev_free(d);
