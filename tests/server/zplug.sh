@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# Zone write plugging in znbd's mq model (zone_write_plugging=true,
+# man/znbd.pod "Ordering writes to sequential zones"):
+#   1. fio, 4 KiB sequential writes at iodepth 32 into one zone, scheduler
+#      none and mq-deadline: all succeed, the data verifies, the zone is
+#      FULL, and the control socket's stats counted plugged writes.
+#   2. 32 writes sent at once into one zone while the first is held by
+#      completion_nsec: 31 wait in the plug (the deepest plug is 31), the
+#      30 behind the second are merged into its request, all succeed and
+#      read back; writes to a conventional zone bypass the plug.
+#   3. Writes arriving out of order from three connections are issued in
+#      arrival order: the one ahead of the wp fails with EIO, the others
+#      succeed (no requeue, unlike pipelining).
+#   4. A TRIM resetting the zone fails the writes plugged for it with EIO
+#      at once; the write in flight completes; the zone ends EMPTY.
+# The long completion_nsec only makes the first write stay in flight while
+# the others arrive; nothing measures time.
+. "$(dirname "$0")/../functions.sh"
+require_python_nbd
+require fio
+export ZNBD_FRONTEND=mq
+frontend_available
+
+ctl=$tmpdir/ctl
+Z="size=16M zone_size=4M zone_nr_conv=1 zone_write_plugging=true zone_control=$ctl"
+
+# plugstat.py: a counter of the control socket's stats line, for the
+# shell (stats KEY) and the Python checks (stat(ctl, KEY)).
+cat >"$tmpdir/plugstat.py" <<'PY'
+import socket, sys, time
+def stat(ctl, key):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(ctl)
+    s.sendall(b"stats\n")
+    line = s.makefile().readline()
+    s.close()
+    return int(dict(w.split("=", 1) for w in line.split()[1:])[key])
+def wait_at_least(ctl, key, n):
+    """Poll until the (monotonic) counter KEY reaches N."""
+    while stat(ctl, key) < n:
+        time.sleep(0.01)
+if __name__ == "__main__":
+    print(stat(sys.argv[1], sys.argv[2]))
+PY
+export PYTHONPATH=$srcdir:$tmpdir
+stats() { /usr/bin/python3 "$tmpdir/plugstat.py" "$ctl" "$1"; }
+
+# 1. fio at iodepth 32 into zone 1, both schedulers.
+for sched in none mq-deadline; do
+  start_frontend $Z --scheduler=$sched completion_nsec=100000
+  run_fio seq-$sched --ioengine=nbd --uri="$uri" --rw=write --bs=4k \
+    --iodepth=32 --offset=4M --size=4M --verify=crc32c --do_verify=1
+  [ "$(fio_get seq-$sched jobs.0.error)" = 0 ] || die "fio reported an error ($sched)"
+  [ "$(fio_get seq-$sched jobs.0.write.io_bytes)" = 4194304 ] || die "fio did not write the zone ($sched)"
+  nbdinfo --map=x-znbd:zone "$uri" >"$tmpdir/map"
+  grep -q "^ *4194304 *4194304 *46" "$tmpdir/map" || { cat "$tmpdir/map"; die "zone 1 not FULL ($sched)"; }
+  w=$(stats plug_writes) p=$(stats plug_plugged) n=$(stats plug_now)
+  [ "$w" = 1024 ] || die "plug_writes=$w, want 1024 ($sched)"
+  [ "$p" -gt 0 ] || die "no write was plugged at iodepth 32 ($sched)"
+  [ "$n" = 0 ] || die "plug_now=$n after the run ($sched)"
+  note "$sched: 1024 writes at iodepth 32 verified, $p plugged, $(stats plug_merged) merged"
+  stop_frontend
+done
+
+# 2. 32 writes at once; hw_queue_depth=2: plugged writes need no tag.
+start_frontend $Z completion_nsec=1000000000 hw_queue_depth=2
+/usr/bin/python3 - "$sock" <<'PY' || die "plug depth check failed"
+import os, struct, sys
+import rawnbd
+c = rawnbd.ready(sys.argv[1], structured=False)
+base = 4 << 20
+pats = [os.urandom(4096) for i in range(32)]
+hdr = lambda ck, off, n: struct.pack(">IHHQQI", rawnbd.REQ_MAGIC, 0, rawnbd.CMD_WRITE, ck, off, n)
+c.s.sendall(b"".join(hdr(i + 1, base + i * 4096, 4096) + pats[i] for i in range(32)))
+errs = {}
+for i in range(32):
+    m, err, ck = struct.unpack(">IIQ", c.recv(16))
+    errs[ck] = err
+assert errs == {i + 1: 0 for i in range(32)}, errs
+c.cookie = 100
+ck = c.request(rawnbd.CMD_READ, base, 32 * 4096)
+err, data = c.simple(ck, 32 * 4096)
+assert err == 0 and data == b"".join(pats), "data read back differs"
+ck = c.request(rawnbd.CMD_WRITE, 0, 4096, payload=b"c" * 4096)  # conventional
+assert c.simple(ck)[0] == 0
+print("32 writes into one zone at once: all ok, data read back")
+PY
+for kv in plug_writes=32 plug_plugged=31 plug_max_depth=31 plug_merged=30 plug_now=0 plug_aborted=0; do
+  [ "$(stats "${kv%=*}")" = "${kv#*=}" ] || die "stats: $(stats "${kv%=*}") for ${kv%=*}, want ${kv#*=}"
+done
+note "31 of 32 writes plugged without tags (hw_queue_depth=2), 30 merged; conventional write not counted"
+stop_frontend
+
+# 3. Out-of-order arrival over three connections.  Each connection's write
+# is known to have arrived (plug_writes) before the next one is sent.
+start_frontend $Z completion_nsec=200000000 --threads=2
+/usr/bin/python3 - "$sock" "$ctl" <<'PY' || die "out-of-order check failed"
+import struct, sys
+import rawnbd
+from plugstat import stat, wait_at_least
+path, ctl = sys.argv[1], sys.argv[2]
+a, b, cc = (rawnbd.ready(path, structured=False) for i in range(3))
+base = 4 << 20
+pat = {k: bytes([0x40 + k]) * 4096 for k in range(4)}
+hdr = lambda ck, off: struct.pack(">IHHQQI", rawnbd.REQ_MAGIC, 0, rawnbd.CMD_WRITE, ck, off, 4096)
+a.s.sendall(hdr(0, base) + pat[0] + hdr(1, base + 4096) + pat[1])
+wait_at_least(ctl, "plug_writes", 2)
+b.s.sendall(hdr(3, base + 3 * 4096) + pat[3])   # ahead of the wp
+wait_at_least(ctl, "plug_writes", 3)
+cc.s.sendall(hdr(2, base + 2 * 4096) + pat[2])
+res = {}
+for conn, n in ((a, 2), (b, 1), (cc, 1)):
+    for i in range(n):
+        m, err, ck = struct.unpack(">IIQ", conn.recv(16))
+        res[ck] = err
+assert res == {0: 0, 1: 0, 2: 0, 3: rawnbd.EIO}, res
+a.cookie = 10
+ck = a.request(rawnbd.CMD_READ, base, 3 * 4096)
+err, data = a.simple(ck, 3 * 4096)
+assert err == 0 and data == pat[0] + pat[1] + pat[2]
+print("arrival order W0 W1 W3 W2: W3 (ahead of the wp) EIO, the others ok")
+PY
+nbdinfo --map=x-znbd:zone "$uri" | grep "^ *4194304" >"$tmpdir/map"
+grep -q "^ *4194304 *12288 *34" "$tmpdir/map" || { cat "$tmpdir/map"; die "zone 1 wp not at 12 KiB"; }
+stop_frontend
+
+# 4. TRIM (zone reset) with writes plugged.
+start_frontend $Z completion_nsec=1000000000
+/usr/bin/python3 - "$sock" "$ctl" <<'PY' || die "reset check failed"
+import struct, sys
+import rawnbd
+from plugstat import stat, wait_at_least
+path, ctl = sys.argv[1], sys.argv[2]
+a, b = (rawnbd.ready(path, structured=False) for i in range(2))
+base = 4 << 20
+hdr = lambda ck, off: struct.pack(">IHHQQI", rawnbd.REQ_MAGIC, 0, rawnbd.CMD_WRITE, ck, off, 4096)
+a.s.sendall(b"".join(hdr(i, base + i * 4096) + bytes([0x61 + i]) * 4096 for i in range(3)))
+wait_at_least(ctl, "plug_writes", 3)
+assert stat(ctl, "plug_plugged") == 2, "the 2nd and 3rd write were not plugged"
+b.cookie = 20
+ck = b.request(rawnbd.CMD_TRIM, base, 4 << 20)
+res = {}
+for i in range(3):
+    m, err, c = struct.unpack(">IIQ", a.recv(16))
+    res[c] = err
+assert res == {0: 0, 1: rawnbd.EIO, 2: rawnbd.EIO}, res
+assert b.simple(ck)[0] == 0
+assert stat(ctl, "plug_aborted") == 2 and stat(ctl, "plug_now") == 0
+b.cookie = 30
+ck = b.request(rawnbd.CMD_WRITE, base, 4096, payload=b"z" * 4096)
+assert b.simple(ck)[0] == 0, "write at the reset zone's start"
+print("TRIM with 2 writes plugged: both EIO, the write in flight ok, zone reset")
+PY
+nbdinfo --map=x-znbd:zone "$uri" | grep "^ *4194304" >"$tmpdir/map"
+grep -q "^ *4194304 *4096 *34" "$tmpdir/map" || { cat "$tmpdir/map"; die "zone 1 wp not at 4 KiB after reset + write"; }
+stop_frontend
+pass "zone write plugging: depth, merging, arrival order, reset"
