@@ -13,6 +13,9 @@
 #      succeed (no requeue, unlike pipelining).
 #   4. A TRIM resetting the zone fails the writes plugged for it with EIO
 #      at once; the write in flight completes; the zone ends EMPTY.
+#   5. A client that goes away with writes plugged: they are dropped as
+#      their turn comes (not executed), the plug empties, and the zone
+#      takes writes at its write pointer from another connection.
 # The long completion_nsec only makes the first write stay in flight while
 # the others arrive; nothing measures time.
 . "$(dirname "$0")/../functions.sh"
@@ -154,4 +157,27 @@ PY
 nbdinfo --map=x-znbd:zone "$uri" | grep "^ *4194304" >"$tmpdir/map"
 grep -q "^ *4194304 *4096 *34" "$tmpdir/map" || { cat "$tmpdir/map"; die "zone 1 wp not at 4 KiB after reset + write"; }
 stop_frontend
-pass "zone write plugging: depth, merging, arrival order, reset"
+# 5. The client goes away with writes plugged.
+start_frontend $Z completion_nsec=300000000
+/usr/bin/python3 - "$sock" "$ctl" <<'PY' || die "gone-client check failed"
+import struct, sys, time
+import rawnbd
+from plugstat import stat, wait_at_least
+path, ctl = sys.argv[1], sys.argv[2]
+a = rawnbd.ready(path, structured=False)
+base = 4 << 20
+hdr = lambda ck, off: struct.pack(">IHHQQI", rawnbd.REQ_MAGIC, 0, rawnbd.CMD_WRITE, ck, off, 4096)
+a.s.sendall(b"".join(hdr(i, base + i * 4096) + b"g" * 4096 for i in range(8)))
+wait_at_least(ctl, "plug_writes", 8)
+a.s.close()
+while stat(ctl, "plug_now") > 0:
+    time.sleep(0.01)
+print("client gone with %d writes plugged: plug emptied" % stat(ctl, "plug_plugged"))
+PY
+# The write in flight may or may not have executed before the server saw
+# the client go: write at whatever the write pointer is.
+wp=$(nbdinfo --map=x-znbd:zone "$uri" | awk '$1 == 4194304 { print ($3 >= 256 ? 0 : $2) }')
+case $wp in 0 | 4096) ;; *) die "zone 1 wp $wp after the client went: want 0 or 4096 (plugged writes must not execute)" ;; esac
+nbdsh -u "$uri" -c "h.pwrite(b'x' * 4096, $((4194304 + wp)))" || die "write at the wp after the client went"
+stop_frontend
+pass "zone write plugging: depth, merging, arrival order, reset, gone client"
