@@ -1,8 +1,8 @@
 /* Unit test of the zone control protocol (lib/control.c): parsing and
- * errors on a plain RAM disk, every request on a zoned device (exact reply
- * lines and the state afterwards), and the Unix socket server (mode 0600,
- * stale socket replaced, live socket and non-socket refused, requests
- * answered, unlinked on stop).
+ * errors on a plain RAM disk (and a front-end's stats hook), every request on a
+ * zoned device (exact reply lines and the state afterwards), and the Unix
+ * socket server (mode 0600, stale socket replaced, live socket and non-socket
+ * refused, requests answered, unlinked on stop).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -117,6 +117,50 @@ make_dev(const char *const *kv)
   return d;
 }
 
+/* A front-end's stats fields (znbd_control_stats_fn): " hook=N", N the
+ * calls so far. */
+static void
+stats_hook(void *opaque, FILE *out)
+{
+  int *calls = opaque;
+  fprintf(out, " hook=%d", ++*calls);
+}
+
+/* The hook's fields end the stats line, and only the stats line. */
+static void
+test_stats_hook(struct znbd_dev *d)
+{
+  int calls = 0;
+  const char *lines[] = {"stats", "open 0", "stats"};
+  const char *want[] = {
+      "ok zones=0 conv=0 empty=0 imp_open=0 exp_open=0 closed=0 full=0 "
+      "readonly=0 offline=0 active=0 max_open=0 max_active=0 allocated=0 "
+      "hook=1\n",
+      NULL, /* not zoned: an error, no hook */
+      "ok zones=0 conv=0 empty=0 imp_open=0 exp_open=0 closed=0 full=0 "
+      "readonly=0 offline=0 active=0 max_open=0 max_active=0 allocated=0 "
+      "hook=2\n"};
+  for (int i = 0; i < 3; i++) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    if (m == NULL) {
+      perror("open_memstream");
+      exit(1);
+    }
+    int rc = znbd_control_exec_stats(d, lines[i], m, stats_hook, &calls);
+    fclose(m);
+    if (want[i])
+      CHECK(rc == 0 && strcmp(buf, want[i]) == 0, "%s with a hook: %s",
+            lines[i], buf);
+    else
+      CHECK(rc == -1 && strstr(buf, "hook") == NULL, "%s with a hook: %s",
+            lines[i], buf);
+    free(buf);
+  }
+  CHECK(calls == 2, "hook called %d times, want 2", calls);
+}
+
 /* Requests refused on a RAM disk, and the grammar errors. */
 static void
 test_plain(void)
@@ -156,6 +200,7 @@ test_plain(void)
             "ok zones=0 conv=0 empty=0 imp_open=0 exp_open=0 closed=0 "
             "full=0 readonly=0 offline=0 active=0 max_open=0 max_active=0 "
             "allocated=0\n");
+  test_stats_hook(d);
   znbd_dev_free(d);
 }
 
