@@ -35,10 +35,11 @@ static int failures, checks;
     }                                                                          \
   } while (0)
 
-/* Run LINE; return the reply (malloc'd) and the result in *RC, errno in
- * *ERR. */
+/* Run LINE with stats hook FN(OPAQUE) (NULL: none); return the reply
+ * (malloc'd) and the result in *RC, errno in *ERR. */
 static char *
-run(struct znbd_dev *d, const char *line, int *rc, int *err)
+run_hook(struct znbd_dev *d, const char *line, int *rc, int *err,
+         znbd_control_stats_fn *fn, void *opaque)
 {
   char *buf = NULL;
   size_t len = 0;
@@ -49,10 +50,17 @@ run(struct znbd_dev *d, const char *line, int *rc, int *err)
     exit(1);
   }
   errno = 0;
-  *rc = znbd_control_exec(d, line, m);
+  *rc = znbd_control_exec_stats(d, line, m, fn, opaque);
   *err = errno;
   fclose(m);
   return buf;
+}
+
+/* Run LINE without a hook. */
+static char *
+run(struct znbd_dev *d, const char *line, int *rc, int *err)
+{
+  return run_hook(d, line, rc, err, NULL, NULL);
 }
 
 /* LINE must give exactly REPLY (all lines) with result 0. */
@@ -141,15 +149,8 @@ test_stats_hook(struct znbd_dev *d)
       "readonly=0 offline=0 active=0 max_open=0 max_active=0 allocated=0 "
       "hook=2\n"};
   for (int i = 0; i < 3; i++) {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&buf, &len);
-    if (m == NULL) {
-      perror("open_memstream");
-      exit(1);
-    }
-    int rc = znbd_control_exec_stats(d, lines[i], m, stats_hook, &calls);
-    fclose(m);
+    int rc, err;
+    char *buf = run_hook(d, lines[i], &rc, &err, stats_hook, &calls);
     if (want[i])
       CHECK(rc == 0 && strcmp(buf, want[i]) == 0, "%s with a hook: %s",
             lines[i], buf);
