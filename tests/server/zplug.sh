@@ -27,10 +27,12 @@ frontend_available
 ctl=$tmpdir/ctl
 Z="size=16M zone_size=4M zone_nr_conv=1 zone_write_plugging=true zone_control=$ctl"
 
-# plugstat.py: a counter of the control socket's stats line, for the
-# shell (stats KEY) and the Python checks (stat(ctl, KEY)).
-cat >"$tmpdir/plugstat.py" <<'PY'
-import socket, sys, time
+# zplugtest.py: helpers of the Python checks (and the shell's stats KEY):
+# the control socket's stats counters, raw writes into zone 1, replies.
+cat >"$tmpdir/zplugtest.py" <<'PY'
+import socket, struct, sys, time
+import rawnbd
+BASE = 4 << 20  # zone 1, the first sequential zone
 def stat(ctl, key):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.connect(ctl)
@@ -42,11 +44,24 @@ def wait_at_least(ctl, key, n):
     """Poll until the (monotonic) counter KEY reaches N."""
     while stat(ctl, key) < n:
         time.sleep(0.01)
+def conns(path, n):
+    return [rawnbd.ready(path, structured=False) for i in range(n)]
+def write(cookie, k, data):
+    """A raw WRITE of DATA at block K (4 KiB) of zone 1."""
+    return struct.pack(">IHHQQI", rawnbd.REQ_MAGIC, 0, rawnbd.CMD_WRITE,
+                       cookie, BASE + k * 4096, len(data)) + data
+def replies(conn, n):
+    """N simple replies: {cookie: error}."""
+    out = {}
+    for i in range(n):
+        m, err, ck = struct.unpack(">IIQ", conn.recv(16))
+        out[ck] = err
+    return out
 if __name__ == "__main__":
     print(stat(sys.argv[1], sys.argv[2]))
 PY
 export PYTHONPATH=$srcdir:$tmpdir
-stats() { /usr/bin/python3 "$tmpdir/plugstat.py" "$ctl" "$1"; }
+stats() { /usr/bin/python3 "$tmpdir/zplugtest.py" "$ctl" "$1"; }
 
 # 1. fio at iodepth 32 into zone 1, both schedulers.
 for sched in none mq-deadline; do
@@ -68,20 +83,15 @@ done
 # 2. 32 writes at once; hw_queue_depth=2: plugged writes need no tag.
 start_frontend $Z completion_nsec=1000000000 hw_queue_depth=2
 /usr/bin/python3 - "$sock" <<'PY' || die "plug depth check failed"
-import os, struct, sys
-import rawnbd
-c = rawnbd.ready(sys.argv[1], structured=False)
-base = 4 << 20
+import os, sys
+from zplugtest import *
+c, = conns(sys.argv[1], 1)
 pats = [os.urandom(4096) for i in range(32)]
-hdr = lambda ck, off, n: struct.pack(">IHHQQI", rawnbd.REQ_MAGIC, 0, rawnbd.CMD_WRITE, ck, off, n)
-c.s.sendall(b"".join(hdr(i + 1, base + i * 4096, 4096) + pats[i] for i in range(32)))
-errs = {}
-for i in range(32):
-    m, err, ck = struct.unpack(">IIQ", c.recv(16))
-    errs[ck] = err
+c.s.sendall(b"".join(write(i + 1, i, pats[i]) for i in range(32)))
+errs = replies(c, 32)
 assert errs == {i + 1: 0 for i in range(32)}, errs
 c.cookie = 100
-ck = c.request(rawnbd.CMD_READ, base, 32 * 4096)
+ck = c.request(rawnbd.CMD_READ, BASE, 32 * 4096)
 err, data = c.simple(ck, 32 * 4096)
 assert err == 0 and data == b"".join(pats), "data read back differs"
 ck = c.request(rawnbd.CMD_WRITE, 0, 4096, payload=b"c" * 4096)  # conventional
@@ -98,27 +108,20 @@ stop_frontend
 # is known to have arrived (plug_writes) before the next one is sent.
 start_frontend $Z completion_nsec=200000000 --threads=2
 /usr/bin/python3 - "$sock" "$ctl" <<'PY' || die "out-of-order check failed"
-import struct, sys
-import rawnbd
-from plugstat import stat, wait_at_least
-path, ctl = sys.argv[1], sys.argv[2]
-a, b, cc = (rawnbd.ready(path, structured=False) for i in range(3))
-base = 4 << 20
+import sys
+from zplugtest import *
+ctl = sys.argv[2]
+a, b, cc = conns(sys.argv[1], 3)
 pat = {k: bytes([0x40 + k]) * 4096 for k in range(4)}
-hdr = lambda ck, off: struct.pack(">IHHQQI", rawnbd.REQ_MAGIC, 0, rawnbd.CMD_WRITE, ck, off, 4096)
-a.s.sendall(hdr(0, base) + pat[0] + hdr(1, base + 4096) + pat[1])
+a.s.sendall(write(0, 0, pat[0]) + write(1, 1, pat[1]))
 wait_at_least(ctl, "plug_writes", 2)
-b.s.sendall(hdr(3, base + 3 * 4096) + pat[3])   # ahead of the wp
+b.s.sendall(write(3, 3, pat[3]))   # ahead of the wp
 wait_at_least(ctl, "plug_writes", 3)
-cc.s.sendall(hdr(2, base + 2 * 4096) + pat[2])
-res = {}
-for conn, n in ((a, 2), (b, 1), (cc, 1)):
-    for i in range(n):
-        m, err, ck = struct.unpack(">IIQ", conn.recv(16))
-        res[ck] = err
+cc.s.sendall(write(2, 2, pat[2]))
+res = {**replies(a, 2), **replies(b, 1), **replies(cc, 1)}
 assert res == {0: 0, 1: 0, 2: 0, 3: rawnbd.EIO}, res
 a.cookie = 10
-ck = a.request(rawnbd.CMD_READ, base, 3 * 4096)
+ck = a.request(rawnbd.CMD_READ, BASE, 3 * 4096)
 err, data = a.simple(ck, 3 * 4096)
 assert err == 0 and data == pat[0] + pat[1] + pat[2]
 print("arrival order W0 W1 W3 W2: W3 (ahead of the wp) EIO, the others ok")
@@ -130,44 +133,36 @@ stop_frontend
 # 4. TRIM (zone reset) with writes plugged.
 start_frontend $Z completion_nsec=1000000000
 /usr/bin/python3 - "$sock" "$ctl" <<'PY' || die "reset check failed"
-import struct, sys
-import rawnbd
-from plugstat import stat, wait_at_least
-path, ctl = sys.argv[1], sys.argv[2]
-a, b = (rawnbd.ready(path, structured=False) for i in range(2))
-base = 4 << 20
-hdr = lambda ck, off: struct.pack(">IHHQQI", rawnbd.REQ_MAGIC, 0, rawnbd.CMD_WRITE, ck, off, 4096)
-a.s.sendall(b"".join(hdr(i, base + i * 4096) + bytes([0x61 + i]) * 4096 for i in range(3)))
+import sys
+from zplugtest import *
+ctl = sys.argv[2]
+a, b = conns(sys.argv[1], 2)
+a.s.sendall(b"".join(write(i, i, bytes([0x61 + i]) * 4096) for i in range(3)))
 wait_at_least(ctl, "plug_writes", 3)
 assert stat(ctl, "plug_plugged") == 2, "the 2nd and 3rd write were not plugged"
 b.cookie = 20
-ck = b.request(rawnbd.CMD_TRIM, base, 4 << 20)
-res = {}
-for i in range(3):
-    m, err, c = struct.unpack(">IIQ", a.recv(16))
-    res[c] = err
+ck = b.request(rawnbd.CMD_TRIM, BASE, 4 << 20)
+res = replies(a, 3)
 assert res == {0: 0, 1: rawnbd.EIO, 2: rawnbd.EIO}, res
 assert b.simple(ck)[0] == 0
 assert stat(ctl, "plug_aborted") == 2 and stat(ctl, "plug_now") == 0
 b.cookie = 30
-ck = b.request(rawnbd.CMD_WRITE, base, 4096, payload=b"z" * 4096)
+ck = b.request(rawnbd.CMD_WRITE, BASE, 4096, payload=b"z" * 4096)
 assert b.simple(ck)[0] == 0, "write at the reset zone's start"
 print("TRIM with 2 writes plugged: both EIO, the write in flight ok, zone reset")
 PY
 nbdinfo --map=x-znbd:zone "$uri" | grep "^ *4194304" >"$tmpdir/map"
 grep -q "^ *4194304 *4096 *34" "$tmpdir/map" || { cat "$tmpdir/map"; die "zone 1 wp not at 4 KiB after reset + write"; }
 stop_frontend
+
 # 5. The client goes away with writes plugged.
 start_frontend $Z completion_nsec=300000000
 /usr/bin/python3 - "$sock" "$ctl" <<'PY' || die "gone-client check failed"
-import struct, sys, time
-import rawnbd
-from plugstat import stat, wait_at_least
-path, ctl = sys.argv[1], sys.argv[2]
-a = rawnbd.ready(path, structured=False)
-base = 4 << 20
-hdr = lambda ck, off: struct.pack(">IHHQQI", rawnbd.REQ_MAGIC, 0, rawnbd.CMD_WRITE, ck, off, 4096)
-a.s.sendall(b"".join(hdr(i, base + i * 4096) + b"g" * 4096 for i in range(8)))
+import sys, time
+from zplugtest import *
+ctl = sys.argv[2]
+a, = conns(sys.argv[1], 1)
+a.s.sendall(b"".join(write(i, i, b"g" * 4096) for i in range(8)))
 wait_at_least(ctl, "plug_writes", 8)
 a.s.close()
 while stat(ctl, "plug_now") > 0:
