@@ -102,6 +102,16 @@ SRV[mq-deadline-pipe]="znbd --queue-mode=mq --scheduler mq-deadline $ord pipelin
 # mq-deadline keeps locking unless told, so this row spells it out.
 SRV[mq-deadline-pipe-nzwl]="znbd --queue-mode=mq --scheduler mq-deadline $ord pipeline_zoned_writes=true no_zone_write_lock=true"
 SRV[zoned.so-pipe]="nbdkit @ZONED@ zoned=true size=4G zone_size=1M completion_nsec=100000 pipeline_zoned_writes=true"
+# Zone write plugging (Linux 6.10+) with either scheduler.
+SRV[mq-plug-none]="znbd --queue-mode=mq --scheduler none $ord zone_write_plugging=true"
+SRV[mq-plug-deadline]="znbd --queue-mode=mq --scheduler mq-deadline $ord zone_write_plugging=true"
+# The 1 MiB rows: 64 MiB zones, so that one zone takes 64 writes (with
+# 1 MiB zones every write would be a zone of its own).
+ord64="zoned=true size=4G zone_size=64M completion_nsec=100000 hw_queue_depth=64 submit_queues=1"
+SRV[mq-none-64m]="znbd --queue-mode=mq --scheduler none $ord64 pipeline_zoned_writes=false"
+SRV[mq-deadline-64m]="znbd --queue-mode=mq --scheduler mq-deadline $ord64 pipeline_zoned_writes=false"
+SRV[mq-plug-none-64m]="znbd --queue-mode=mq --scheduler none $ord64 zone_write_plugging=true"
+SRV[mq-plug-deadline-64m]="znbd --queue-mode=mq --scheduler mq-deadline $ord64 zone_write_plugging=true"
 # Scale: 1 TiB, 64 MiB zones.
 big="size=1T zoned=true zone_size=64M"
 SRV[null-1T]="nbdkit null size=1T"
@@ -381,11 +391,26 @@ part_submit() { # bio vs mq on a prefilled RAM disk
 }
 
 part_order() { # zone write ordering (one pass over 1 MiB zones)
-  local rows="null-ord mq-none mq-deadline mq-deadline-nzwl mq-deadline-pipe mq-deadline-pipe-nzwl zoned.so-pipe" r
-  echo "bench: part order ($rounds rounds: $rows)" >&2
+  local rows="null-ord mq-none mq-deadline mq-deadline-nzwl mq-deadline-pipe mq-deadline-pipe-nzwl mq-plug-none mq-plug-deadline zoned.so-pipe" r
+  # The zone write plugging shapes (published null_blk figures of the
+  # plugging series): none, zone write locking, plugging with none and
+  # with mq-deadline.  "-1zone" = sequential, so one zone at a time has
+  # writes in flight; "-16zones" = 16 connections at iodepth 1, each
+  # sequential in a 256 MiB range of its own: 16 open zones written at
+  # once in no particular order (fio's nbd engine cannot report zones, so
+  # fio's zonemode=zbd random writes at the write pointers are out).
+  local prows="mq-none mq-deadline mq-plug-none mq-plug-deadline"
+  local prows64="mq-none-64m mq-deadline-64m mq-plug-none-64m mq-plug-deadline-64m"
+  echo "bench: part order ($rounds rounds: $rows; plugging shapes: $prows; 1 MiB: $prows64)" >&2
   for ((r = 1; r <= rounds; r++)); do
     fresh order $r "$rows" none \
       "write-4k-qd64-batch16|--rw=write --bs=4k --iodepth=64 --iodepth_batch=16 --zonemode=strided --zonesize=1M --zonerange=1M --size=4G --runtime=$RO"
+    fresh order $r "$prows" none \
+      "write-4k-qd1-1zone|--rw=write --bs=4k --iodepth=1 --size=4G --runtime=$RO" \
+      "write-4k-qd16-1zone|--rw=write --bs=4k --iodepth=16 --size=4G --runtime=$RO" \
+      "write-4k-qd1x16-16zones|--rw=write --bs=4k --iodepth=1 --numjobs=16 --offset_increment=256M --size=256M --runtime=$RO"
+    fresh order $r "$prows64" none \
+      "write-1m-qd16-64mzones|--rw=write --bs=1m --iodepth=16 --size=4G --runtime=$RO"
   done
   echo >&2
 }

@@ -371,7 +371,8 @@ op_all(struct znbd_dev *d, enum znbd_zone_op op, FILE *out)
 }
 
 static int
-cmd_stats(struct znbd_dev *d, FILE *out)
+cmd_stats(struct znbd_dev *d, FILE *out, znbd_control_stats_fn *fn,
+          void *opaque)
 {
   uint32_t nr = znbd_dev_nr_zones(d), i, j, got;
   uint32_t conv = 0, empty = 0, full = 0, ro = 0, off = 0;
@@ -411,10 +412,13 @@ cmd_stats(struct znbd_dev *d, FILE *out)
           " imp_open=%" PRIu32 " exp_open=%" PRIu32 " closed=%" PRIu32
           " full=%" PRIu32 " readonly=%" PRIu32 " offline=%" PRIu32
           " active=%" PRIu32 " max_open=%" PRIu32 " max_active=%" PRIu32
-          " allocated=%" PRIu64 "\n",
+          " allocated=%" PRIu64,
           nr, conv, empty, st.nr_imp_open, st.nr_exp_open, st.nr_closed, full,
           ro, off, st.nr_imp_open + st.nr_exp_open + st.nr_closed,
           nr ? p->zone_max_open : 0, nr ? p->zone_max_active : 0, st.allocated);
+  if (fn)
+    fn(opaque, out);
+  fputc('\n', out);
   return 0;
 }
 
@@ -524,6 +528,13 @@ static const struct {
 int
 znbd_control_exec(struct znbd_dev *d, const char *line, FILE *out)
 {
+  return znbd_control_exec_stats(d, line, out, NULL, NULL);
+}
+
+int
+znbd_control_exec_stats(struct znbd_dev *d, const char *line, FILE *out,
+                        znbd_control_stats_fn *fn, void *opaque)
+{
   char buf[LINE_MAX_LEN + 1];
   char *w[MAX_WORDS];
   int nw;
@@ -543,7 +554,7 @@ znbd_control_exec(struct znbd_dev *d, const char *line, FILE *out)
   if (strcmp(w[0], "stats") == 0) {
     if (nw != 1)
       return reply_error(out, EINVAL, "usage: stats");
-    return cmd_stats(d, out);
+    return cmd_stats(d, out, fn, opaque);
   }
   for (i = 0; i < sizeof ops / sizeof ops[0]; i++) {
     uint32_t zone;
@@ -588,6 +599,8 @@ struct znbd_control {
   pthread_mutex_t lock; /* protects nr_clients */
   pthread_cond_t idle;  /* signalled when a client thread ends */
   unsigned nr_clients;
+  znbd_control_stats_fn *stats_fn; /* the front-end's stats fields */
+  void *stats_opaque;
 };
 
 /* Wait for EVENTS on FD or a stop request.  Returns 1 ready, 0 stop. */
@@ -649,7 +662,7 @@ serve_line(struct znbd_control *c, int fd, const char *line, const void *data)
   if (data)
     znbd_control_append(c->dev, line, data, m);
   else
-    znbd_control_exec(c->dev, line, m);
+    znbd_control_exec_stats(c->dev, line, m, c->stats_fn, c->stats_opaque);
   fclose(m);
   r = send_all(c, fd, reply, len);
   free(reply);
@@ -941,6 +954,14 @@ struct znbd_control *
 znbd_control_start(struct znbd_dev *d, const char *path, char *err,
                    size_t errlen)
 {
+  return znbd_control_start_stats(d, path, NULL, NULL, err, errlen);
+}
+
+struct znbd_control *
+znbd_control_start_stats(struct znbd_dev *d, const char *path,
+                         znbd_control_stats_fn *fn, void *opaque, char *err,
+                         size_t errlen)
+{
   struct sockaddr_un addr = {.sun_family = AF_UNIX};
   struct znbd_control *c;
   struct stat st;
@@ -963,6 +984,8 @@ znbd_control_start(struct znbd_dev *d, const char *path, char *err,
     return NULL;
   }
   c->dev = d;
+  c->stats_fn = fn;
+  c->stats_opaque = opaque;
   c->listen_fd = c->wake[0] = c->wake[1] = -1;
   pthread_mutex_init(&c->lock, NULL);
   pthread_cond_init(&c->idle, NULL);

@@ -101,6 +101,8 @@ static const struct param table[] = {
       "Hardware queues"),
     P(no_zone_write_lock, BOOL, "BOOL", "false", 0, NULL, MQ,
       "no_zone_write_lock", "mq scheduler without zone write locking"),
+    P(zone_write_plugging, BOOL, "BOOL", "false", 0, NULL, MQ, NULL,
+      "mq: order zoned writes by zone write plugging (Linux 6.10+)"),
 };
 
 #undef P

@@ -75,7 +75,7 @@ warn_ineffective(const struct server *s, const struct znbd_params *p,
                 args[i]);
     return;
   }
-  if (s->sched_deadline && zoned &&
+  if (s->sched_deadline && zoned && !p->zone_write_plugging &&
       (p->pipeline_zoned_writes || p->no_zone_write_lock))
     note("--scheduler=mq-deadline: zone write locking is off because "
          "pipeline_zoned_writes=true (the default) or no_zone_write_lock=true; "
@@ -318,8 +318,9 @@ main(int argc, char **argv)
   if (sfd == -1)
     die("%s", err);
   struct znbd_control *ctl = NULL;
-  if (p.zone_control &&
-      !(ctl = znbd_control_start(dev, p.zone_control, err, sizeof err)))
+  if (p.zone_control && !(ctl = znbd_control_start_stats(
+                              dev, p.zone_control, s.mq ? mq_stats_print : NULL,
+                              s.mq, err, sizeof err)))
     die("%s", err);
   start_threads(&s);
   if (o.pidfile && pidfile_write(o.pidfile, err, sizeof err) == -1)

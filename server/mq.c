@@ -16,8 +16,20 @@
  * dispatches same-zone writes concurrently with ZNBD_WRITE_NOWAIT and
  * requeues one that is ahead of the write pointer (EAGAIN), up to
  * submit_queues * hw_queue_depth attempts, then fails it with EIO.
+ *
+ * zone_write_plugging=true replaces both with Linux 6.10's zone write
+ * plugging (block/blk-zoned.c, blk_zone_plug_bio): a write to a
+ * sequential zone that already has a write dispatched waits in the
+ * zone's plug list before it takes a tag (mq_submit_bio), so plugged
+ * writes hold no tag; when the dispatched write completes, the hardware
+ * queue thread issues the next plugged write, merging the contiguous
+ * plugged writes behind it into its request
+ * (blk_zone_write_plug_init_request), and hands it to its worker when
+ * no tag is free.  A TRIM resetting zones fails their plugged writes
+ * with EIO (disk_zone_wplug_set_wp_offset aborts them).
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +41,12 @@
 
 #define TAG_BUF_KEEP (1u << 20)   /* bytes of buffer a free tag keeps */
 #define REQUEUE_DELAY_NSEC 100000 /* kick the requeue list after 100 us */
+/* Zone write plugging merges plugged writes into the request ahead of
+ * them up to Linux's default request size cap (BLK_DEF_MAX_SECTORS_CAP,
+ * 2560 sectors) and max_segments (BLK_MAX_SEGMENTS, 128; one segment per
+ * write here). */
+#define PLUG_MERGE_MAX_BYTES (2560u * 512)
+#define PLUG_MERGE_MAX_WRITES 128
 
 struct hwq {
   _Alignas(TAG_ALIGN) struct mq *m; /* tagged: TAG_WAKE_*, TAG_KICK */
@@ -48,21 +66,26 @@ struct hwq {
   struct __kernel_timespec kick_ts;
 };
 
+/* A sequential zone's write lock or write plug.  LOCKED: a write of the
+ * zone is dispatched.  The FIFO holds tagged requests (zone write
+ * locking) or untagged plugged writes (plugging; DEPTH of them). */
 struct zstate {
   bool locked;
   struct rq *head, *tail;
+  unsigned depth;
 };
 
 struct mq {
   struct server *s;
   unsigned nq;
   struct hwq *q;
-  bool zone_lock, pipeline;
+  bool zone_lock, pipeline, plug;
   unsigned max_attempts;
   uint64_t completion_nsec;
-  pthread_mutex_t zlock;
+  pthread_mutex_t zlock; /* zones, ps */
   struct zstate *zones;
   uint32_t nr_zones, nr_conv;
+  struct mq_plug_stats ps;
 };
 
 /* blk-mq's BLK_MQ_MAX_DEPTH: blk_mq_alloc_tag_set() reduces a deeper
@@ -144,11 +167,17 @@ mq_new(struct server *s, char *err, size_t errlen)
   m->max_attempts = m->nq * depth;
   m->nr_zones = znbd_dev_nr_zones(s->cfg.dev);
   m->nr_conv = p->zone_nr_conv;
+  /* Plugging replaces zone write locking and pipelining (Linux 6.10
+   * removed zone write locking from mq-deadline). */
+  m->plug = p->zone_write_plugging && m->nr_zones > 0;
+  if (m->plug)
+    m->pipeline = false;
   /* Pipelining replaces zone write locking (as in the null_blk /
    * mq-deadline pipelining patches): both on means no lock. */
   m->zone_lock = s->sched_deadline && !p->no_zone_write_lock && !m->pipeline &&
-                 m->nr_zones > 0;
-  if (m->zone_lock && !(m->zones = calloc(m->nr_zones, sizeof *m->zones)))
+                 !m->plug && m->nr_zones > 0;
+  if ((m->zone_lock || m->plug) &&
+      !(m->zones = calloc(m->nr_zones, sizeof *m->zones)))
     goto fail_m;
   if (!(m->q = calloc(m->nq, sizeof *m->q)))
     goto fail_zones;
@@ -184,7 +213,9 @@ oom:
   return NULL;
 }
 
-struct rq *
+/* A free tag of hardware queue for worker index IDX, or NULL (all busy:
+ * the reader waits, as blk-mq's). */
+static struct rq *
 mq_get_tag(struct mq *m, unsigned idx)
 {
   struct hwq *q = &m->q[idx % m->nq];
@@ -255,7 +286,8 @@ seq_write(struct mq *m, struct rq *rq)
   return rq->zone >= m->nr_conv;
 }
 
-void
+/* Insert RQ (tagged, filled) through the scheduler. */
+static void
 mq_submit(struct mq *m, struct rq *rq, struct io_uring *from)
 {
   rq->zone_locked = false;
@@ -279,12 +311,201 @@ mq_submit(struct mq *m, struct rq *rq, struct io_uring *from)
   hwq_push(rq->hq, rq, from);
 }
 
-/* The request is done: release its zone write lock, hand it back. */
+/* Fill request RQ (a tag or a plugged write) from BIO: what the worker
+ * gave, nothing of RQ's own (hq, reply buffer) is overwritten. */
+static void
+rq_take(struct rq *rq, const struct rq *bio)
+{
+  rq->req = bio->req;
+  rq->pin = bio->pin;
+  rq->conn = bio->conn;
+  rq->proto = bio->proto;
+  rq->w = bio->w;
+  rq->widx = bio->widx;
+  rq->zone = bio->zone;
+  rq->merged = bio->merged;
+  rq->reply.len = 0;
+  rq->attempts = 0;
+  rq->zone_locked = false;
+}
+
+/* Zone write plugging, BIO a write to sequential zone BIO->zone: if the
+ * zone has a write dispatched, BIO joins its plug without a tag
+ * (blk_zone_wplug_handle_write); else it takes a tag and the zone. */
+static enum mq_submit_result
+plug_write(struct mq *m, const struct rq *bio, struct io_uring *from)
+{
+  struct zstate *z = &m->zones[bio->zone];
+  pthread_mutex_lock(&m->zlock);
+  m->ps.writes++;
+  if (z->locked) {
+    struct rq *b = calloc(1, sizeof *b);
+    if (!b) {
+      m->ps.writes--;
+      pthread_mutex_unlock(&m->zlock);
+      return MQ_NOMEM;
+    }
+    rq_take(b, bio); /* b->hq NULL: no tag, freed when retired */
+    if (z->tail)
+      z->tail->next = b;
+    else
+      z->head = b;
+    z->tail = b;
+    if (++z->depth > m->ps.max_depth)
+      m->ps.max_depth = z->depth;
+    m->ps.plugged++;
+    m->ps.now++;
+    pthread_mutex_unlock(&m->zlock);
+    return MQ_PLUGGED;
+  }
+  struct rq *rq = mq_get_tag(m, bio->widx);
+  if (!rq) {
+    m->ps.writes--; /* offered again once a tag is free */
+    pthread_mutex_unlock(&m->zlock);
+    return MQ_NO_TAG;
+  }
+  z->locked = true;
+  pthread_mutex_unlock(&m->zlock);
+  rq_take(rq, bio);
+  rq->zone_locked = true;
+  hwq_push(rq->hq, rq, from);
+  return MQ_QUEUED;
+}
+
+/* The whole zones [*FIRST, *END) a TRIM of R resets (lib/dev.c
+ * zoned_trim: whole zones covered, the whole device: reset-all). */
+static void
+trim_zones(const struct mq *m, const struct nbd_req *r, uint32_t *first,
+           uint32_t *end)
+{
+  const struct znbd_params *p = znbd_dev_params(m->s->cfg.dev);
+  uint64_t zs = p->zone_size, last = r->off + r->len;
+  *first = (uint32_t)((r->off + zs - 1) / zs);
+  *end = last >= p->size ? m->nr_zones : (uint32_t)(last / zs);
+  if (*first < m->nr_conv)
+    *first = m->nr_conv;
+}
+
+/* A TRIM R resets zones: their plugged writes fail with EIO, as Linux
+ * aborts a zone's plugged BIOs when a reset or reset-all is submitted
+ * (blk_zone_wplug_handle_reset_or_finish, disk_zone_wplug_abort).  A
+ * write already dispatched is not touched. */
+static void
+plug_abort(struct mq *m, const struct nbd_req *r, struct io_uring *from)
+{
+  uint32_t first, end;
+  struct rq *list = NULL, **tail = &list;
+  trim_zones(m, r, &first, &end);
+  if (first >= end)
+    return;
+  pthread_mutex_lock(&m->zlock);
+  for (uint32_t i = first; i < end; i++) {
+    struct zstate *z = &m->zones[i];
+    if (!z->head)
+      continue;
+    *tail = z->head;
+    tail = &z->tail->next;
+    m->ps.now -= z->depth;
+    m->ps.aborted += z->depth;
+    z->head = z->tail = NULL;
+    z->depth = 0;
+  }
+  pthread_mutex_unlock(&m->zlock);
+  *tail = NULL;
+  while (list) {
+    struct rq *b = list;
+    list = b->next;
+    nbd_reply_error(b->proto, &b->req, NBD_EIO,
+                    "zone reset while the write was plugged", &b->reply);
+    worker_complete(b, from);
+  }
+}
+
+enum mq_submit_result
+mq_submit_bio(struct mq *m, struct rq *bio, struct io_uring *from)
+{
+  bio->merged = NULL;
+  if (m->plug && seq_write(m, bio))
+    return plug_write(m, bio, from);
+  struct rq *rq = mq_get_tag(m, bio->widx);
+  if (!rq)
+    return MQ_NO_TAG;
+  rq_take(rq, bio);
+  if (m->plug && rq->req.type == NBD_CMD_TRIM)
+    plug_abort(m, &rq->req, from);
+  mq_submit(m, rq, from);
+  return MQ_QUEUED;
+}
+
+bool
+mq_issue_plugged(struct mq *m, struct rq *bio, struct io_uring *from)
+{
+  struct rq *rq = mq_get_tag(m, bio->widx);
+  if (!rq)
+    return false;
+  rq_take(rq, bio);
+  rq->zone_locked = true; /* the zone passes on */
+  free(bio);
+  hwq_push(rq->hq, rq, from);
+  return true;
+}
+
+/* RQ held zone RQ->zone's plug and is done: the next plugged write (with
+ * the contiguous writes behind it merged into its request) takes the
+ * zone, or the zone is free (blk_zone_write_plug_finish_request,
+ * disk_zone_wplug_unplug_bio).  Linux issues it from a work item; here
+ * the completing hardware queue thread does, and the write's worker when
+ * no tag is free. */
+static void
+plug_next(struct hwq *q, struct rq *rq)
+{
+  struct mq *m = q->m;
+  struct zstate *z = &m->zones[rq->zone];
+  pthread_mutex_lock(&m->zlock);
+  struct rq *next = z->head;
+  if (next) {
+    z->head = next->next;
+    z->depth--;
+    m->ps.now--;
+    uint64_t end = next->req.off + next->req.len, bytes = next->req.len;
+    unsigned n = 1;
+    struct rq **tail = &next->merged;
+    struct rq *b;
+    while (next->req.type == NBD_CMD_WRITE && (b = z->head) &&
+           b->req.type == NBD_CMD_WRITE && b->req.off == end &&
+           bytes + b->req.len <= PLUG_MERGE_MAX_BYTES &&
+           n < PLUG_MERGE_MAX_WRITES) {
+      z->head = b->next;
+      z->depth--;
+      m->ps.now--;
+      m->ps.merged++;
+      b->next = NULL;
+      *tail = b;
+      tail = &b->next;
+      end += b->req.len;
+      bytes += b->req.len;
+      n++;
+    }
+    if (!z->head)
+      z->tail = NULL;
+  } else {
+    z->locked = false;
+  }
+  pthread_mutex_unlock(&m->zlock);
+  rq->zone_locked = false;
+  if (next && !mq_issue_plugged(m, next, &q->ring))
+    worker_unplug(next, &q->ring);
+}
+
+/* The request is done: release its zone write lock or plug, hand it and
+ * the writes merged into it back. */
 static void
 complete(struct hwq *q, struct rq *rq)
 {
   struct mq *m = q->m;
-  if (rq->zone_locked) {
+  if (rq->zone_locked && m->plug) {
+    plug_next(q, rq);
+  } else if (rq->zone_locked) {
     struct zstate *z = &m->zones[rq->zone];
     pthread_mutex_lock(&m->zlock);
     struct rq *next = z->head;
@@ -301,17 +522,34 @@ complete(struct hwq *q, struct rq *rq)
     if (next)
       hwq_push(next->hq, next, &q->ring);
   }
+  for (struct rq *b = rq->merged, *n; b; b = n) {
+    n = b->next;
+    worker_complete(b, &q->ring);
+  }
+  rq->merged = NULL;
   worker_complete(rq, &q->ring);
 }
 
-/* queue_rq: execute RQ.  Returns true if it must be requeued. */
+/* Execute RQ unless its connection is gone (nobody to answer). */
+static int
+exec_rq(struct rq *rq, unsigned xf)
+{
+  if (atomic_load(&rq->proto->gone)) {
+    rq->reply.len = 0;
+    return 0;
+  }
+  return nbd_exec(rq->proto, &rq->req, xf, &rq->reply);
+}
+
+/* queue_rq: execute RQ (and the writes merged into it, in order).
+ * Returns true if it must be requeued. */
 static bool
 queue_rq(struct hwq *q, struct rq *rq)
 {
   struct mq *m = q->m;
   const struct nbdc *c = rq->proto;
   unsigned xf = EXEC_NOWAIT;
-  if (atomic_load(&c->gone)) { /* nobody to answer: do not execute it */
+  if (atomic_load(&c->gone) && !rq->merged) { /* do not execute it */
     rq->reply.len = 0;
     complete(q, rq);
     return false;
@@ -325,8 +563,10 @@ queue_rq(struct hwq *q, struct rq *rq)
       goto done;
     }
   }
-  if (nbd_exec(c, &rq->req, xf, &rq->reply) == EXEC_AGAIN)
+  if (exec_rq(rq, xf) == EXEC_AGAIN)
     return true;
+  for (struct rq *b = rq->merged; b; b = b->next)
+    exec_rq(b, EXEC_NOWAIT);
 done:
   if (m->completion_nsec)
     arm_timeout(&q->ring, &rq->ts, m->completion_nsec,
@@ -334,6 +574,28 @@ done:
   else
     complete(q, rq);
   return false;
+}
+
+void
+mq_plug_stats(struct mq *m, struct mq_plug_stats *out)
+{
+  pthread_mutex_lock(&m->zlock);
+  *out = m->ps;
+  pthread_mutex_unlock(&m->zlock);
+}
+
+void
+mq_stats_print(void *opaque, FILE *out)
+{
+  struct mq *m = opaque;
+  struct mq_plug_stats st;
+  if (!m->plug)
+    return;
+  mq_plug_stats(m, &st);
+  fprintf(out,
+          " plug_writes=%" PRIu64 " plug_plugged=%" PRIu64 " plug_now=%u"
+          " plug_max_depth=%u plug_merged=%" PRIu64 " plug_aborted=%" PRIu64,
+          st.writes, st.plugged, st.now, st.max_depth, st.merged, st.aborted);
 }
 
 /* Arm the read of the hardware queue's eventfd (its wakeup). */
@@ -499,6 +761,13 @@ mq_free(struct mq *m)
   for (unsigned i = 0; i < m->nq; i++)
     hwq_free(&m->q[i]);
   free(m->q);
+  /* Plugged writes left only when a thread failed. */
+  for (uint32_t i = 0; m->plug && i < m->nr_zones; i++)
+    for (struct rq *b = m->zones[i].head, *n; b; b = n) {
+      n = b->next;
+      buf_free(&b->reply);
+      free(b);
+    }
   free(m->zones);
   pthread_mutex_destroy(&m->zlock);
   free(m);

@@ -12,6 +12,7 @@
 #include <linux/time_types.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -126,7 +127,9 @@ struct rq {
   struct conn *conn;
   const struct nbdc *proto; /* conn's protocol state */
   struct worker *w;
-  struct hwq *hq; /* NULL: bio delayed completion */
+  struct hwq *hq;    /* NULL: bio delayed completion, or a plugged write */
+  unsigned widx;     /* index of worker W (its hardware queue) */
+  struct rq *merged; /* zone write plugging: writes merged behind REQ */
   unsigned attempts;
   bool zone_locked;
   uint32_t zone;
@@ -179,6 +182,10 @@ void worker_free(struct worker *w); /* after worker_join; W may be NULL */
 void worker_complete(struct rq *rq, struct io_uring *from);
 /* Tags were freed on a queue with stalled readers: retry them. */
 void worker_retry_stalled(struct worker *w, struct io_uring *from);
+/* Called by hardware queue threads: plugged write BIO is next in its
+ * zone but no tag was free; its worker issues it (mq_issue_plugged) once
+ * one is, before other requests of that worker take tags. */
+void worker_unplug(struct rq *bio, struct io_uring *from);
 
 /* mq.c */
 /* The tag set and hardware queues of S (tags, eventfds, rings), or NULL
@@ -190,12 +197,41 @@ struct mq *mq_new(struct server *s, char *err, size_t errlen);
 int mq_start(struct mq *m, char *err, size_t errlen);
 void mq_stop(struct mq *m);
 void mq_free(struct mq *m); /* after mq_stop; M may be NULL */
-/* A free tag of hardware queue for worker index IDX, or NULL (all busy:
- * the reader waits, as blk-mq's). */
-struct rq *mq_get_tag(struct mq *m, unsigned idx);
-/* Insert RQ (tagged, filled) through the scheduler; FROM is the caller's
- * ring, which carries the hardware queue's wakeup with its next submit. */
-void mq_submit(struct mq *m, struct rq *rq, struct io_uring *from);
+/* What mq_submit_bio() did with a request. */
+enum mq_submit_result {
+  MQ_QUEUED,  /* took a tag, queued to its hardware queue */
+  MQ_PLUGGED, /* zone write plugging: waits in its zone's plug, no tag */
+  MQ_NO_TAG,  /* nothing done: no free tag (the reader waits, as blk-mq's)
+               * and the request must be offered again */
+  MQ_NOMEM    /* nothing done: no memory to plug it; fail it with ENOMEM */
+};
+/* blk_mq_submit_bio: BIO (on the caller's stack: req, pin, conn, proto,
+ * w, widx filled) goes through zone write plugging (zone_write_plugging)
+ * and, unless plugged, takes a tag of worker WIDX's hardware queue and is
+ * inserted through the scheduler.  FROM is the caller's ring, which
+ * carries the hardware queue's wakeup with its next submit.  With
+ * MQ_QUEUED or MQ_PLUGGED the request belongs to mq; the caller still
+ * counts it in flight and pins its payload. */
+enum mq_submit_result mq_submit_bio(struct mq *m, struct rq *bio,
+                                    struct io_uring *from);
+/* A plugged write BIO (untagged) handed to its worker by worker_unplug():
+ * take a tag of its hardware queue and dispatch it (BIO is freed), or
+ * false when no tag is free (try again when one is). */
+bool mq_issue_plugged(struct mq *m, struct rq *bio, struct io_uring *from);
+/* Zone write plugging counters (all under the zone lock): writes to
+ * sequential zones seen, those that waited in a plug, waiting now, the
+ * most that waited in one zone's plug at once, those merged into the
+ * request ahead of them, and those failed by a zone reset. */
+struct mq_plug_stats {
+  uint64_t writes, plugged, merged, aborted;
+  unsigned now, max_depth;
+};
+void mq_plug_stats(struct mq *m, struct mq_plug_stats *out);
+/* The zone control socket's `stats` hook (znbd_control_stats_fn): appends
+ * " plug_writes=N plug_plugged=N plug_now=N plug_max_depth=N
+ * plug_merged=N plug_aborted=N" when plugging is on, else nothing.
+ * OPAQUE is the struct mq. */
+void mq_stats_print(void *opaque, FILE *out);
 /* Release RQ's tag; wakes stalled readers (through FROM).  RQ belongs to
  * the tag set again on return: the caller must not touch it. */
 void mq_put_tag(struct mq *m, struct rq *rq, struct io_uring *from);

@@ -100,7 +100,9 @@ struct worker {
   pthread_mutex_t lock; /* newfds */
   int *newfds;
   size_t nnew, capnew;
-  rq_stack done; /* completed rqs handed back */
+  rq_stack done;      /* completed rqs handed back */
+  rq_stack unplugged; /* plugged writes to issue (worker_unplug) */
+  struct rq *unpl_head, *unpl_tail; /* ... still waiting for a tag */
   struct inbuf *free_inb;
   unsigned nfree_inb;
   struct buf *pool; /* spare reply buffers */
@@ -289,6 +291,37 @@ worker_complete(struct rq *rq, struct io_uring *from)
   struct worker *w = rq->w;
   rq_stack_push(&w->done, rq);
   waker_kick(&w->wk, from);
+}
+
+void
+worker_unplug(struct rq *bio, struct io_uring *from)
+{
+  struct worker *w = bio->w;
+  rq_stack_push(&w->unplugged, bio);
+  waker_kick(&w->wk, from);
+}
+
+/* Issue the plugged writes handed to us, oldest first, while tags last. */
+static void
+issue_unplugged(struct worker *w)
+{
+  struct rq *l = rq_stack_take(&w->unplugged);
+  if (l) {
+    if (w->unpl_tail)
+      w->unpl_tail->next = l;
+    else
+      w->unpl_head = l;
+    while (l->next)
+      l = l->next;
+    w->unpl_tail = l;
+  }
+  while (w->unpl_head) {
+    struct rq *b = w->unpl_head, *n = b->next;
+    if (!mq_issue_plugged(w->s->mq, b, &w->ring))
+      return;
+    w->unpl_head = n;
+  }
+  w->unpl_tail = NULL;
 }
 
 void
@@ -652,25 +685,27 @@ submit_bio(struct conn *c, const struct nbd_req *r)
 static int
 submit_mq(struct conn *c, const struct nbd_req *r)
 {
-  struct mq *m = c->w->s->mq;
-  struct rq *rq = mq_get_tag(m, c->w->idx);
-  if (!rq) {
+  struct rq bio = {
+      .req = *r, .conn = c, .proto = &c->proto, .w = c->w, .widx = c->w->idx};
+  if (r->type == NBD_CMD_WRITE) /* the payload stays where it arrived */
+    bio.pin = c->inb;
+  switch (mq_submit_bio(c->w->s->mq, &bio, &c->w->ring)) {
+  case MQ_NO_TAG:
     c->stalled = true;
     return 1;
+  case MQ_NOMEM:
+    nbd_reply_error(&c->proto, r, NBD_ENOMEM, "out of memory",
+                    &c->out[c->fill]);
+    return 0;
+  case MQ_QUEUED:
+  case MQ_PLUGGED:
+    break;
   }
-  rq->req = *r;
-  rq->pin = NULL;
-  if (r->type == NBD_CMD_WRITE) { /* the payload stays where it arrived */
-    rq->pin = c->inb;
+  /* Only this thread retires the request: counting after it is queued
+   * is safe. */
+  if (bio.pin)
     c->inb->refs++;
-  }
-  rq->reply.len = 0;
-  rq->conn = c;
-  rq->proto = &c->proto;
-  rq->w = c->w;
-  rq->attempts = 0;
   c->inflight++;
-  mq_submit(m, rq, &c->w->ring);
   return 0;
 }
 
@@ -893,7 +928,10 @@ on_wake(struct worker *w)
     c->touched = false;
     conn_process(c);
   }
-  /* Tags may have been freed anywhere: retry stalled readers. */
+  /* Tags may have been freed anywhere: plugged writes next in their zone
+   * go first, then stalled readers. */
+  if (w->s->mq)
+    issue_unplugged(w);
   for (struct conn *c = w->conns, *n; c; c = n) {
     n = c->next;
     if (c->stalled)
@@ -1067,6 +1105,13 @@ worker_free(struct worker *w)
       free(rq);
     }
   }
+  /* Plugged writes never issued (their zone's write never completed). */
+  struct rq *lists[2] = {atomic_load(&w->unplugged), w->unpl_head};
+  for (int i = 0; i < 2; i++)
+    for (struct rq *rq = lists[i], *n; rq; rq = n) {
+      n = rq->next;
+      free(rq);
+    }
   pthread_mutex_destroy(&w->lock);
   free(w);
 }

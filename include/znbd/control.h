@@ -49,6 +49,17 @@ int znbd_control_append_len(const char *line, uint64_t *len, FILE *out);
 int znbd_control_append(struct znbd_dev *d, const char *line, const void *data,
                         FILE *out);
 
+/* A front-end's own counters for the `stats` reply: prints
+ * " key=value" pairs (each with a leading space, no newline) to OUT;
+ * called on the control socket's thread, so it must lock what it reads.
+ * The core knows nothing of them (no server code in lib/). */
+typedef void znbd_control_stats_fn(void *opaque, FILE *out);
+
+/* znbd_control_exec, with FN(OPAQUE, OUT) (NULL: none) adding its fields
+ * to the end of the `stats` line. */
+int znbd_control_exec_stats(struct znbd_dev *d, const char *line, FILE *out,
+                            znbd_control_stats_fn *fn, void *opaque);
+
 struct znbd_control;
 
 /* Listen on PATH (replacing a stale socket) and serve requests, each
@@ -58,6 +69,12 @@ struct znbd_control;
  * EINVAL (empty path), ENOMEM, or the errno of socket/bind/listen. */
 struct znbd_control *znbd_control_start(struct znbd_dev *d, const char *path,
                                         char *err, size_t errlen);
+/* znbd_control_start, with FN(OPAQUE, OUT) adding fields to `stats`. */
+struct znbd_control *znbd_control_start_stats(struct znbd_dev *d,
+                                              const char *path,
+                                              znbd_control_stats_fn *fn,
+                                              void *opaque, char *err,
+                                              size_t errlen);
 
 /* Stop the thread, close and unlink the socket.  C may be NULL. */
 void znbd_control_stop(struct znbd_control *c);

@@ -49,9 +49,10 @@ struct znbd_params {
   bool sched_batch; /* serve from SCHED_BATCH threads (default true) */
 
   /* Only the server's mq queue model uses these (null_blk names). */
-  uint32_t hw_queue_depth; /* tags per tag set (default 64) */
-  uint32_t submit_queues;  /* hardware queues (default 1) */
-  bool no_zone_write_lock; /* mq-deadline without zone write locking */
+  uint32_t hw_queue_depth;  /* tags per tag set (default 64) */
+  uint32_t submit_queues;   /* hardware queues (default 1) */
+  bool no_zone_write_lock;  /* mq-deadline without zone write locking */
+  bool zone_write_plugging; /* per-zone write plugs ahead of the tags */
 
   /* Derived by znbd_params_finish(); read-only afterwards. */
   uint32_t nr_zones; /* ceil(size / zone_size) when zoned, else 0 */

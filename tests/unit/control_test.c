@@ -1,8 +1,8 @@
 /* Unit test of the zone control protocol (lib/control.c): parsing and
- * errors on a plain RAM disk, every request on a zoned device (exact reply
- * lines and the state afterwards), and the Unix socket server (mode 0600,
- * stale socket replaced, live socket and non-socket refused, requests
- * answered, unlinked on stop).
+ * errors on a plain RAM disk (and a front-end's stats hook), every request on a
+ * zoned device (exact reply lines and the state afterwards), and the Unix
+ * socket server (mode 0600, stale socket replaced, live socket and non-socket
+ * refused, requests answered, unlinked on stop).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,10 +23,11 @@
 #include "znbd/dev.h"
 #include "znbd/params.h"
 
-/* Run LINE; return the reply (malloc'd) and the result in *RC, errno in
- * *ERR. */
+/* Run LINE with stats hook FN(OPAQUE) (NULL: none); return the reply
+ * (malloc'd) and the result in *RC, errno in *ERR. */
 static char *
-run(struct znbd_dev *d, const char *line, int *rc, int *err)
+run_hook(struct znbd_dev *d, const char *line, int *rc, int *err,
+         znbd_control_stats_fn *fn, void *opaque)
 {
   char *buf = NULL;
   size_t len = 0;
@@ -37,10 +38,17 @@ run(struct znbd_dev *d, const char *line, int *rc, int *err)
     exit(1);
   }
   errno = 0;
-  *rc = znbd_control_exec(d, line, m);
+  *rc = znbd_control_exec_stats(d, line, m, fn, opaque);
   *err = errno;
   fclose(m);
   return buf;
+}
+
+/* Run LINE without a hook. */
+static char *
+run(struct znbd_dev *d, const char *line, int *rc, int *err)
+{
+  return run_hook(d, line, rc, err, NULL, NULL);
 }
 
 /* LINE must give exactly REPLY (all lines) with result 0. */
@@ -105,6 +113,43 @@ make_dev(const char *const *kv)
   return d;
 }
 
+/* A front-end's stats fields (znbd_control_stats_fn): " hook=N", N the
+ * calls so far. */
+static void
+stats_hook(void *opaque, FILE *out)
+{
+  int *calls = opaque;
+  fprintf(out, " hook=%d", ++*calls);
+}
+
+/* The hook's fields end the stats line, and only the stats line. */
+static void
+test_stats_hook(struct znbd_dev *d)
+{
+  int calls = 0;
+  const char *lines[] = {"stats", "open 0", "stats"};
+  const char *want[] = {
+      "ok zones=0 conv=0 empty=0 imp_open=0 exp_open=0 closed=0 full=0 "
+      "readonly=0 offline=0 active=0 max_open=0 max_active=0 allocated=0 "
+      "hook=1\n",
+      NULL, /* not zoned: an error, no hook */
+      "ok zones=0 conv=0 empty=0 imp_open=0 exp_open=0 closed=0 full=0 "
+      "readonly=0 offline=0 active=0 max_open=0 max_active=0 allocated=0 "
+      "hook=2\n"};
+  for (int i = 0; i < 3; i++) {
+    int rc, err;
+    char *buf = run_hook(d, lines[i], &rc, &err, stats_hook, &calls);
+    if (want[i])
+      CHECKF(rc == 0 && strcmp(buf, want[i]) == 0, "%s with a hook: %s",
+             lines[i], buf);
+    else
+      CHECKF(rc == -1 && strstr(buf, "hook") == NULL, "%s with a hook: %s",
+             lines[i], buf);
+    free(buf);
+  }
+  CHECKF(calls == 2, "hook called %d times, want 2", calls);
+}
+
 /* Requests refused on a RAM disk, and the grammar errors. */
 static void
 test_plain(void)
@@ -145,6 +190,7 @@ test_plain(void)
             "ok zones=0 conv=0 empty=0 imp_open=0 exp_open=0 closed=0 "
             "full=0 readonly=0 offline=0 active=0 max_open=0 max_active=0 "
             "allocated=0\n");
+  test_stats_hook(d);
   znbd_dev_free(d);
 }
 
