@@ -143,6 +143,28 @@ meta_put(struct meta *m, size_t k, uint64_t v)
   }
 }
 
+/* The first keys, up to zone_size, lay out the files (zoned, size,
+ * blocksize first). */
+#define NR_LAYOUT_KEYS 4
+
+/* Key K of the recorded REC differs from CUR (given): -1, errno EINVAL and
+ * a message naming the key and both values; else 0. */
+static int
+mismatch(const struct meta *rec, const struct meta *cur, size_t k,
+         const char *path, char *err, size_t errlen)
+{
+  const char *key = meta_keys[k].key;
+  uint64_t want = meta_get(rec, k), got = meta_get(cur, k);
+  if (want == got)
+    return 0;
+  set_err(err, errlen,
+          "%s: %" PRIu64 " given, but dir=%s was formatted with %s=%" PRIu64
+          " (%s/%s)",
+          key, got, path, key, want, path, META_NAME);
+  errno = EINVAL;
+  return -1;
+}
+
 static void
 meta_from_params(struct meta *m, const struct znbd_params *p)
 {
@@ -157,15 +179,6 @@ meta_from_params(struct meta *m, const struct znbd_params *p)
     m->max_open = p->zone_max_open;
     m->max_active = p->zone_max_active;
   }
-}
-
-/* The value of params field for meta key K (same names). */
-static uint64_t
-param_value(const struct znbd_params *p, size_t k)
-{
-  struct meta m;
-  meta_from_params(&m, p);
-  return meta_get(&m, k);
 }
 
 /* Zone list of the zones whose fault is COND, "3,7-9" ("" for none),
@@ -428,14 +441,19 @@ znbd_store_dir_params(struct znbd_params *p, void (*note)(const char *msg),
   close(dirfd);
   if (r <= 0)
     return r;
-  /* Not given: the recorded value.  Given and different: refused when the
-   * store opens (znbd_store_dir_open compares after the clamps). */
+  /* Not given: the recorded value.  Given and different: the layout keys
+   * are refused now (before other checks complain about a consequence),
+   * the others when the store opens (znbd_store_dir_open compares them
+   * after the clamps, which may change a given value). */
   struct meta cur;
   meta_from_params(&cur, p);
   for (size_t k = 0; k < NR_META_KEYS; k++) {
     const char *key = meta_keys[k].key;
     if (!znbd_params_given(p, key))
       meta_put(&cur, k, meta_get(&m, k));
+    else if (k < NR_LAYOUT_KEYS && (k < 3 || m.zoned) &&
+             mismatch(&m, &cur, k, p->dir, err, errlen) < 0)
+      return -1;
   }
   p->zoned = cur.zoned;
   p->size = cur.size;
@@ -639,17 +657,12 @@ static int
 check_geometry(struct dir_store *s, const struct znbd_params *p, char *err,
                size_t errlen)
 {
+  struct meta cur;
+  meta_from_params(&cur, p);
   for (size_t k = 0; k < NR_META_KEYS; k++) {
-    const char *key = meta_keys[k].key;
-    uint64_t want = meta_get(&s->m, k), got = param_value(p, k);
-    if (!strcmp(key, "write_cache") || (!s->m.zoned && k >= 3) || want == got)
-      continue;
-    set_err(err, errlen,
-            "%s: %" PRIu64 " given, but dir=%s was formatted with %s=%" PRIu64
-            " (%s/%s)",
-            key, got, s->path, key, want, s->path, META_NAME);
-    errno = EINVAL;
-    return -1;
+    if (strcmp(meta_keys[k].key, "write_cache") && (k < 3 || s->m.zoned) &&
+        mismatch(&s->m, &cur, k, s->path, err, errlen) < 0)
+      return -1;
   }
   return 0;
 }
