@@ -849,6 +849,22 @@ pwrite_all(int fd, const uint8_t *p, uint64_t n, uint64_t off)
   return 0;
 }
 
+/* Real zeros over [OFF, OFF+LEN) of FD: NBD's NO_HOLE wants the range
+ * provisioned, and file systems report fallocated (unwritten) extents as
+ * holes to SEEK_DATA. */
+static int
+write_zeros(int fd, uint64_t len, uint64_t off)
+{
+  static const uint8_t zeros[64 * 1024];
+  for (uint64_t pos = 0; pos < len;) {
+    uint64_t n = len - pos < sizeof zeros ? len - pos : sizeof zeros;
+    if (pwrite_all(fd, zeros, n, off + pos) < 0)
+      return -1;
+    pos += n;
+  }
+  return 0;
+}
+
 /* Not supported by this file system: not an error for best-effort
  * allocation. */
 static bool
@@ -899,12 +915,11 @@ put(struct dir_store *s, const uint8_t *buf, uint64_t len, uint64_t off0,
       r = pwrite_all(z->fd, buf + (off - off0), plen, zoff);
     else if (z->seq) /* zeros at the wp: the file grows */
       r = ftruncate(z->fd, (off_t)(zoff + plen));
-    else {
+    else if (flags & ZNBD_STORE_ZERO_ALLOCATE)
+      r = write_zeros(z->fd, plen, zoff);
+    else
       r = fallocate(z->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
                     (off_t)zoff, (off_t)plen);
-      if (r == 0 && (flags & ZNBD_STORE_ZERO_ALLOCATE))
-        r = fallocate(z->fd, 0, (off_t)zoff, (off_t)plen);
-    }
     atomic_store(&z->dirty, true);
     if (r < 0) {
       e = errno == ENOSPC || errno == EDQUOT ? ENOSPC : EIO;
