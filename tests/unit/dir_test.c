@@ -406,6 +406,60 @@ test_refused_write(void)
   printf("refused write: undone, wp and bytes unchanged\n");
 }
 
+/* Bytes DIR/NAME holds on disk (st_blocks), or -1. */
+static long long
+fblocks(const char *dir, const char *name)
+{
+  char path[4200];
+  struct stat st;
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  return stat(path, &st) == 0 ? (long long)st.st_blocks * 512 : -1;
+}
+
+/* zone_prealloc=true: the first write (or an explicit open) allocates the
+ * zone's capacity while the file size stays the wp; reset frees it.
+ * zone_prealloc=false allocates as written. */
+static void
+test_prealloc(void)
+{
+  char dir[4200], err[512];
+  static const char *const on[] = {"size",          "512K", "zone_size", "64K",
+                                   "zone_capacity", "48K",  NULL};
+  struct znbd_dev *d = open_dev(new_dir(dir, sizeof dir), on, err, sizeof err);
+  CHECK(d != NULL);
+  if (!d)
+    return;
+  put(d, 0, 4 * K, 1);
+  CHECK_EQ(fsize(dir, "seq-000000"), 4 * K);
+  if (fblocks(dir, "seq-000000") < (long long)(48 * K)) {
+    /* A file system without fallocate: nothing more to see. */
+    printf("prealloc: fallocate not supported here, skipped\n");
+    znbd_dev_free(d);
+    return;
+  }
+  CHECK(znbd_dev_zone_op(d, ZNBD_ZONE_OP_OPEN, 1) == 0);
+  CHECK_EQ(fsize(dir, "seq-000001"), 0);
+  CHECK(fblocks(dir, "seq-000001") >= (long long)(48 * K));
+  CHECK(znbd_dev_zone_op(d, ZNBD_ZONE_OP_RESET, 0) == 0);
+  CHECK_EQ(fblocks(dir, "seq-000000"), 0);
+  znbd_dev_free(d);
+
+  static const char *const off[] = {"zone_prealloc", "false", NULL};
+  d = open_dev(new_dir(dir, sizeof dir), off + 0, err, sizeof err);
+  CHECK(d == NULL); /* no size: a new directory needs one */
+  static const char *const off2[] = {
+      "size", "512K", "zone_size", "64K", "zone_prealloc", "false", NULL};
+  d = open_dev(dir, off2, err, sizeof err);
+  CHECK(d != NULL);
+  if (!d)
+    return;
+  put(d, 0, 4 * K, 1);
+  CHECK(fblocks(dir, "seq-000000") < (long long)(32 * K));
+  znbd_dev_free(d);
+  printf("prealloc: capacity allocated on first write and open, freed by "
+         "reset\n");
+}
+
 /* zoned=false: one sparse file, "data". */
 static void
 test_plain(void)
@@ -446,6 +500,7 @@ main(void)
   test_too_many_closed();
   test_refused_write();
   test_plain();
+  test_prealloc();
   char cmd[4200];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
   if (system(cmd) != 0)
