@@ -111,13 +111,13 @@ restore_zones(struct znbd_dev *d, char *err, size_t errlen)
       errno = EINVAL;
       return -1;
     }
-    closed += zs->zone[i].cond == ZNBD_ZONE_COND_CLOSED;
     if (fault == ZNBD_ZONE_COND_READONLY || fault == ZNBD_ZONE_COND_OFFLINE)
       znbd_zone_mgmt(zs,
                      fault == ZNBD_ZONE_COND_READONLY
                          ? ZNBD_ZONE_OP_SET_READONLY
                          : ZNBD_ZONE_OP_SET_OFFLINE,
                      i, NULL, NULL);
+    closed += zs->zone[i].cond == ZNBD_ZONE_COND_CLOSED;
   }
   if (zs->max_active && closed > zs->max_active)
     fprintf(stderr,
