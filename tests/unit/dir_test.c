@@ -193,6 +193,21 @@ test_format_and_restart(void)
     CHECK(reads_back(d, 1 * ZS + 12 * K, 4 * K, 7));
     znbd_dev_free(d);
   }
+  /* zone_offline given on reopen: applied on top of the record, and
+   * recorded; zone_full is ignored (the files say what is full). */
+  static const char *const more[] = {"zone_offline", "4", "zone_full", "true",
+                                     NULL};
+  d = open_dev(dir, more, err, sizeof err);
+  CHECK(d != NULL);
+  znbd_dev_free(d);
+  d = open_dev(dir, none, err, sizeof err);
+  CHECK(d != NULL);
+  if (d) {
+    CHECK_EQ(zone(d, 4).cond, ZNBD_ZONE_COND_OFFLINE);
+    CHECK_EQ(zone(d, 6).cond, ZNBD_ZONE_COND_READONLY);
+    CHECK_EQ(zone(d, 5).cond, ZNBD_ZONE_COND_EMPTY); /* not made FULL */
+    znbd_dev_free(d);
+  }
   printf("format, restart: conditions, wps and bytes come back\n");
 }
 
