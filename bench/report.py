@@ -52,9 +52,14 @@ DESC = {
     "zoned.so-1T": "zoned.so 1T zoned",
     "znbd-bio-1T": "znbd bio 1T zoned",
     "znbd-mq-1T": "znbd mq 1T zoned",
+    "nbd-strided": "fio nbd engine, --zonemode=strided",
+    "engine-zbd": "znbd-fio.so, --zonemode=zbd",
+    "nbd-zbd": "fio nbd engine, --zonemode=zbd (fio emulates the zones)",
+    "engine-strided": "znbd-fio.so, --zonemode=strided",
 }
 ANCHOR = {"ram": "null", "zoned": "null", "submit": "null", "order": "mq-none",
-          "peers": "null", "scale": "null-1T"}
+          "peers": "null", "scale": "null-1T",
+          "engine": "nbd-strided"}
 SECOND = {"ram": "memory", "peers": "memory", "order": "null-ord", "submit": "znbd-bio"}
 TITLE = {
     "ram": "1. RAM disk vs anchors",
@@ -63,6 +68,7 @@ TITLE = {
     "order": "4. Zone write ordering",
     "peers": "5. Peers",
     "scale": "6. Scale: 1 TiB export, 64 MiB zones",
+    "engine": "7. fio engine: --zonemode=zbd through znbd-fio.so vs fio's nbd engine",
 }
 
 
@@ -336,7 +342,7 @@ def check(target, part, row, wl, key, anchor_row, op, limit, anchor_wl=None):
         q, key, fmt(b.med, 1), fmt(a.med, 1), lo, hi, paired), met))
 
 
-for part in ["ram", "zoned", "submit", "order", "peers", "scale"]:
+for part in ["ram", "zoned", "submit", "order", "peers", "scale", "engine"]:
     if part not in parts_present:
         continue
     md.append("## " + TITLE[part])
@@ -353,6 +359,15 @@ for part in ["ram", "zoned", "submit", "order", "peers", "scale"]:
                   "series mq-deadline stops zone write locking on a queue that pipelines "
                   "zoned writes; both pipelined rows are shown (with and without an explicit "
                   "`no_zone_write_lock=true`) so the table shows whether znbd does the same.")
+        md.append("")
+    if part == "engine":
+        md.append("One fresh zoned znbd (`%s`) per run; fio sequential write, iodepth 32, "
+                  "one pass, capped at the run time.  The target row is znbd-fio.so with "
+                  "`--zonemode=zbd` (zones, write pointers and resets from the server) against "
+                  "fio's nbd engine with `--zonemode=strided` (no zone logic); the other two "
+                  "rows split the difference into fio's own zbd bookkeeping (nbd engine, "
+                  "zones emulated by fio) and the engine's (znbd-fio.so, strided)." %
+                  meta.get("srv.engine-zbd", "").replace("znbd ", ""))
         md.append("")
     if part == "scale":
         rss_table(part)
@@ -392,6 +407,9 @@ for wl in ("write-4k-qd32", "randread-4k-qd32"):
 for wl in ("randread-4k-qd32", "randwrite-4k-qd32"):
     check("znbd bio ≥ 1.15× null IOPS, %s" % wl, "submit", "znbd-bio", wl, "iops", "null", ">=", 1.15)
     check("znbd bio ≤ 0.5× null CPU/request, %s" % wl, "submit", "znbd-bio", wl, "cpu_us", "null", "<=", 0.5)
+for wl in ("write-4k-qd32", "write-128k-qd32"):
+    check("znbd-fio.so --zonemode=zbd ≥ 0.95× nbd engine --zonemode=strided, %s" % wl,
+          "engine", "engine-zbd", wl, "iops", "nbd-strided", ">=", 0.95)
 for prow in ("mq-deadline-pipe", "mq-deadline-pipe-nzwl"):
     check("%s ≥ 10× zone write locking" % DESC[prow], "order", prow, "write-4k-qd64-batch16", "iops",
           "mq-deadline", ">=", 10)
@@ -475,7 +493,7 @@ md.append("")
 # ---------------------------------------------------------------- plots
 plots = []
 if shutil.which("gnuplot"):
-    for part in ["ram", "zoned", "submit", "order", "peers", "scale"]:
+    for part in ["ram", "zoned", "submit", "order", "peers", "scale", "engine"]:
         wls = ordered(r["wl"] for r in runs if r["part"] == part and not r["wl"].startswith("rss-"))
         rows = ordered(r["row"] for r in runs if r["part"] == part and not r["wl"].startswith("rss-"))
         if not wls:

@@ -12,8 +12,8 @@
 #   BUILD=DIR        build tree (default: <top>/build)
 #   BENCH_QUICK=1    1-2 s runs, 1 round, small ranges; results go to
 #                    bench/results/tmp/ (not committed)
-#   BENCH_PARTS="ram zoned order submit peers scale persist"   parts to run,
-#                    in order (persist: bench/persist.sh, its own table)
+#   BENCH_PARTS="ram zoned order submit peers scale engine persist"   parts
+#                    to run, in order (persist: bench/persist.sh, its own table)
 #   BENCH_TIME_LIMIT=S  skip what is left after S seconds (default 1680)
 #   BENCH_ROUNDS=N   override the number of rounds
 #   BENCH_OUT=DIR    override the results directory
@@ -25,7 +25,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
 build=${BUILD:-$top/build}
 quick=${BENCH_QUICK:-0}
-parts=${BENCH_PARTS:-ram zoned order submit peers scale persist}
+parts=${BENCH_PARTS:-ram zoned order submit peers scale engine persist}
 
 if [ "$quick" = 1 ]; then
   rounds=${BENCH_ROUNDS:-1}
@@ -59,6 +59,11 @@ znbd=
 for f in "$build/server/znbd" "$build/znbd"; do
   [ -x "$f" ] && { znbd=$f; break; }
 done
+
+# The fio engine with zone hooks (client/znbd-fio.c; built when configure
+# found fio's source).
+engine_so=
+[ -f "$build/znbd-fio.so" ] && engine_so=$(cd "$build" && pwd)/znbd-fio.so
 
 work=$(mktemp -d /tmp/znbd-bench.XXXXXX)
 raw=$work/raw.tsv
@@ -105,8 +110,16 @@ SRV[memory-1T]="nbdkit memory size=1T"
 SRV[zoned.so-1T]="nbdkit @ZONED@ $big pipeline_zoned_writes=true"
 SRV[znbd-bio-1T]="znbd --queue-mode=bio $big"
 SRV[znbd-mq-1T]="znbd --queue-mode=mq --scheduler none $big pipeline_zoned_writes=true"
+# fio engines on one zoned znbd: rows named engine-* run fio with
+# znbd-fio.so, nbd-* with fio's own nbd engine (fio_run, ENGINE).
+zbd="znbd --queue-mode=bio size=4G zoned=true zone_size=64M"
+SRV[nbd-strided]=$zbd
+SRV[nbd-zbd]=$zbd
+SRV[engine-zbd]=$zbd
+SRV[engine-strided]=$zbd
 
 srv_available() { # NAME: 0 if its binary is built
+  case $1 in engine-*) [ -n "$engine_so" ] || return 1 ;; esac
   case ${SRV[$1]} in
     *@ZONED@*) [ -n "$zoned_so" ] ;;
     znbd*) [ -n "$znbd" ] ;;
@@ -163,10 +176,11 @@ status_kib() { # FIELD (VmRSS, VmHWM): of the server, KiB
   awk -v k="$1:" '$1 == k { print $2 }' "/proc/$SRV_PID/status" 2>/dev/null || echo 0
 }
 
+ENGINE=nbd # fio's --ioengine for fio_run
 fio_run() { # OUTFILE TIMEOUT ARGS...: one fio run against $URI
   local out=$1 t=$2
   shift 2
-  timeout "$t" fio --name=bench --ioengine=nbd --uri="$URI" --group_reporting \
+  timeout "$t" fio --name=bench --ioengine="$ENGINE" --uri="$URI" --group_reporting \
     --output-format=json --output="$out" "$@" >"$out.stdout" 2>"$out.stderr"
 }
 
@@ -402,6 +416,28 @@ part_scale() { # 1 TiB, 64 MiB zones
   echo >&2
 }
 
+part_engine() { # fio --zonemode=zbd through znbd-fio.so vs fio's nbd engine
+  local r row zm
+  echo "bench: part engine ($rounds rounds: nbd-strided engine-zbd nbd-zbd engine-strided)" >&2
+  for ((r = 1; r <= rounds; r++)); do
+    for row in nbd-strided engine-zbd nbd-zbd engine-strided; do
+      case $row in
+        *-strided) zm="--zonemode=strided --zonesize=64M --zonerange=64M" ;;
+        nbd-zbd) zm="--zonemode=zbd --zonesize=64M" ;; # fio emulates the zones
+        *) zm="--zonemode=zbd" ;; # the zones come from the engine
+      esac
+      ENGINE=nbd
+      [ "${row#engine-}" != "$row" ] && ENGINE=external:$engine_so
+      session engine "$row" $r none \
+        "write-4k-qd32|--rw=write --bs=4k --iodepth=32 $zm --size=$FRESH --runtime=$R"
+      session engine "$row" $r none \
+        "write-128k-qd32|--rw=write --bs=128k --iodepth=32 $zm --size=$FRESH --runtime=$R"
+      ENGINE=nbd
+    done
+  done
+  echo >&2
+}
+
 # ------------------------------------------------------------------- main
 t_start=$(date +%s)
 # Parts still to run once this many seconds have passed are skipped (their
@@ -432,7 +468,7 @@ commit=$(git -C "$top" describe --always --dirty 2>/dev/null || echo unknown)
 } >"$work/meta"
 for p in $parts; do
   case $p in
-    ram | zoned | submit | order | peers | scale)
+    ram | zoned | submit | order | peers | scale | engine)
       tp=$(date +%s)
       la=$(cut -d' ' -f1 /proc/loadavg)
       "part_$p"

@@ -199,10 +199,10 @@ cmd_report(struct znbd_dev *d, int nw, char **w, FILE *out)
   return 0;
 }
 
-/* Explain a refused zone operation on zone IDX (state Z before it) into
- * MSG (no errno name, no newline). */
+/* Explain a refused zone operation WHAT ("open", "append", ...) on zone
+ * IDX (state Z before it) into MSG (no errno name, no newline). */
 static void
-op_error_msg(struct znbd_dev *d, enum znbd_zone_op op, uint32_t idx,
+op_error_msg(struct znbd_dev *d, const char *what, uint32_t idx,
              const struct znbd_zone_info *z, int e, char *msg, size_t len)
 {
   const struct znbd_params *p = znbd_dev_params(d);
@@ -211,31 +211,31 @@ op_error_msg(struct znbd_dev *d, enum znbd_zone_op op, uint32_t idx,
   switch (e) {
   case ETOOMANYREFS:
     znbd_dev_stats(d, &st);
-    snprintf(
-        msg, len,
-        "zone %" PRIu32 ": %s refused: open zone limit reached "
-        "(max_open=%" PRIu32 ", imp_open=%" PRIu32 ", exp_open=%" PRIu32 ")",
-        idx, op_word(op), p->zone_max_open, st.nr_imp_open, st.nr_exp_open);
+    snprintf(msg, len,
+             "zone %" PRIu32 ": %s refused: open zone limit reached "
+             "(max_open=%" PRIu32 ", imp_open=%" PRIu32 ", exp_open=%" PRIu32
+             ")",
+             idx, what, p->zone_max_open, st.nr_imp_open, st.nr_exp_open);
     break;
   case EOVERFLOW:
     znbd_dev_stats(d, &st);
     snprintf(msg, len,
              "zone %" PRIu32 ": %s refused: active zone limit reached "
              "(max_active=%" PRIu32 ", active=%" PRIu32 ")",
-             idx, op_word(op), p->zone_max_active,
+             idx, what, p->zone_max_active,
              st.nr_imp_open + st.nr_exp_open + st.nr_closed);
     break;
   case EIO:
     if (z->type == ZNBD_ZONE_TYPE_CONVENTIONAL)
       snprintf(msg, len, "zone %" PRIu32 ": %s refused: conventional zone", idx,
-               op_word(op));
+               what);
     else
       snprintf(msg, len, "zone %" PRIu32 ": %s refused in condition %s", idx,
-               op_word(op), znbd_zone_cond_name(z->cond));
+               what, znbd_zone_cond_name(z->cond));
     break;
   default:
     snprintf(msg, len, "zone %" PRIu32 " (%s): %s failed: %s", idx,
-             znbd_zone_cond_name(z->cond), op_word(op), strerror(e));
+             znbd_zone_cond_name(z->cond), what, strerror(e));
     break;
   }
 }
@@ -251,7 +251,7 @@ op_one(struct znbd_dev *d, enum znbd_zone_op op, uint32_t idx, FILE *out)
   if (znbd_dev_zone_op(d, op, idx) == -1) {
     int e = errno;
     char msg[256];
-    op_error_msg(d, op, idx, &before, e, msg, sizeof msg);
+    op_error_msg(d, op_word(op), idx, &before, e, msg, sizeof msg);
     return reply_error(out, e, "%s", msg);
   }
   if (get_zone(d, idx, &after) == -1)
@@ -287,7 +287,7 @@ op_matching(struct znbd_dev *d, enum znbd_zone_op op,
       if (znbd_dev_zone_op(d, op, i + j) == -1) {
         int e = errno;
         char msg[256];
-        op_error_msg(d, op, i + j, &zones[j], e, msg, sizeof msg);
+        op_error_msg(d, op_word(op), i + j, &zones[j], e, msg, sizeof msg);
         return reply_error(out, e, "%s all stopped after %" PRIu32 " zones: %s",
                            op_word(op), *done, msg);
       }
@@ -418,6 +418,95 @@ cmd_stats(struct znbd_dev *d, FILE *out)
   return 0;
 }
 
+/* ---- append ---------------------------------------------------------- */
+
+/* "append ZONE LEN": split LINE, check the word and parse LEN (bytes,
+ * 1..ZNBD_CONTROL_APPEND_MAX).  Returns 1 (append, *LEN set, W[1] the
+ * zone word), 0 (not an append request) or -1 (malformed length). */
+static int
+split_append(const char *line, char *buf, size_t buflen, char *w[MAX_WORDS],
+             uint64_t *len)
+{
+  int nw = split(line, buf, buflen, w);
+  uint32_t v;
+
+  if (nw < 1 || strcmp(w[0], "append") != 0)
+    return 0;
+  if (nw != 3 || parse_u32(w[2], &v) == -1 || v == 0 ||
+      v > ZNBD_CONTROL_APPEND_MAX)
+    return -1;
+  *len = v;
+  return 1;
+}
+
+int
+znbd_control_append_len(const char *line, uint64_t *len, FILE *out)
+{
+  char buf[LINE_MAX_LEN + 1];
+  char *w[MAX_WORDS];
+  int r;
+
+  if (strlen(line) > LINE_MAX_LEN)
+    return 0; /* refused as over-long by znbd_control_exec() */
+  r = split_append(line, buf, sizeof buf, w, len);
+  if (r == -1)
+    reply_error(out, EINVAL,
+                "usage: append ZONE LEN, LEN 1..%u bytes followed by LEN "
+                "bytes of data; closing the connection",
+                ZNBD_CONTROL_APPEND_MAX);
+  return r;
+}
+
+int
+znbd_control_append(struct znbd_dev *d, const char *line, const void *data,
+                    FILE *out)
+{
+  char buf[LINE_MAX_LEN + 1];
+  char *w[MAX_WORDS];
+  uint64_t len, off;
+  uint32_t zone, bs = znbd_dev_params(d)->blocksize;
+  struct znbd_zone_info z;
+
+  if (strlen(line) > LINE_MAX_LEN ||
+      split_append(line, buf, sizeof buf, w, &len) != 1)
+    return reply_error(out, EINVAL, "not an append request");
+  if (parse_zone(d, w[1], &zone, out) == -1)
+    return -1;
+  if (len % bs != 0)
+    return reply_error(out, EINVAL,
+                       "append of %" PRIu64
+                       " bytes: not a multiple of the block size %" PRIu32,
+                       len, bs);
+  if (get_zone(d, zone, &z) == -1)
+    return reply_error(out, EINVAL, "zone %" PRIu32 " out of range", zone);
+  if (znbd_dev_append(d, data, len, z.start, &off) == -1) {
+    int e = errno;
+    char msg[256];
+
+    if (e != EIO) {
+      op_error_msg(d, "append", zone, &z, e, msg, sizeof msg);
+      return reply_error(out, e, "%s", msg);
+    }
+    /* Fresh state for the message: another client may have raced us. */
+    get_zone(d, zone, &z);
+    if (z.type == ZNBD_ZONE_TYPE_CONVENTIONAL)
+      return reply_error(out, EIO,
+                         "zone %" PRIu32 ": append refused: conventional zone",
+                         zone);
+    if (z.wp == ZNBD_WP_INVALID || z.cond == ZNBD_ZONE_COND_FULL)
+      return reply_error(out, EIO,
+                         "zone %" PRIu32 ": append refused in condition %s",
+                         zone, znbd_zone_cond_name(z.cond));
+    return reply_error(out, EIO,
+                       "zone %" PRIu32 ": append of %" PRIu64
+                       " bytes does not fit: wp=%" PRIu64 ", %" PRIu64
+                       " bytes left below the capacity",
+                       zone, len, z.wp, z.start + z.capacity - z.wp);
+  }
+  fprintf(out, "ok %" PRIu64 "\n", off);
+  return 0;
+}
+
 static const struct {
   const char *word;
   enum znbd_zone_op op;
@@ -474,22 +563,31 @@ znbd_control_exec(struct znbd_dev *d, const char *line, FILE *out)
       return -1;
     return op_one(d, ops[i].op, zone, out);
   }
+  if (strcmp(w[0], "append") == 0)
+    return reply_error(out, EINVAL,
+                       "append carries data: only the socket serves it");
   return reply_error(out, EINVAL,
                      "unknown request '%.32s': expected report, open, close, "
-                     "finish, reset, readonly, offline, online or stats",
+                     "finish, reset, readonly, offline, online, append or "
+                     "stats",
                      w[0]);
 }
 
 /* ---- the socket server ---------------------------------------------- */
 
+#define MAX_CLIENTS 64 /* served at once, one thread each */
+
 struct znbd_control {
   struct znbd_dev *dev;
   char *path;
   int listen_fd;
-  int wake[2];  /* a byte on wake[1] tells the thread to stop */
+  int wake[2];  /* a byte on wake[1] tells every thread to stop */
   dev_t st_dev; /* the socket file we created, to unlink only that */
   ino_t st_ino;
   pthread_t thread;
+  pthread_mutex_t lock; /* protects nr_clients */
+  pthread_cond_t idle;  /* signalled when a client thread ends */
+  unsigned nr_clients;
 };
 
 /* Wait for EVENTS on FD or a stop request.  Returns 1 ready, 0 stop. */
@@ -534,9 +632,10 @@ send_all(struct znbd_control *c, int fd, const char *buf, size_t len)
   return 0;
 }
 
-/* Execute LINE and send its reply. */
+/* Execute LINE (an append with its DATA when DATA is not NULL) and send
+ * its reply. */
 static int
-serve_line(struct znbd_control *c, int fd, const char *line)
+serve_line(struct znbd_control *c, int fd, const char *line, const void *data)
 {
   char *reply = NULL;
   size_t len = 0;
@@ -547,9 +646,91 @@ serve_line(struct znbd_control *c, int fd, const char *line)
     static const char nomem[] = "error ENOMEM out of memory\n";
     return send_all(c, fd, nomem, sizeof nomem - 1);
   }
-  znbd_control_exec(c->dev, line, m);
+  if (data)
+    znbd_control_append(c->dev, line, data, m);
+  else
+    znbd_control_exec(c->dev, line, m);
   fclose(m);
   r = send_all(c, fd, reply, len);
+  free(reply);
+  return r;
+}
+
+/* Receive exactly LEN bytes into BUF (NULL: receive and drop them).
+ * -1 when the client hangs up first or we are stopping. */
+static int
+recv_all(struct znbd_control *c, int fd, char *buf, uint64_t len)
+{
+  char sink[4096];
+
+  while (len > 0) {
+    char *p = buf ? buf : sink;
+    size_t want = buf || len < sizeof sink ? len : sizeof sink;
+    ssize_t r;
+
+    if (!wait_fd(c, fd, POLLIN))
+      return -1;
+    r = recv(fd, p, want, MSG_DONTWAIT);
+    if (r == -1) {
+      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
+        continue;
+      return -1;
+    }
+    if (r == 0)
+      return -1;
+    if (buf)
+      buf += r;
+    len -= (uint64_t)r;
+  }
+  return 0;
+}
+
+/* LINE is "append ZONE LEN": take its LEN bytes of data, the first of
+ * them from BUF[0..*HAVE) (what was received behind the line; consumed
+ * and shifted out), the rest from the socket, then execute it.  A client
+ * that hangs up before sending all the data gets nothing done. */
+static int
+serve_append(struct znbd_control *c, int fd, const char *line, uint64_t len,
+             char *buf, size_t *have)
+{
+  size_t early = *have < len ? *have : (size_t)len;
+  char *data = malloc(len);
+  int r;
+
+  if (data)
+    memcpy(data, buf, early);
+  memmove(buf, buf + early, *have - early);
+  *have -= early;
+  buf[*have] = '\0';
+  if (recv_all(c, fd, data ? data + early : NULL, len - early) == -1) {
+    free(data);
+    return -1;
+  }
+  if (data == NULL) {
+    static const char nomem[] = "error ENOMEM no memory for the append data\n";
+    return send_all(c, fd, nomem, sizeof nomem - 1);
+  }
+  r = serve_line(c, fd, line, data);
+  free(data);
+  return r;
+}
+
+/* Whether LINE is an append request: 1 with its data length in *LEN, 0
+ * if not, -1 if malformed (the error has been sent). */
+static int
+append_request(struct znbd_control *c, int fd, const char *line, uint64_t *len)
+{
+  char *reply = NULL;
+  size_t rlen = 0;
+  FILE *m = open_memstream(&reply, &rlen);
+  int r;
+
+  if (m == NULL)
+    return -1;
+  r = znbd_control_append_len(line, len, m);
+  fclose(m);
+  if (r == -1)
+    send_all(c, fd, reply, rlen);
   free(reply);
   return r;
 }
@@ -577,7 +758,7 @@ serve_client(struct znbd_control *c, int fd)
     if (r == 0) { /* hang-up: a last line without newline still counts */
       if (have > 0 && !skipping) {
         buf[have] = '\0';
-        serve_line(c, fd, buf);
+        serve_line(c, fd, buf, NULL);
       }
       return;
     }
@@ -585,13 +766,27 @@ serve_client(struct znbd_control *c, int fd)
     buf[have] = '\0';
     while ((nl = memchr(buf, '\n', have)) != NULL) {
       size_t used = (size_t)(nl - buf) + 1;
+      char line[LINE_MAX_LEN + 2];
+      uint64_t alen;
+      int a;
+
       *nl = '\0';
-      if (!skipping && serve_line(c, fd, buf) == -1)
-        return;
-      skipping = false;
+      memcpy(line, buf, used);
       memmove(buf, buf + used, have - used);
       have -= used;
       buf[have] = '\0';
+      if (skipping) {
+        skipping = false;
+        continue;
+      }
+      a = append_request(c, fd, line, &alen);
+      if (a == -1)
+        return; /* malformed append: its data cannot be skipped */
+      if (a == 1) {
+        if (serve_append(c, fd, line, alen, buf, &have) == -1)
+          return;
+      } else if (serve_line(c, fd, line, NULL) == -1)
+        return;
     }
     if (have == sizeof buf - 1) { /* no newline in a full buffer */
       if (!skipping) {
@@ -604,6 +799,56 @@ serve_client(struct znbd_control *c, int fd)
       skipping = true;
       have = 0;
     }
+  }
+}
+
+struct client {
+  struct znbd_control *c;
+  int fd;
+};
+
+static void *
+client_thread(void *arg)
+{
+  struct client *cl = arg;
+  struct znbd_control *c = cl->c;
+
+  serve_client(c, cl->fd);
+  close(cl->fd);
+  free(cl);
+  pthread_mutex_lock(&c->lock);
+  c->nr_clients--;
+  pthread_cond_broadcast(&c->idle);
+  pthread_mutex_unlock(&c->lock);
+  return NULL;
+}
+
+/* Serve FD on a thread of its own; refuse it when MAX_CLIENTS are
+ * served already or no thread can be made. */
+static void
+start_client(struct znbd_control *c, int fd)
+{
+  static const char busy[] = "error EAGAIN too many control clients\n";
+  struct client *cl = malloc(sizeof *cl);
+  pthread_attr_t attr;
+  pthread_t t;
+  bool ok = false;
+
+  pthread_mutex_lock(&c->lock);
+  if (cl && c->nr_clients < MAX_CLIENTS && pthread_attr_init(&attr) == 0) {
+    cl->c = c;
+    cl->fd = fd;
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    ok = pthread_create(&t, &attr, client_thread, cl) == 0;
+    pthread_attr_destroy(&attr);
+    if (ok)
+      c->nr_clients++;
+  }
+  pthread_mutex_unlock(&c->lock);
+  if (!ok) {
+    free(cl);
+    send(fd, busy, sizeof busy - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    close(fd);
   }
 }
 
@@ -625,8 +870,7 @@ control_thread(void *arg)
       }
       continue;
     }
-    serve_client(c, fd);
-    close(fd);
+    start_client(c, fd);
   }
   return NULL;
 }
@@ -687,6 +931,8 @@ control_free(struct znbd_control *c)
     close(c->wake[0]);
   if (c->wake[1] >= 0)
     close(c->wake[1]);
+  pthread_mutex_destroy(&c->lock);
+  pthread_cond_destroy(&c->idle);
   free(c->path);
   free(c);
 }
@@ -718,6 +964,8 @@ znbd_control_start(struct znbd_dev *d, const char *path, char *err,
   }
   c->dev = d;
   c->listen_fd = c->wake[0] = c->wake[1] = -1;
+  pthread_mutex_init(&c->lock, NULL);
+  pthread_cond_init(&c->idle, NULL);
 
   if (clear_stale(path, err, errlen) == -1)
     goto fail_errno;
@@ -773,6 +1021,11 @@ znbd_control_stop(struct znbd_control *c)
   while (write(c->wake[1], &b, 1) == -1 && errno == EINTR)
     ;
   pthread_join(c->thread, NULL);
+  /* The byte stays in the pipe: every client thread sees it too. */
+  pthread_mutex_lock(&c->lock);
+  while (c->nr_clients > 0)
+    pthread_cond_wait(&c->idle, &c->lock);
+  pthread_mutex_unlock(&c->lock);
   /* Unlink only the socket we made, not a successor's. */
   if (lstat(c->path, &st) == 0 && st.st_dev == c->st_dev &&
       st.st_ino == c->st_ino)

@@ -4,13 +4,15 @@
  * more reply lines.  The grammar and reply formats are in
  * man/znbd-zone-control.pod; requests:
  *   report [ZONE [COUNT]] | open|close|finish|reset ZONE|all |
- *   readonly ZONE | offline ZONE | online ZONE | stats
+ *   readonly ZONE | offline ZONE | online ZONE | stats |
+ *   append ZONE LEN (followed by LEN bytes of data)
  * Replies start "ok" or "error ERRNO-NAME message".  No NBD code here.
  */
 #ifndef ZNBD_CONTROL_H
 #define ZNBD_CONTROL_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "znbd/dev.h"
@@ -24,10 +26,33 @@
  * ENOMEM. */
 int znbd_control_exec(struct znbd_dev *d, const char *line, FILE *out);
 
+/* Largest zone append the socket takes, bytes (NBD's usual request
+ * limit). */
+#define ZNBD_CONTROL_APPEND_MAX (32u << 20)
+
+/* Whether LINE is an "append ZONE LEN" request.  Returns 1 with *LEN the
+ * number of data bytes that follow the line on the socket; 0 if LINE is
+ * another request; -1 if it is an append without a valid LEN (1 to
+ * ZNBD_CONTROL_APPEND_MAX bytes): an "error EINVAL" reply is written to
+ * OUT and, the data being impossible to skip, the connection must be
+ * closed. */
+int znbd_control_append_len(const char *line, uint64_t *len, FILE *out);
+
+/* Execute "append ZONE LEN" with its LEN bytes of DATA: znbd_dev_append()
+ * on zone ZONE, which assigns the offset at the write pointer and writes
+ * under the zone lock.  Replies "ok OFFSET" (absolute byte offset of the
+ * data) or "error ENAME ..."; a refused append changes nothing.  Returns
+ * 0 or -1 with errno: EINVAL (malformed, zone out of range, not zoned,
+ * LEN not a multiple of the block size), EIO (conventional zone, FULL,
+ * READONLY or OFFLINE, or LEN beyond the room left below the capacity:
+ * null_zone_write() with append), ETOOMANYREFS, EOVERFLOW, ENOMEM. */
+int znbd_control_append(struct znbd_dev *d, const char *line, const void *data,
+                        FILE *out);
+
 struct znbd_control;
 
-/* Listen on PATH (replacing a stale socket) and serve requests on a
- * thread of its own, one client at a time.  Start it after any fork.
+/* Listen on PATH (replacing a stale socket) and serve requests, each
+ * client (up to 64 at once) on a thread of its own.  Start it after any fork.
  * Returns NULL with errno and a message naming PATH in ERR: EEXIST (PATH
  * is not a socket), EADDRINUSE (a server listens there), ENAMETOOLONG,
  * EINVAL (empty path), ENOMEM, or the errno of socket/bind/listen. */

@@ -5,6 +5,9 @@
 #                            (independent of nbdzone: plain Python socket);
 #                            prints the reply, fails unless it starts "ok"
 #   nbd_write OFF LEN        write LEN bytes of 0xab at byte OFF with nbdsh
+#   cond_of ZONE, wp_of ZONE the condition name / absolute byte wp ("-":
+#                            none) of ZONE from the control socket (exact,
+#                            independent of nbdzone)
 #   zline START LEN CAP WPTR COND TYPE
 #                            one expected blkzone-format line; sizes in
 #                            512-byte sectors, COND em|oi|oe|cl|ro|fu|of|nw,
@@ -49,6 +52,9 @@ nbd_write() {
     die "nbdsh write of $2 bytes at $1 failed"
 }
 
+cond_of() { ctl "report $1 1" | sed -n 's/.* cond=\([A-Z_]*\)$/\1/p'; }
+wp_of() { ctl "report $1 1" | sed -n 's/.* wp=\([0-9-]*\) .*/\1/p'; }
+
 declare -A _cond_num=([nw]=0 [em]=1 [oi]=2 [oe]=3 [cl]=4 [ro]=13 [fu]=14 [of]=15)
 zline() {
   local type_text=CONVENTIONAL
@@ -74,4 +80,34 @@ start_zoned() {
   start_frontend size=15872K zone_size=1M zone_capacity=768K zone_nr_conv=2 \
     zone_control="$ctl" "$@"
   wait_ctl
+}
+
+# fio through the engine (client/znbd-fio.c):
+#   require_fio_engine       skip unless znbd-fio.so was built
+#   zfio NAME ARGS...        fio --name=NAME with the engine on $uri, JSON
+#                            output in $tmpdir/NAME.json (run_fio: dies if
+#                            fio fails); fio_get NAME KEY reads it
+#   zone_summary             one line "COND COND ..." of all zones from the
+#                            control socket
+fio_engine=$top_builddir/znbd-fio.so
+# In a sanitizer build the engine is instrumented and fio is not: preload
+# ASan into fio, as the helpers do for nbdkit.
+if [ "${ZNBD_SANITIZERS:-no}" = yes ]; then
+  fio() {
+    env "LD_PRELOAD=$(gcc -print-file-name=libasan.so)" \
+      "ASAN_OPTIONS=detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
+      "$(type -P fio)" "$@"
+  }
+fi
+require_fio_engine() {
+  require fio
+  [ -f "$fio_engine" ] || skip "znbd-fio.so is not built (configure found no fio source)"
+}
+zfio() {
+  local name=$1
+  shift
+  run_fio "$name" --ioengine=external:"$fio_engine" --uri="$uri" "$@"
+}
+zone_summary() {
+  ctl report | sed -n 's/.* cond=\([A-Z_]*\)$/\1/p' | tr '\n' ' '
 }

@@ -9,10 +9,6 @@ require nbdsh
 start_zoned
 
 M=$((1024 * 1024))
-# cond_of ZONE: the condition name of ZONE from the control socket (exact,
-# independent of nbdzone).
-cond_of() { ctl "report $1 1" | sed -n 's/.* cond=\([A-Z_]*\)$/\1/p'; }
-wp_of() { ctl "report $1 1" | sed -n 's/.* wp=\([0-9-]*\) .*/\1/p'; }
 expect_cond() { # expect_cond ZONE COND [WP]
   local c w
   c=$(cond_of "$1")

@@ -20,6 +20,18 @@ static int check_failures, check_count;
     }                                                                          \
   } while (0)
 
+/* CHECK with a printf-style message saying what was seen. */
+#define CHECKF(expr, ...)                                                      \
+  do {                                                                         \
+    check_count++;                                                             \
+    if (!(expr)) {                                                             \
+      check_failures++;                                                        \
+      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                     \
+      fprintf(stderr, __VA_ARGS__);                                            \
+      fputc('\n', stderr);                                                     \
+    }                                                                          \
+  } while (0)
+
 #define CHECK_EQ(a, b)                                                         \
   do {                                                                         \
     uint64_t a_ = (uint64_t)(a), b_ = (uint64_t)(b);                           \
