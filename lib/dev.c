@@ -1,10 +1,11 @@
-/* znbd: the device (include/znbd/dev.h): a RAM store, optionally with
- * zones on top.
+/* znbd: the device (include/znbd/dev.h): a store (RAM, or a directory
+ * with dir=), optionally with zones on top.
  *
  * Structure: every entry point checks the range and alignment first
- * (check_range: EINVAL), then either serves a plain RAM disk straight from
+ * (check_range: EINVAL), then either serves a plain disk straight from
  * the store, or — for a zoned device — hands the request to the zone
- * engine (lib/zone.c).  The zoned branches are marked "ZONED:".
+ * engine (lib/zone.c).  The zoned branches are marked "ZONED:".  The
+ * store is called only through its table of operations (lib/store.h).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -15,6 +16,7 @@
 
 #include "znbd/dev.h"
 #include "store.h"
+#include "store_dir.h"
 #include "zone.h"
 #include "err.h"
 
@@ -35,12 +37,33 @@ dup_or_null(const char *s, bool *fail)
   return c;
 }
 
-/* ZONED: discard callback of the zone engine (reset, finish, online). */
+/* ZONED: discard callback of the zone engine (reset, finish, online):
+ * the store hears which it was, so a file store can truncate.  A store
+ * that fails here (a file system error) says so on stderr; the zone's
+ * new condition stands, as a drive's would. */
 static void
-discard(void *opaque, uint64_t off, uint64_t len)
+discard(void *opaque, const struct znbd_zone *z, uint64_t from)
 {
   struct znbd_dev *d = opaque;
-  znbd_store_zero(d->store, len, off);
+  uint32_t zno = (uint32_t)(z - d->zs.zone);
+  int r;
+  if (z->cond == ZNBD_ZONE_COND_FULL)
+    r = d->store->ops->zone_finish(d->store, zno, from, z->start + z->len);
+  else
+    r = d->store->ops->zone_reset(d->store, zno, z->start, z->len);
+  if (r < 0)
+    fprintf(stderr, "znbd: zone %" PRIu32 ": %s store: %s\n", zno,
+            d->store->ops->name, strerror(errno));
+}
+
+/* ZONED: tell the store a zone's condition changed to or from READONLY /
+ * OFFLINE, so a persistent store keeps it. */
+static int
+keep_fault(struct znbd_dev *d, uint32_t zno)
+{
+  if (!d->store->ops->zone_fault)
+    return 0;
+  return d->store->ops->zone_fault(d->store, zno, d->zs.zone[zno].cond);
 }
 
 struct fault_ctx {
@@ -59,7 +82,52 @@ apply_fault(void *opaque, uint32_t zone)
   struct fault_ctx *c = opaque;
   if (c->d->zs.zone[zone].cond == c->cond)
     return 0;
-  return znbd_zone_mgmt(&c->d->zs, c->op, zone, discard, c->d) < 0 ? -1 : 0;
+  if (znbd_zone_mgmt(&c->d->zs, c->op, zone, discard, c->d) < 0)
+    return -1;
+  return keep_fault(c->d, zone) < 0 ? -1 : 0;
+}
+
+/* ZONED: a persistent store's zones come back as after a power cycle
+ * (znbd_zones_restore): wp from the bytes written, READONLY and OFFLINE
+ * as recorded. */
+static int
+restore_zones(struct znbd_dev *d, char *err, size_t errlen)
+{
+  struct znbd_zones *zs = &d->zs;
+  uint32_t closed = 0;
+
+  for (uint32_t i = zs->nr_conv; i < zs->nr_zones; i++) {
+    uint64_t written;
+    unsigned fault;
+    if (d->store->ops->zone_load(d->store, i, &written, &fault) < 0) {
+      set_err(err, errlen, "dir: zone %" PRIu32 ": %s", i, strerror(errno));
+      return -1;
+    }
+    if (znbd_zones_restore(zs, i, written) < 0) {
+      set_err(err, errlen,
+              "dir: zone %" PRIu32 " holds %" PRIu64
+              " bytes, more than its capacity",
+              i, written);
+      errno = EINVAL;
+      return -1;
+    }
+    if (fault == ZNBD_ZONE_COND_READONLY || fault == ZNBD_ZONE_COND_OFFLINE)
+      znbd_zone_mgmt(zs,
+                     fault == ZNBD_ZONE_COND_READONLY
+                         ? ZNBD_ZONE_OP_SET_READONLY
+                         : ZNBD_ZONE_OP_SET_OFFLINE,
+                     i, NULL, NULL);
+    closed += zs->zone[i].cond == ZNBD_ZONE_COND_CLOSED;
+  }
+  if (zs->max_active && closed > zs->max_active)
+    fprintf(stderr,
+            "znbd: dir=%s: %" PRIu32
+            " zones are CLOSED after the restart, more than "
+            "zone_max_active=%" PRIu32
+            "; they stay CLOSED and no other zone can become active until "
+            "enough of them are finished or reset\n",
+            d->p.dir, closed, zs->max_active);
+  return 0;
 }
 
 /* ZONED: lay out the zones from the finished params and apply the
@@ -75,7 +143,9 @@ zoned_setup(struct znbd_dev *d, char *err, size_t errlen)
       .nr_conv = p->zone_nr_conv,
       .max_open = p->zone_max_open,
       .max_active = p->zone_max_active,
-      .zone_full = p->zone_full,
+      /* dir=: the files say which zones are full (store_dir.c formats
+       * zone_full=true as full files). */
+      .zone_full = p->zone_full && !p->dir,
   };
   if (znbd_zones_init(&d->zs, &g) < 0) {
     int e = errno;
@@ -84,6 +154,8 @@ zoned_setup(struct znbd_dev *d, char *err, size_t errlen)
     errno = e;
     return -1;
   }
+  if (d->store->ops->zone_load && restore_zones(d, err, errlen) < 0)
+    return -1;
   struct fault_ctx ro = {d, ZNBD_ZONE_OP_SET_READONLY, ZNBD_ZONE_COND_READONLY};
   struct fault_ctx off = {d, ZNBD_ZONE_OP_SET_OFFLINE, ZNBD_ZONE_COND_OFFLINE};
   if (p->zone_readonly && znbd_parse_zone_list(p->zone_readonly, d->zs.nr_zones,
@@ -122,17 +194,28 @@ znbd_dev_new(const struct znbd_params *p, char *err, size_t errlen)
   d->p.zone_readonly = dup_or_null(p->zone_readonly, &fail);
   d->p.zone_offline = dup_or_null(p->zone_offline, &fail);
   d->p.zone_control = dup_or_null(p->zone_control, &fail);
+  d->p.dir = dup_or_null(p->dir, &fail);
   if (fail)
     goto nomem;
 
-  d->store = znbd_store_new(p->size, p->memory_backed);
-  if (!d->store) {
-    int e = errno;
-    set_err(err, errlen, "size: cannot map a store of %" PRIu64 " bytes: %s",
-            p->size, strerror(e));
-    znbd_dev_free(d);
-    errno = e;
-    return NULL;
+  if (p->dir) {
+    d->store = znbd_store_dir_open(p, err, errlen);
+    if (!d->store) {
+      int e = errno;
+      znbd_dev_free(d);
+      errno = e;
+      return NULL;
+    }
+  } else {
+    d->store = znbd_store_new(p->size, p->memory_backed);
+    if (!d->store) {
+      int e = errno;
+      set_err(err, errlen, "size: cannot map a store of %" PRIu64 " bytes: %s",
+              p->size, strerror(e));
+      znbd_dev_free(d);
+      errno = e;
+      return NULL;
+    }
   }
   if (p->zoned && zoned_setup(d, err, errlen) < 0) {
     int e = errno;
@@ -236,7 +319,8 @@ zoned_read(struct znbd_dev *d, uint8_t *buf, uint64_t len, uint64_t off)
   for (; off < end; off += plen, buf += plen) {
     struct znbd_zone *z = zone_piece(d, off, end, &plen);
     if (z->type == ZNBD_ZONE_TYPE_CONVENTIONAL) {
-      znbd_store_read(d->store, buf, plen, off); /* no zone state */
+      if (znbd_store_read(d->store, buf, plen, off) < 0) /* no zone state */
+        return -1;
       continue;
     }
     pthread_mutex_lock(&z->lock);
@@ -253,8 +337,12 @@ zoned_read(struct znbd_dev *d, uint8_t *buf, uint64_t len, uint64_t off)
       errno = EIO;
       return -1;
     }
-    if (n)
-      znbd_store_read(d->store, buf, n, off);
+    if (n && znbd_store_read(d->store, buf, n, off) < 0) {
+      int e = errno;
+      pthread_mutex_unlock(&z->lock);
+      errno = e;
+      return -1;
+    }
     if (n < plen)
       memset(buf + n,
              d->p.zone_read_past_wp == ZNBD_READ_PAST_WP_ONES ? 0xff : 0,
@@ -271,8 +359,7 @@ znbd_dev_read(struct znbd_dev *d, void *buf, uint64_t len, uint64_t off)
     return -1;
   if (is_zoned(d))
     return zoned_read(d, buf, len, off);
-  znbd_store_read(d->store, buf, len, off);
-  return 0;
+  return znbd_store_read(d->store, buf, len, off);
 }
 
 const void *
@@ -283,11 +370,23 @@ znbd_dev_read_ref(struct znbd_dev *d, uint64_t len, uint64_t off)
   return znbd_store_ref(d->store, len, off);
 }
 
+/* Store a write's data (BUF NULL: zeros, nothing allocated). */
+static int
+store_data(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off)
+{
+  if (buf)
+    return znbd_store_write(d->store, buf, len, off);
+  return znbd_store_zero(d->store, len, off, 0);
+}
+
 /* ZONED: lock the zones in ascending order (the first one alone while a
- * pipelined write waits for its wp), check every piece (prepare), commit,
- * then store the data after unlocking (znbd_zone_copy_begin says why and
- * what keeps it safe).  A failure before the commit changes nothing, and
- * the store cannot fail a write. */
+ * pipelined write waits for its wp), check every piece (prepare), then
+ *   - a store that cannot fail (RAM): commit, and store the data after
+ *     unlocking (znbd_zone_copy_begin says why and what keeps it safe);
+ *   - a store that can fail (dir=): store the data with the zones still
+ *     locked, then commit, or abort if storing failed (the store undoes
+ *     its partial write), so a failed write changes nothing.
+ * A failure before the commit changes nothing. */
 static int
 zoned_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
             unsigned flags)
@@ -315,11 +414,15 @@ zoned_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
   }
   if (first < last)
     znbd_zones_lock_range(zs, first + 1, last);
-  if (znbd_zone_write_prepare(zs, &t, off, len) < 0)
+  bool early = d->store->ops->write_may_fail;
+  if (znbd_zone_write_prepare(zs, &t, off, len) < 0) {
     e = errno;
-  else {
+  } else if (early && store_data(d, buf, len, off) < 0) {
+    e = errno;
+    znbd_zone_write_abort(&t);
+  } else {
     znbd_zone_write_commit(&t);
-    for (uint32_t i = first; i <= last; i++)
+    for (uint32_t i = first; i <= last && !early; i++)
       znbd_zone_copy_begin(&zs->zone[i]);
   }
   if (first < last)
@@ -328,10 +431,9 @@ zoned_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
     pthread_mutex_unlock(&z->lock);
   if (e)
     goto fail;
-  if (buf)
-    znbd_store_write(d->store, buf, len, off);
-  else
-    znbd_store_zero(d->store, len, off); /* allocates nothing */
+  if (early)
+    return 0;
+  store_data(d, buf, len, off); /* RAM: cannot fail */
   for (uint32_t i = first; i <= last; i++)
     znbd_zone_copy_end(&zs->zone[i]);
   return 0;
@@ -344,23 +446,6 @@ fail:
   return -1;
 }
 
-/* NBD WRITE_ZEROES with NO_HOLE on a RAM disk: the range must stay
- * provisioned (doc/proto.md, NBD_CMD_FLAG_NO_HOLE), so store real zeros,
- * a block at a time. */
-static int
-write_zeros_allocated(struct znbd_dev *d, uint64_t len, uint64_t off)
-{
-  static const uint8_t zeros[64 * 1024];
-
-  for (uint64_t pos = 0; pos < len;) {
-    uint64_t n = len - pos < sizeof zeros ? len - pos : sizeof zeros;
-    if (znbd_store_write(d->store, zeros, n, off + pos) < 0)
-      return -1;
-    pos += n;
-  }
-  return 0;
-}
-
 int
 znbd_dev_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
                unsigned flags)
@@ -369,12 +454,13 @@ znbd_dev_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
     return -1;
   if (is_zoned(d))
     return len ? zoned_write(d, buf, len, off, flags) : 0;
-  if (!buf && (flags & ZNBD_WRITE_ALLOCATE))
-    return write_zeros_allocated(d, len, off);
-  if (!buf) { /* WRITE_ZEROES: nothing allocated, whole pages freed */
-    znbd_store_zero(d->store, len, off);
-    return 0;
-  }
+  /* WRITE_ZEROES: nothing allocated, whole pages freed, unless NO_HOLE
+   * (doc/proto.md, NBD_CMD_FLAG_NO_HOLE) asks the range to stay
+   * provisioned. */
+  if (!buf)
+    return znbd_store_zero(
+        d->store, len, off,
+        (flags & ZNBD_WRITE_ALLOCATE) ? ZNBD_STORE_ZERO_ALLOCATE : 0);
   return znbd_store_write(d->store, buf, len, off);
 }
 
@@ -431,7 +517,8 @@ zoned_trim(struct znbd_dev *d, uint64_t len, uint64_t off)
   for (; off < end; off += plen) {
     struct znbd_zone *z = zone_piece(d, off, end, &plen);
     if (z->type == ZNBD_ZONE_TYPE_CONVENTIONAL) {
-      znbd_store_zero(d->store, plen, off); /* no zone state */
+      if (znbd_store_zero(d->store, plen, off, 0) < 0) /* no zone state */
+        return -1;
     } else if (!all && off == z->start && plen == z->len) {
       znbd_zone_mgmt(&d->zs, ZNBD_ZONE_OP_RESET, (uint32_t)(z - d->zs.zone),
                      discard, d);
@@ -447,8 +534,21 @@ znbd_dev_trim(struct znbd_dev *d, uint64_t len, uint64_t off)
     return -1;
   if (is_zoned(d))
     return zoned_trim(d, len, off);
-  znbd_store_zero(d->store, len, off);
-  return 0;
+  return znbd_store_zero(d->store, len, off, 0);
+}
+
+int
+znbd_dev_flush(struct znbd_dev *d)
+{
+  return znbd_store_flush(d->store);
+}
+
+int
+znbd_dev_sync(struct znbd_dev *d, uint64_t len, uint64_t off)
+{
+  if (check_range(d, len, off) < 0)
+    return -1;
+  return znbd_store_sync(d->store, len, off);
 }
 
 struct extents_ctx {
@@ -524,7 +624,13 @@ znbd_dev_zone_op(struct znbd_dev *d, enum znbd_zone_op op, uint32_t zone)
     errno = EINVAL;
     return -1;
   }
-  return znbd_zone_mgmt(&d->zs, op, zone, discard, d);
+  if (znbd_zone_mgmt(&d->zs, op, zone, discard, d) < 0)
+    return -1;
+  if (op == ZNBD_ZONE_OP_OPEN && d->store->ops->zone_open)
+    d->store->ops->zone_open(d->store, zone);
+  if (op >= ZNBD_ZONE_OP_SET_READONLY)
+    return keep_fault(d, zone);
+  return 0;
 }
 
 uint32_t

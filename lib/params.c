@@ -21,6 +21,7 @@
 
 #include "znbd/params.h"
 #include "err.h"
+#include "store_dir.h"
 
 /* The parameter table: one entry per key=value word, in the order --help
  * lists them.  Each entry gives
@@ -95,6 +96,10 @@ static const struct param table[] = {
       "Unix socket for zone management (report/open/close/finish/reset...)"),
     P(sched_batch, BOOL, "BOOL", "true", 0, NULL, ALL, NULL,
       "Serve from SCHED_BATCH threads"),
+    P(dir, PATH, "PATH", NULL, 0, NULL, ALL, NULL,
+      "Keep the device in this directory (zloop's file per zone layout)"),
+    P(zone_prealloc, BOOL, "BOOL", "true", 0, NULL, ALL, NULL,
+      "dir=: preallocate a zone's capacity when it opens"),
     P(hw_queue_depth, UINT, "N", "64", 1, "tags", MQ, "hw_queue_depth",
       "Tags per tag set"),
     P(submit_queues, UINT, "N", "1", 1, "queues", MQ, "submit_queues",
@@ -110,6 +115,7 @@ static const struct param table[] = {
 #undef ALL
 
 #define NR_PARAMS (sizeof table / sizeof table[0])
+_Static_assert(NR_PARAMS <= 64, "struct znbd_params.given has 64 bits");
 
 const struct znbd_param_info *
 znbd_param_info(size_t i)
@@ -187,7 +193,8 @@ znbd_params_free(struct znbd_params *p)
   free(p->zone_readonly);
   free(p->zone_offline);
   free(p->zone_control);
-  p->zone_readonly = p->zone_offline = p->zone_control = NULL;
+  free(p->dir);
+  p->zone_readonly = p->zone_offline = p->zone_control = p->dir = NULL;
 }
 
 int
@@ -538,7 +545,17 @@ znbd_params_set(struct znbd_params *p, const char *key, const char *value,
     errno = ENOENT;
     return -1;
   }
-  return set_value(p, e, value, err, errlen);
+  if (set_value(p, e, value, err, errlen) < 0)
+    return -1;
+  p->given |= UINT64_C(1) << (e - table);
+  return 0;
+}
+
+bool
+znbd_params_given(const struct znbd_params *p, const char *name)
+{
+  const struct param *e = name && !strchr(name, '=') ? find(name) : NULL;
+  return e && (p->given >> (e - table) & 1);
 }
 
 /* Who uses a parameter, for its help line ("" for every front-end). */
@@ -780,7 +797,14 @@ znbd_params_finish(struct znbd_params *p, void (*note)(const char *msg),
 {
   if (err && errlen)
     err[0] = '\0';
+  if (p->dir && znbd_store_dir_params(p, note, err, errlen) < 0)
+    return -1;
   errno = EINVAL;
+  if (p->dir && !p->memory_backed) {
+    set_err(err, errlen, "memory_backed: false cannot keep data in dir=%s",
+            p->dir);
+    return -1;
+  }
   if (check_device(p, err, errlen) < 0)
     return -1;
   if (!p->zoned) {

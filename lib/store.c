@@ -1,4 +1,4 @@
-/* znbd: the sparse RAM store (lib/store.h).
+/* znbd: the sparse RAM store (lib/store.h, znbd_store_new).
  *
  * Design, and why:
  *
@@ -59,7 +59,8 @@
 #define PAGE ((uint64_t)ZNBD_STORE_PAGE_SIZE)
 #define WORD_BITS 64
 
-struct znbd_store {
+struct ram_store {
+  struct znbd_store base;
   uint64_t size;   /* bytes */
   uint64_t npages; /* ceil(size / PAGE) */
   bool memory_backed;
@@ -83,6 +84,8 @@ map_noreserve(size_t len)
   return p;
 }
 
+static const struct znbd_store_ops ram_ops;
+
 struct znbd_store *
 znbd_store_new(uint64_t size, bool memory_backed)
 {
@@ -90,15 +93,16 @@ znbd_store_new(uint64_t size, bool memory_backed)
     errno = EINVAL;
     return NULL;
   }
-  struct znbd_store *s = calloc(1, sizeof *s);
+  struct ram_store *s = calloc(1, sizeof *s);
   if (!s)
     return NULL;
+  s->base.ops = &ram_ops;
   s->size = size;
   s->npages = size / PAGE + (size % PAGE != 0);
   s->memory_backed = memory_backed;
   atomic_init(&s->nalloc, 0);
   if (!memory_backed)
-    return s;
+    return &s->base;
 
   uint64_t nwords = (s->npages + WORD_BITS - 1) / WORD_BITS;
   if (s->npages > SIZE_MAX / PAGE || nwords > SIZE_MAX / 8) {
@@ -114,7 +118,7 @@ znbd_store_new(uint64_t size, bool memory_backed)
   s->bits = map_noreserve(s->bits_len);
   if (!s->bits)
     goto fail;
-  return s;
+  return &s->base;
 
 fail:;
   int e = errno;
@@ -125,11 +129,10 @@ fail:;
   return NULL;
 }
 
-void
-znbd_store_free(struct znbd_store *s)
+static void
+ram_free(struct znbd_store *base)
 {
-  if (!s)
-    return;
+  struct ram_store *s = (struct ram_store *)base;
   if (s->data)
     munmap(s->data, s->data_len);
   if (s->bits)
@@ -138,7 +141,7 @@ znbd_store_free(struct znbd_store *s)
 }
 
 static inline bool
-page_allocated(const struct znbd_store *s, uint64_t page)
+page_allocated(const struct ram_store *s, uint64_t page)
 {
   uint64_t w =
       atomic_load_explicit(&s->bits[page / WORD_BITS], memory_order_acquire);
@@ -156,7 +159,7 @@ bit_mask(unsigned lo, unsigned hi)
 /* First page in [page, end) whose allocation state differs from ALLOC,
  * or END.  Skips whole words at a time. */
 static uint64_t
-scan_run(const struct znbd_store *s, uint64_t page, uint64_t end, bool alloc)
+scan_run(const struct ram_store *s, uint64_t page, uint64_t end, bool alloc)
 {
   while (page < end) {
     uint64_t wi = page / WORD_BITS;
@@ -175,13 +178,14 @@ scan_run(const struct znbd_store *s, uint64_t page, uint64_t end, bool alloc)
   return end;
 }
 
-void
-znbd_store_read(struct znbd_store *s, void *buf, uint64_t len, uint64_t off)
+static int
+ram_read(struct znbd_store *base, void *buf, uint64_t len, uint64_t off)
 {
+  struct ram_store *s = (struct ram_store *)base;
   uint8_t *out = buf;
   if (!s->memory_backed) {
     memset(out, 0, len);
-    return;
+    return 0;
   }
   uint64_t end = off + len;
   while (off < end) {
@@ -200,11 +204,13 @@ znbd_store_read(struct znbd_store *s, void *buf, uint64_t len, uint64_t off)
     out += n;
     off += n;
   }
+  return 0;
 }
 
-const void *
-znbd_store_ref(struct znbd_store *s, uint64_t len, uint64_t off)
+static const void *
+ram_ref(struct znbd_store *base, uint64_t len, uint64_t off)
 {
+  struct ram_store *s = (struct ram_store *)base;
   if (!s->memory_backed || len == 0)
     return NULL;
   uint64_t first = off / PAGE, last = (off + len - 1) / PAGE + 1;
@@ -215,7 +221,7 @@ znbd_store_ref(struct znbd_store *s, uint64_t len, uint64_t off)
 
 /* Set the bits of pages [first, last) and count the newly set ones. */
 static void
-set_bits(struct znbd_store *s, uint64_t first, uint64_t last)
+set_bits(struct ram_store *s, uint64_t first, uint64_t last)
 {
   uint64_t added = 0;
   while (first < last) {
@@ -237,10 +243,10 @@ set_bits(struct znbd_store *s, uint64_t first, uint64_t last)
     atomic_fetch_add_explicit(&s->nalloc, added, memory_order_relaxed);
 }
 
-int
-znbd_store_write(struct znbd_store *s, const void *buf, uint64_t len,
-                 uint64_t off)
+static int
+ram_write(struct znbd_store *base, const void *buf, uint64_t len, uint64_t off)
 {
+  struct ram_store *s = (struct ram_store *)base;
   if (!s->memory_backed || len == 0)
     return 0;
   /* Data first, then the bits (release): a reader that sees the bit sees
@@ -253,7 +259,7 @@ znbd_store_write(struct znbd_store *s, const void *buf, uint64_t len,
 /* Clear the bits of pages [first, last), give back the pages that were
  * allocated, and uncount them. */
 static void
-free_pages(struct znbd_store *s, uint64_t first, uint64_t last)
+free_pages(struct ram_store *s, uint64_t first, uint64_t last)
 {
   uint64_t removed = 0;
   uint64_t run_start = 0, run_end = 0; /* pending madvise run, pages */
@@ -292,17 +298,36 @@ free_pages(struct znbd_store *s, uint64_t first, uint64_t last)
 
 /* Zero bytes [off, off+len) inside one page, if that page is allocated. */
 static void
-zero_partial(struct znbd_store *s, uint64_t off, uint64_t len)
+zero_partial(struct ram_store *s, uint64_t off, uint64_t len)
 {
   if (page_allocated(s, off / PAGE))
     memset(s->data + off, 0, len);
 }
 
-void
-znbd_store_zero(struct znbd_store *s, uint64_t len, uint64_t off)
+/* NBD WRITE_ZEROES with NO_HOLE: the range must stay provisioned
+ * (doc/proto.md, NBD_CMD_FLAG_NO_HOLE), so store real zeros, a block at a
+ * time. */
+static int
+write_zeros_allocated(struct znbd_store *base, uint64_t len, uint64_t off)
 {
+  static const uint8_t zeros[64 * 1024];
+
+  for (uint64_t pos = 0; pos < len;) {
+    uint64_t n = len - pos < sizeof zeros ? len - pos : sizeof zeros;
+    ram_write(base, zeros, n, off + pos);
+    pos += n;
+  }
+  return 0;
+}
+
+static int
+ram_zero(struct znbd_store *base, uint64_t len, uint64_t off, unsigned flags)
+{
+  struct ram_store *s = (struct ram_store *)base;
   if (!s->memory_backed || len == 0)
-    return;
+    return 0;
+  if (flags & ZNBD_STORE_ZERO_ALLOCATE)
+    return write_zeros_allocated(base, len, off);
   uint64_t end = off + len;
   /* A page counts as covered whole when the range reaches its end or the
    * end of the store (the last page may be short). */
@@ -317,21 +342,21 @@ znbd_store_zero(struct znbd_store *s, uint64_t len, uint64_t off)
       zero_partial(s, off, pend - off);
       zero_partial(s, pend, end - pend);
     }
-    return;
+    return 0;
   }
   if (off < first * PAGE)
     zero_partial(s, off, first * PAGE - off);
   if (last * PAGE < end)
     zero_partial(s, last * PAGE, end - last * PAGE);
   free_pages(s, first, last);
+  return 0;
 }
 
-int
-znbd_store_extents(struct znbd_store *s, uint64_t off, uint64_t len,
-                   int (*fn)(void *opaque, uint64_t off, uint64_t len,
-                             bool allocated),
-                   void *opaque)
+static int
+ram_extents(struct znbd_store *base, uint64_t off, uint64_t len,
+            znbd_store_extent_fn fn, void *opaque)
 {
+  struct ram_store *s = (struct ram_store *)base;
   if (len == 0)
     return 0;
   if (!s->memory_backed)
@@ -352,8 +377,37 @@ znbd_store_extents(struct znbd_store *s, uint64_t off, uint64_t len,
   return 0;
 }
 
-uint64_t
-znbd_store_allocated(const struct znbd_store *s)
+static uint64_t
+ram_allocated(struct znbd_store *base)
 {
+  struct ram_store *s = (struct ram_store *)base;
   return atomic_load_explicit(&s->nalloc, memory_order_relaxed) * PAGE;
 }
+
+static int
+ram_zone_reset(struct znbd_store *s, uint32_t zno, uint64_t start, uint64_t len)
+{
+  (void)zno;
+  return ram_zero(s, len, start, 0);
+}
+
+static int
+ram_zone_finish(struct znbd_store *s, uint32_t zno, uint64_t from, uint64_t end)
+{
+  (void)zno;
+  return ram_zero(s, end - from, from, 0);
+}
+
+static const struct znbd_store_ops ram_ops = {
+    .name = "ram",
+    .write_may_fail = false,
+    .free = ram_free,
+    .read = ram_read,
+    .write = ram_write,
+    .zero = ram_zero,
+    .extents = ram_extents,
+    .zone_reset = ram_zone_reset,
+    .zone_finish = ram_zone_finish,
+    .allocated = ram_allocated,
+    .ref = ram_ref,
+};

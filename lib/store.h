@@ -1,10 +1,15 @@
-/* znbd: the sparse RAM store (brd-like), bytes in, bytes out.
+/* znbd: the store seam — where a device keeps its bytes.
  *
- * Pages (ZNBD_STORE_PAGE_SIZE bytes) are allocated on their first write
- * and freed when a trim or zero covers them whole; never-written and
- * trimmed ranges read back as zeros without allocating.  Requests on
- * different pages never share a lock.  No zone, NBD or nbdkit knowledge.
- * All offsets and lengths are in bytes; callers check ranges.
+ * A store is a table of operations (struct znbd_store_ops, in the style of
+ * nbdkit's common/allocators) behind one pointer; lib/dev.c calls only
+ * through it.  Two implementations:
+ *   - the sparse RAM store (lib/store.c, znbd_store_new): brd-like pages,
+ *     never fails a write;
+ *   - the directory store (lib/store_dir.c, znbd_store_dir_open): one file
+ *     per zone as Linux zloop lays them out, persistent across restarts.
+ * No zone rules live in a store: the zone engine (lib/zone.c) decides, the
+ * store keeps bytes.  Offsets and lengths are bytes; callers check ranges.
+ * Errors are -1 with errno; a failed write or zero changes no byte.
  */
 #ifndef ZNBD_STORE_H
 #define ZNBD_STORE_H
@@ -16,49 +21,142 @@
 
 struct znbd_store;
 
-/* A store of SIZE bytes.  MEMORY_BACKED false keeps no data: writes are
- * discarded and reads return zeros (null_blk memory_backed=0).
- * Returns NULL with errno ENOMEM or EINVAL (SIZE is 0). */
+/* Flags of zero(). */
+#define ZNBD_STORE_ZERO_ALLOCATE 0x1u /* keep the range allocated */
+
+typedef int (*znbd_store_extent_fn)(void *opaque, uint64_t off, uint64_t len,
+                                    bool allocated);
+
+struct znbd_store_ops {
+  const char *name; /* "ram", "dir" */
+  /* Writes can fail (disk full, I/O error): a zoned write must then store
+   * its data before it commits the write pointer (lib/dev.c). */
+  bool write_may_fail;
+
+  void (*free)(struct znbd_store *s);
+  /* Copy LEN bytes at OFF into BUF; never-written bytes read as zeros.
+   * Errors: EIO. */
+  int (*read)(struct znbd_store *s, void *buf, uint64_t len, uint64_t off);
+  /* Store LEN bytes from BUF at OFF.  Errors: ENOSPC, EIO; then no byte
+   * changed (partial file writes are undone). */
+  int (*write)(struct znbd_store *s, const void *buf, uint64_t len,
+               uint64_t off);
+  /* Make LEN bytes at OFF read as zeros (NBD TRIM and WRITE_ZEROES);
+   * ZNBD_STORE_ZERO_ALLOCATE keeps them allocated.  Errors as write. */
+  int (*zero)(struct znbd_store *s, uint64_t len, uint64_t off, unsigned flags);
+  /* Allocated and unallocated runs of [OFF, OFF+LEN) in ascending order;
+   * returns FN's first non-zero result, else 0. */
+  int (*extents)(struct znbd_store *s, uint64_t off, uint64_t len,
+                 znbd_store_extent_fn fn, void *opaque);
+  /* Everything written so far is on stable storage (NBD FLUSH).  NULL: no
+   * stable storage to reach (RAM).  Errors: EIO. */
+  int (*flush)(struct znbd_store *s);
+  /* [OFF, OFF+LEN) is on stable storage (NBD FUA).  NULL as flush. */
+  int (*sync)(struct znbd_store *s, uint64_t len, uint64_t off);
+  /* Zone ZNO (bytes [START, START+LEN)) was reset: its data goes. */
+  int (*zone_reset)(struct znbd_store *s, uint32_t zno, uint64_t start,
+                    uint64_t len);
+  /* Zone ZNO was finished: data from the old wp FROM to END goes (reads
+   * as zeros). */
+  int (*zone_finish)(struct znbd_store *s, uint32_t zno, uint64_t from,
+                     uint64_t end);
+  /* Zone ZNO became open (explicitly); NULL: nothing to do.  For
+   * preallocation; a failure is not an error of the open. */
+  void (*zone_open)(struct znbd_store *s, uint32_t zno);
+  /* Zone ZNO's condition became COND (enum znbd_zone_cond): READONLY or
+   * OFFLINE, or back to EMPTY from one of them; NULL: not kept.  Errors:
+   * EIO (the condition could not be recorded). */
+  int (*zone_fault)(struct znbd_store *s, uint32_t zno, unsigned cond);
+  /* After a restart: zone ZNO's bytes written from its start in
+   * *WRITTEN, and in *FAULT the condition kept for it (READONLY, OFFLINE)
+   * or 0.  NULL: the store starts empty (RAM).  Errors: EIO. */
+  int (*zone_load)(struct znbd_store *s, uint32_t zno, uint64_t *written,
+                   unsigned *fault);
+  /* Bytes of data held now. */
+  uint64_t (*allocated)(struct znbd_store *s);
+  /* The LEN bytes at OFF in place (zero-copy send), or NULL: the caller
+   * then copies with read().  NULL op: never in place. */
+  const void *(*ref)(struct znbd_store *s, uint64_t len, uint64_t off);
+};
+
+/* Every store starts with this. */
+struct znbd_store {
+  const struct znbd_store_ops *ops;
+};
+
+/* The sparse RAM store of SIZE bytes (lib/store.c).  Pages
+ * (ZNBD_STORE_PAGE_SIZE bytes) are allocated on their first write and
+ * freed when a trim or zero covers them whole; never-written and trimmed
+ * ranges read back as zeros without allocating.  MEMORY_BACKED false keeps
+ * no data: writes are discarded and reads return zeros (null_blk
+ * memory_backed=0).  Returns NULL with errno ENOMEM or EINVAL (SIZE 0). */
 struct znbd_store *znbd_store_new(uint64_t size, bool memory_backed);
 
-/* Free S and all its pages.  S may be NULL. */
-void znbd_store_free(struct znbd_store *s);
+/* The calls, one per op. */
+static inline void
+znbd_store_free(struct znbd_store *s)
+{
+  if (s)
+    s->ops->free(s);
+}
 
-/* Copy LEN bytes at OFF into BUF; unallocated bytes read as zeros. */
-void znbd_store_read(struct znbd_store *s, void *buf, uint64_t len,
-                     uint64_t off);
+static inline int
+znbd_store_read(struct znbd_store *s, void *buf, uint64_t len, uint64_t off)
+{
+  return s->ops->read(s, buf, len, off);
+}
 
-/* The LEN bytes at OFF (bytes) in place, for a caller that hands them
- * straight to the kernel (a send from the store, no copy): a pointer
- * into the store if every page of the range is allocated, else NULL (the
- * caller copies with znbd_store_read(), which gives zeros for holes
- * without touching the mapping).  The bytes stay mapped until
- * znbd_store_free(); a write or trim that overlaps them changes what they
- * read (a trimmed page reads zeros), as for any overlapping requests. */
-const void *znbd_store_ref(struct znbd_store *s, uint64_t len, uint64_t off);
+/* RAM: the LEN bytes at OFF inside the mapping if every page of the range
+ * is allocated, else NULL; they stay mapped until znbd_store_free() (a
+ * write or trim that overlaps them changes what they read, as for any
+ * overlapping requests).  Other stores: NULL. */
+static inline const void *
+znbd_store_ref(struct znbd_store *s, uint64_t len, uint64_t off)
+{
+  return s->ops->ref ? s->ops->ref(s, len, off) : NULL;
+}
 
-/* Store LEN bytes from BUF at OFF (bytes), allocating pages as needed.
- * Returns 0: pages come from the kernel's page faults on a NORESERVE
- * mapping, which cannot fail with an error (out of memory is the OOM
- * killer's business), so callers may rely on a write never failing. */
-int znbd_store_write(struct znbd_store *s, const void *buf, uint64_t len,
-                     uint64_t off);
+/* RAM: never fails (page faults on a NORESERVE mapping cannot return an
+ * error; out of memory is the OOM killer's business). */
+static inline int
+znbd_store_write(struct znbd_store *s, const void *buf, uint64_t len,
+                 uint64_t off)
+{
+  return s->ops->write(s, buf, len, off);
+}
 
-/* Make LEN bytes at OFF read as zeros: pages covered whole are freed,
- * partial pages have exactly those bytes zeroed (neighbours untouched),
- * nothing is allocated.  This is both NBD TRIM and WRITE_ZEROES. */
-void znbd_store_zero(struct znbd_store *s, uint64_t len, uint64_t off);
+/* RAM: pages covered whole are freed, partial pages have exactly those
+ * bytes zeroed, nothing is allocated (unless ZNBD_STORE_ZERO_ALLOCATE). */
+static inline int
+znbd_store_zero(struct znbd_store *s, uint64_t len, uint64_t off,
+                unsigned flags)
+{
+  return s->ops->zero(s, len, off, flags);
+}
 
-/* Call FN for consecutive runs covering [OFF, OFF+LEN), each run either
- * wholly allocated or wholly unallocated, in ascending order; runs are
- * clipped to the range.  Stops at and returns FN's first non-zero result,
- * else 0. */
-int znbd_store_extents(struct znbd_store *s, uint64_t off, uint64_t len,
-                       int (*fn)(void *opaque, uint64_t off, uint64_t len,
-                                 bool allocated),
-                       void *opaque);
+static inline int
+znbd_store_extents(struct znbd_store *s, uint64_t off, uint64_t len,
+                   znbd_store_extent_fn fn, void *opaque)
+{
+  return s->ops->extents(s, off, len, fn, opaque);
+}
 
-/* Bytes of data the store holds now (allocated pages × page size). */
-uint64_t znbd_store_allocated(const struct znbd_store *s);
+static inline int
+znbd_store_flush(struct znbd_store *s)
+{
+  return s->ops->flush ? s->ops->flush(s) : 0;
+}
+
+static inline int
+znbd_store_sync(struct znbd_store *s, uint64_t len, uint64_t off)
+{
+  return s->ops->sync ? s->ops->sync(s, len, off) : 0;
+}
+
+static inline uint64_t
+znbd_store_allocated(struct znbd_store *s)
+{
+  return s->ops->allocated(s);
+}
 
 #endif

@@ -68,7 +68,11 @@ store_counts(struct znbd_zones *zs, struct counts c)
 {
   assert((uint64_t)c.io + c.eo + c.cl <= zs->nr_zones - zs->nr_conv);
   assert(!zs->max_open || c.io + c.eo <= zs->max_open);
-  assert(!zs->max_active || c.io + c.eo + c.cl <= zs->max_active);
+  /* Only zones restored CLOSED after a power cycle can take the active
+   * count past the limit (znbd_zones_restore); it never grows beyond. */
+  assert(!zs->max_active || c.io + c.eo + c.cl <= zs->max_active ||
+         c.io + c.eo + c.cl <=
+             zs->nr_imp_open + zs->nr_exp_open + zs->nr_closed);
   zs->nr_imp_open = c.io;
   zs->nr_exp_open = c.eo;
   zs->nr_closed = c.cl;
@@ -719,7 +723,7 @@ znbd_zone_mgmt(struct znbd_zones *zs, enum znbd_zone_op op, uint32_t zno,
         pthread_mutex_unlock(&zs->res_lock);
         wait_copies(z);
         if (discard)
-          discard(opaque, z->start, z->len);
+          discard(opaque, z, z->start);
         wake_waiters(z);
       }
       pthread_mutex_unlock(&z->lock);
@@ -737,12 +741,41 @@ znbd_zone_mgmt(struct znbd_zones *zs, enum znbd_zone_op op, uint32_t zno,
   pthread_mutex_unlock(&zs->res_lock);
   if (discard && from < z->start + z->len) {
     wait_copies(z);
-    discard(opaque, from, z->start + z->len - from);
+    discard(opaque, z, from);
   }
   if (r == 0)
     wake_waiters(z);
   pthread_mutex_unlock(&z->lock);
   return r;
+}
+
+int
+znbd_zones_restore(struct znbd_zones *zs, uint32_t zno, uint64_t written)
+{
+  struct znbd_zone *z;
+
+  if (zno < zs->nr_conv || zno >= zs->nr_zones) {
+    errno = EINVAL;
+    return -1;
+  }
+  z = &zs->zone[zno];
+  if (z->cond != ZNBD_ZONE_COND_EMPTY || written > z->capacity) {
+    errno = EINVAL;
+    return -1;
+  }
+  if (written == 0)
+    return 0;
+  pthread_mutex_lock(&zs->res_lock);
+  z->wp = z->start + written;
+  if (written == z->capacity) {
+    z->cond = ZNBD_ZONE_COND_FULL;
+  } else {
+    /* Not through store_counts(): this may pass max_active on purpose. */
+    z->cond = ZNBD_ZONE_COND_CLOSED;
+    zs->nr_closed++;
+  }
+  pthread_mutex_unlock(&zs->res_lock);
+  return 0;
 }
 
 void

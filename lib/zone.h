@@ -202,9 +202,12 @@ void znbd_zone_write_abort(struct znbd_zone_txn *t);
 void znbd_zone_copy_begin(struct znbd_zone *z);
 void znbd_zone_copy_end(struct znbd_zone *z);
 
-/* Called with the zone locked for byte ranges whose data must go (reset,
- * finish past the old wp, back online). */
-typedef void (*znbd_zone_discard_fn)(void *opaque, uint64_t off, uint64_t len);
+/* Called with zone Z locked, after its condition changed, when the data
+ * of bytes [FROM, zone end) must go: Z->cond is FULL after a finish (FROM
+ * is the old wp), EMPTY after a reset or back online (FROM is the zone
+ * start). */
+typedef void (*znbd_zone_discard_fn)(void *opaque, const struct znbd_zone *z,
+                                     uint64_t from);
 
 /* Zone management on zone index ZNO (the engine locks it), null_blk's
  * null_zone_mgmt() and configfs zone_readonly/zone_offline:
@@ -228,6 +231,17 @@ typedef void (*znbd_zone_discard_fn)(void *opaque, uint64_t off, uint64_t len);
  * (open limit), EOVERFLOW (active limit). */
 int znbd_zone_mgmt(struct znbd_zones *zs, enum znbd_zone_op op, uint32_t zno,
                    znbd_zone_discard_fn discard, void *opaque);
+
+/* After a power cycle (persistent store): sequential zone ZNO, EMPTY and
+ * not locked by anyone, gets its wp back from WRITTEN, the bytes written
+ * from its start: 0 -> EMPTY, its capacity -> FULL, else CLOSED (active,
+ * not open), as a drive turns open zones into closed ones when power
+ * returns (doc/zone-rules.md, after a power cycle).  More CLOSED zones than
+ * zone_max_active are accepted: the active count then exceeds the limit
+ * until zones are finished or reset, and no zone can become active before
+ * it drops below.  Returns 0, or -1 with errno EINVAL (conventional zone,
+ * not EMPTY, WRITTEN beyond the capacity). */
+int znbd_zones_restore(struct znbd_zones *zs, uint32_t zno, uint64_t written);
 
 /* The counters, read together under the resource lock. */
 void znbd_zones_counters(struct znbd_zones *zs, uint32_t *imp_open,

@@ -289,14 +289,25 @@ zoned_pread(void *handle, void *buf, uint32_t count, uint64_t offset,
   return r < 0 ? fail("pread", count, offset, e) : 0;
 }
 
+/* After a write, zero or trim R (0 or -1): with FUA, its range goes to
+ * stable storage before the reply (znbd_dev_sync; nothing to do in
+ * RAM). */
+static int
+fua(int r, uint32_t flags, uint32_t count, uint64_t offset)
+{
+  if (r == 0 && (flags & NBDKIT_FLAG_FUA))
+    r = znbd_dev_sync(dev, count, offset);
+  return r;
+}
+
 static int
 zoned_pwrite(void *handle, const void *buf, uint32_t count, uint64_t offset,
              uint32_t flags)
 {
   if (check_aligned("pwrite", count, offset) < 0)
     return -1;
-  /* FUA: RAM is as durable as it gets once the write has returned. */
   int r = znbd_dev_write(dev, buf, count, offset, 0);
+  r = fua(r, flags, count, offset);
   int e = errno;
   complete_delay();
   return r < 0 ? fail("pwrite", count, offset, e) : 0;
@@ -312,6 +323,7 @@ zoned_zero(void *handle, uint32_t count, uint64_t offset, uint32_t flags)
    * (the client sent NO_HOLE) the range must stay allocated. */
   unsigned wflags = (flags & NBDKIT_FLAG_MAY_TRIM) ? 0 : ZNBD_WRITE_ALLOCATE;
   int r = znbd_dev_write(dev, NULL, count, offset, wflags);
+  r = fua(r, flags, count, offset);
   int e = errno;
   complete_delay();
   return r < 0 ? fail("zero", count, offset, e) : 0;
@@ -323,16 +335,26 @@ zoned_trim(void *handle, uint32_t count, uint64_t offset, uint32_t flags)
   if (check_aligned("trim", count, offset) < 0)
     return -1;
   int r = znbd_dev_trim(dev, count, offset);
+  r = fua(r, flags, count, offset);
   int e = errno;
   complete_delay();
   return r < 0 ? fail("trim", count, offset, e) : 0;
 }
 
+/* FLUSH: RAM is as durable as it gets once a write has returned; dir=
+ * fdatasyncs the files written since the last flush (on nbdkit's worker
+ * thread, which may block). */
 static int
 zoned_flush(void *handle, uint32_t flags)
 {
+  int r = znbd_dev_flush(dev);
+  int e = errno;
   complete_delay();
-  return 0;
+  if (r < 0) {
+    nbdkit_error("flush: %s", strerror(e));
+    errno = znbd_dev_wire_errno(e);
+  }
+  return r;
 }
 
 static int

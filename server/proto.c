@@ -1011,8 +1011,10 @@ nbd_exec(const struct nbdc *c, const struct nbd_req *r, unsigned xflags,
   case NBD_CMD_TRIM:
     rc = znbd_dev_trim(d, r->len, r->off);
     break;
-  case NBD_CMD_FLUSH: /* RAM: everything completed is as durable as it */
-  case NBD_CMD_CACHE: /* gets; CACHE has nothing to prefetch */
+  case NBD_CMD_FLUSH: /* dir=: fdatasync; RAM: nothing to do */
+    rc = znbd_dev_flush(d);
+    break;
+  case NBD_CMD_CACHE: /* nothing to prefetch */
     break;
   case NBD_CMD_BLOCK_STATUS:
     rc = exec_block_status(c, r, out);
@@ -1023,6 +1025,12 @@ nbd_exec(const struct nbdc *c, const struct nbd_req *r, unsigned xflags,
     nbd_reply_error(c, r, NBD_EINVAL, "unknown command", out);
     return 0;
   }
+  /* FUA on a command that changed data: its range on stable storage
+   * before the reply (doc/proto.md, NBD_CMD_FLAG_FUA). */
+  if (rc == 0 && (r->flags & NBD_CMD_FLAG_FUA) &&
+      (r->type == NBD_CMD_WRITE || r->type == NBD_CMD_WRITE_ZEROES ||
+       r->type == NBD_CMD_TRIM))
+    rc = znbd_dev_sync(d, r->len, r->off);
   if (rc == -1) {
     if (errno == EAGAIN && (xflags & EXEC_REQUEUE))
       return EXEC_AGAIN;

@@ -35,6 +35,11 @@
 #                     size= is passed on, other parameters are ignored)
 # A front-end whose binary is not built makes the test skip (77).
 #
+# ZNBD_STORE=dir: every start_frontend / expect_start_failure of a znbd
+# front-end gets dir=$tmpdir/storeN (a new directory each time) unless
+# the test passes dir= or memory_backed=false itself, so a test written
+# for the RAM store runs unchanged on the directory store.
+#
 # Environment from tests/env.am (AM_TESTS_ENVIRONMENT): top_builddir,
 # top_srcdir, builddir, srcdir (absolute), ZNBD_SANITIZERS=yes|no.  When a
 # test is run by hand they default to the source tree and $top_srcdir/build
@@ -160,6 +165,12 @@ _frontend_cmd() {
     _listen=(-i 127.0.0.1 -p "$_tcp_port")
   else
     _listen=(-U "$sock")
+  fi
+  if [ "${ZNBD_STORE:-ram}" = dir ] && [ "$ZNBD_FRONTEND" != memory ]; then
+    case " $* " in
+    *" dir="* | *" memory_backed=false "* | *" memory_backed=0 "*) ;;
+    *) set -- "$@" "dir=$tmpdir/store$_nservers" ;;
+    esac
   fi
   case "$ZNBD_FRONTEND" in
   plugin)

@@ -125,6 +125,15 @@ int znbd_dev_append(struct znbd_dev *d, const void *buf, uint64_t len,
  * ranges and a non-zoned device have their pages freed.  Errors: EINVAL. */
 int znbd_dev_trim(struct znbd_dev *d, uint64_t len, uint64_t off);
 
+/* NBD FLUSH: every write completed so far is on stable storage (dir=:
+ * fdatasync of the zone files written since the last flush; RAM: nothing
+ * to do).  Errors: EIO. */
+int znbd_dev_flush(struct znbd_dev *d);
+
+/* NBD FUA: [OFF, OFF+LEN) (bytes) is on stable storage (dir=: fdatasync
+ * of the files holding it).  Errors: EINVAL (range), EIO. */
+int znbd_dev_sync(struct znbd_dev *d, uint64_t len, uint64_t off);
+
 /* base:allocation flags: NBD_STATE_HOLE and NBD_STATE_ZERO of NBD's
  * doc/proto.md, same values. */
 #define ZNBD_EXTENT_HOLE 0x1u

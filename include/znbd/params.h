@@ -46,7 +46,9 @@ struct znbd_params {
   bool pipeline_zoned_writes;  /* writes ahead of the wp wait (default true) */
   uint32_t zone_write_timeout; /* ms a pipelined write may wait (default 500) */
   char *zone_control;          /* path of the zone control socket, or NULL */
-  bool sched_batch; /* serve from SCHED_BATCH threads (default true) */
+  bool sched_batch;   /* serve from SCHED_BATCH threads (default true) */
+  char *dir;          /* persistent store directory (zloop layout), or NULL */
+  bool zone_prealloc; /* dir=: fallocate a zone's capacity when it opens */
 
   /* Only the server's mq queue model uses these (null_blk names). */
   uint32_t hw_queue_depth;  /* tags per tag set (default 64) */
@@ -56,7 +58,15 @@ struct znbd_params {
 
   /* Derived by znbd_params_finish(); read-only afterwards. */
   uint32_t nr_zones; /* ceil(size / zone_size) when zoned, else 0 */
+
+  /* Bit I set: table entry I (znbd_param_info(I)) was given by
+   * znbd_params_set(), not left at its default. */
+  uint64_t given;
 };
+
+/* Whether NAME was given by znbd_params_set() (false for an unknown
+ * name).  Sets no errno. */
+bool znbd_params_given(const struct znbd_params *p, const char *name);
 
 /* Fill P with the defaults above.  Never fails. */
 void znbd_params_init(struct znbd_params *p);

@@ -456,6 +456,9 @@ test_table(void)
       continue;
     znbd_params_init(&q);
     CHECK(znbd_params_set(&q, i->name, i->def, err, sizeof err) == 0);
+    /* ... except that it counts as given. */
+    CHECK(znbd_params_given(&q, i->name) && !znbd_params_given(&p, i->name));
+    q.given = 0;
     CHECK(memcmp(&p, &q, sizeof p) == 0);
     znbd_params_free(&q);
   }

@@ -93,7 +93,7 @@ test_basic(void)
   memset(buf, 0xaa, 3 * PS);
   CHECK_EQ(znbd_store_write(s, buf, 3 * PS, 2 * PS), 0);
   CHECK_EQ(znbd_store_allocated(s), 5 * PS);
-  znbd_store_zero(s, 50, 2 * PS + 100);
+  znbd_store_zero(s, 50, 2 * PS + 100, 0);
   CHECK_EQ(znbd_store_allocated(s), 5 * PS);
   znbd_store_read(s, buf, 3 * PS, 2 * PS);
   CHECK(all_bytes(buf, 100, 0xaa));
@@ -102,7 +102,7 @@ test_basic(void)
 
   /* Zero [page2+4000, page4+10): page 3 freed whole, the partial ends
    * zeroed, the neighbour bytes intact. */
-  znbd_store_zero(s, 2 * PS + 10 - 4000, 2 * PS + 4000);
+  znbd_store_zero(s, 2 * PS + 10 - 4000, 2 * PS + 4000, 0);
   CHECK_EQ(znbd_store_allocated(s), 4 * PS);
   znbd_store_read(s, buf, 3 * PS, 2 * PS);
   CHECK(all_bytes(buf, 100, 0xaa));
@@ -111,18 +111,18 @@ test_basic(void)
   CHECK(all_bytes(buf + 2 * PS + 10, PS - 10, 0xaa));
 
   /* A partial zero of a never-written page allocates nothing. */
-  znbd_store_zero(s, 100, 10 * PS + 8);
+  znbd_store_zero(s, 100, 10 * PS + 8, 0);
   CHECK_EQ(znbd_store_allocated(s), 4 * PS);
 
   /* Zeroes spanning two partial pages and no whole one. */
-  znbd_store_zero(s, 20, PS - 10);
+  znbd_store_zero(s, 20, PS - 10, 0);
   znbd_store_read(s, buf, 2 * PS, 0);
   CHECK(memcmp(buf + 100, "abc", 3) == 0);
   CHECK(all_bytes(buf + PS - 10, 20, 0));
   CHECK_EQ(znbd_store_allocated(s), 4 * PS);
 
   /* Zeroing everything frees everything. */
-  znbd_store_zero(s, 64 * PS, 0);
+  znbd_store_zero(s, 64 * PS, 0, 0);
   CHECK_EQ(znbd_store_allocated(s), 0);
   memset(buf, 1, 64 * PS);
   znbd_store_read(s, buf, 64 * PS, 0);
@@ -196,7 +196,7 @@ test_short_last_page(void)
   znbd_store_read(s, b, 512, 3 * PS);
   CHECK(all_bytes(b, 512, 0x77));
   /* Reaching the end of the store covers the short last page whole. */
-  znbd_store_zero(s, 512, 3 * PS);
+  znbd_store_zero(s, 512, 3 * PS, 0);
   CHECK_EQ(znbd_store_allocated(s), 0);
   znbd_store_read(s, b, 512, 3 * PS);
   CHECK(all_bytes(b, 512, 0));
@@ -218,7 +218,7 @@ test_not_backed(void)
   struct runs rs = {.n = 0, .stop_at = -1};
   znbd_store_extents(s, 0, 1 << 20, collect, &rs);
   CHECK(rs.n == 1 && rs.r[0].len == (1 << 20) && !rs.r[0].alloc);
-  znbd_store_zero(s, PS, 0);
+  znbd_store_zero(s, PS, 0, 0);
   znbd_store_free(s);
   printf("memory_backed=false: writes dropped, reads zero\n");
 }
@@ -253,7 +253,7 @@ test_huge_and_rss(void)
   uint64_t after = rss_bytes();
   CHECK_EQ(znbd_store_allocated(s), PS + (64u << 20));
   CHECK(after - before >= (60u << 20) && after - before <= (72u << 20));
-  znbd_store_zero(s, tib, 0);
+  znbd_store_zero(s, tib, 0, 0);
   uint64_t trimmed = rss_bytes();
   CHECK_EQ(znbd_store_allocated(s), 0);
   CHECK(after - trimmed >= (60u << 20));
@@ -305,7 +305,7 @@ writer(void *arg)
   }
   /* Free every other own page of region A. */
   for (uint64_t p = (uint64_t)w->t; p < PAGES_A; p += 2 * NT)
-    znbd_store_zero(w->s, PS, p * PS);
+    znbd_store_zero(w->s, PS, p * PS, 0);
   return NULL;
 }
 
@@ -374,7 +374,7 @@ test_ref(void)
   p = znbd_store_ref(s, PS, PS);
   CHECK_EQ(znbd_store_write(s, "xyz", 3, PS + 10), 0);
   CHECK(memcmp(p + 10, "xyz", 3) == 0);
-  znbd_store_zero(s, PS, PS); /* the page goes: its bytes read zeros */
+  znbd_store_zero(s, PS, PS, 0); /* the page goes: its bytes read zeros */
   CHECK(all_bytes(p, PS, 0));
   CHECK(znbd_store_ref(s, PS, PS) == NULL);
   znbd_store_free(s);

@@ -931,5 +931,34 @@ main(int argc, char **argv)
     for (size_t s = 0; s < 2; s++)
       fail |= run_dev(devs[c].name, devs[c].kv, seeds[s], dev_ops);
   }
+
+  /* The same on the directory store (dir=, a new directory per run):
+   * the zone rules and the bytes must not depend on the store. */
+  const char *tmp = getenv("TMPDIR");
+  char base[4096];
+  snprintf(base, sizeof base, "%s/zone_model_test.XXXXXX",
+           tmp && *tmp ? tmp : "/tmp");
+  if (!mkdtemp(base)) {
+    perror("mkdtemp");
+    return 1;
+  }
+  for (size_t c = 0; c < sizeof devs / sizeof devs[0]; c++) {
+    const char *kv[32];
+    char path[4200], name[200];
+    size_t n = 0;
+    for (; devs[c].kv[n]; n++)
+      kv[n] = devs[c].kv[n];
+    snprintf(path, sizeof path, "%s/%zu", base, c);
+    kv[n++] = "dir";
+    kv[n++] = path;
+    kv[n] = NULL;
+    snprintf(name, sizeof name, "dir=, %s", devs[c].name);
+    fail |= run_dev(name, kv, argc > 2 ? strtoull(argv[2], NULL, 0) : seeds[0],
+                    dev_ops / 4);
+  }
+  char cmd[4300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
+  if (system(cmd) != 0)
+    fprintf(stderr, "could not remove %s\n", base);
   return fail ? 1 : 0;
 }

@@ -1,0 +1,195 @@
+#!/bin/bash
+# Persistent devices (dir=) against plain files on the same file system,
+# one table from one run (part `persist` of `make bench`; also runs alone:
+#   BUILD=build bench/persist.sh).
+#
+# Rows, each the median of ROUNDS interleaved rounds (A, B, C, A, B, C...),
+# ratios to the plain-file row measured in the same rounds:
+#   seq-128k-qd32    fio 128 KiB sequential writes, iodepth 32, 1 GiB, to
+#                    a fresh dir= device through znbd (bio; fio's nbd
+#                    engine) with zone_prealloc=true and =false, beside
+#                    fio io_uring (direct=0, buffered like the store) on a
+#                    new file in the same directory;
+#   4k-qd32-8zones   8 fio jobs of 4 KiB sequential writes at iodepth 4
+#                    (32 in all), each in its own zone (znbd) or its own
+#                    file (plain), 64 MiB each;
+#   start-up         seconds from exec to serving for a formatted
+#                    10,000-zone directory (1 MiB zones);
+#   rss              VmRSS of znbd serving a 1 TiB dir= device after 4 GiB
+#                    were written to it (one round).
+# Targets: prealloc >= 0.9x plain, 8 zones >= 0.8x plain, start-up < 1 s,
+# RSS < 64 MiB.
+#
+# Environment: BUILD (default <top>/build), BENCH_ROUNDS (default 3),
+# BENCH_PERSIST_DIR (file system to measure; default /var/tmp),
+# BENCH_QUICK=1 (1 round, smaller sizes).
+set -u
+export PATH=/usr/bin:/usr/sbin:/bin:/sbin:$PATH
+export LC_ALL=C
+
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/.." && pwd)
+build=${BUILD:-$top/build}
+znbd=$build/server/znbd
+[ -x "$znbd" ] || { echo "persist: $znbd is not built" >&2; exit 1; }
+command -v fio >/dev/null || { echo "persist: fio is missing" >&2; exit 1; }
+
+if [ "${BENCH_QUICK:-0}" = 1 ]; then
+  rounds=${BENCH_ROUNDS:-1} SEQ=256M Z8=16M RSSW=512M
+else
+  rounds=${BENCH_ROUNDS:-3} SEQ=1G Z8=64M RSSW=4G
+fi
+work=$(mktemp -d "${BENCH_PERSIST_DIR:-/var/tmp}/znbd-persist.XXXXXX")
+SRV_PID=
+cleanup() {
+  [ -n "$SRV_PID" ] && kill -KILL "$SRV_PID" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+res=$work/results.tsv # row, round, value
+: >"$res"
+
+start() { # DIR ARGS...: znbd on DIR; sets SRV_PID, URI; prints seconds to serve
+  local dir=$1 sock=$work/sock i t0
+  shift
+  rm -f "$sock" "$work/pid"
+  t0=$(date +%s.%N)
+  "$znbd" -f -U "$sock" -P "$work/pid" --queue-mode="${BENCH_PERSIST_MODE:-bio}" dir="$dir" "$@" \
+    >"$work/log" 2>&1 &
+  SRV_PID=$!
+  URI="nbd+unix:///?socket=$sock"
+  for ((i = 0; i < 20000; i++)); do
+    if [ -S "$sock" ] && [ -s "$work/pid" ]; then
+      echo "$(date +%s.%N) - $t0" | bc
+      return 0
+    fi
+    kill -0 "$SRV_PID" 2>/dev/null || break
+    sleep 0.001
+  done
+  echo "persist: znbd did not start: $(tail -3 "$work/log")" >&2
+  exit 1
+}
+
+stop() {
+  kill -TERM "$SRV_PID" 2>/dev/null
+  wait "$SRV_PID" 2>/dev/null
+  SRV_PID=
+}
+
+bw() { # JSON: write bandwidth, MiB/s, over all jobs
+  /usr/bin/python3 -c '
+import json, sys
+t = open(sys.argv[1]).read()
+j = json.loads(t[t.index("{"):])
+print("%.1f" % (sum(x["write"]["bw_bytes"] for x in j["jobs"]) / 2**20))' "$1"
+}
+
+fio_nbd() { # OUT ARGS...
+  local out=$1
+  shift
+  fio --name=p --ioengine=nbd --uri="$URI" --output-format=json \
+    --output="$out" "$@" >/dev/null 2>"$out.err" ||
+    { echo "persist: fio failed: $(head -3 "$out.err")" >&2; exit 1; }
+}
+
+fio_file() { # OUT ARGS...
+  local out=$1
+  shift
+  fio --name=p --ioengine=io_uring --direct=0 --output-format=json \
+    --output="$out" "$@" >/dev/null 2>"$out.err" ||
+    { echo "persist: fio failed: $(head -3 "$out.err")" >&2; exit 1; }
+}
+
+seq_znbd() { # ROUND PREALLOC
+  local d=$work/dev
+  rm -rf "$d"
+  start "$d" size=4G zone_size=256M zone_prealloc="$2" >/dev/null
+  fio_nbd "$work/s.json" --rw=write --bs=128k --iodepth=32 --size="$SEQ"
+  stop
+  printf 'seq-128k-qd32 znbd zone_prealloc=%s\t%s\t%s\n' "$2" "$1" \
+    "$(bw "$work/s.json")" >>"$res"
+  rm -rf "$d"
+}
+
+seq_plain() { # ROUND
+  rm -f "$work/plain"
+  fio_file "$work/s.json" --filename="$work/plain" --rw=write --bs=128k \
+    --iodepth=32 --size="$SEQ"
+  printf 'seq-128k-qd32 plain file\t%s\t%s\n' "$1" "$(bw "$work/s.json")" >>"$res"
+  rm -f "$work/plain"
+}
+
+z8_znbd() { # ROUND
+  local d=$work/dev
+  rm -rf "$d"
+  start "$d" size=4G zone_size=256M >/dev/null
+  fio_nbd "$work/z.json" --rw=write --bs=4k --iodepth=4 --numjobs=8 \
+    --offset_increment=256M --size="$Z8"
+  stop
+  printf '4k-qd32-8zones znbd\t%s\t%s\n' "$1" "$(bw "$work/z.json")" >>"$res"
+  rm -rf "$d"
+}
+
+z8_plain() { # ROUND
+  rm -f "$work"/p8.*
+  fio_file "$work/z.json" --filename_format="$work/p8.\$jobnum" --rw=write \
+    --bs=4k --iodepth=4 --numjobs=8 --size="$Z8"
+  printf '4k-qd32-8zones plain 8 files\t%s\t%s\n' "$1" \
+    "$(bw "$work/z.json")" >>"$res"
+  rm -f "$work"/p8.*
+}
+
+echo "persist: $rounds rounds in $work ($(df -h "$work" | awk 'NR==2 {print $1}'))" >&2
+# The 10,000-zone directory, formatted once (not measured).
+start "$work/z10k" size=10000M zone_size=1M >/dev/null
+stop
+for ((r = 1; r <= rounds; r++)); do
+  seq_znbd "$r" true
+  seq_znbd "$r" false
+  seq_plain "$r"
+  z8_znbd "$r"
+  z8_plain "$r"
+  printf 'start-up 10000 zones\t%s\t%s\n' "$r" "$(start "$work/z10k"; stop)" >>"$res"
+  printf '.' >&2
+done
+# RSS of a 1 TiB device after writing RSSW sequentially over its zones.
+start "$work/big" size=1T zone_size=256M >/dev/null
+fio_nbd "$work/r.json" --rw=write --bs=128k --iodepth=32 --size="$RSSW"
+rss=$(awk '$1 == "VmRSS:" {print $2}' "/proc/$SRV_PID/status")
+stop
+printf 'rss 1 TiB after %s\t1\t%s\n' "$RSSW" "$((rss / 1024))" >>"$res"
+rm -rf "$work/big"
+echo >&2
+
+/usr/bin/python3 - "$res" "$rounds" <<'EOF'
+import sys, statistics
+rows = {}
+for line in open(sys.argv[1]):
+    name, rnd, v = line.rstrip("\n").split("\t")
+    rows.setdefault(name, []).append(float(v))
+med = {k: statistics.median(v) for k, v in rows.items()}
+def ratio(k, base):
+    return "%.2fx" % (med[k] / med[base]) if med.get(base) else "-"
+seqb, z8b = "seq-128k-qd32 plain file", "4k-qd32-8zones plain 8 files"
+print("Persistent devices (dir=), median of %s interleaved rounds "
+      "(min-max):\n" % sys.argv[2])
+print("| row | value | vs plain | target |")
+print("|---|---|---|---|")
+def mm(k, f="%.1f"):
+    v = rows[k]
+    return (f + " (" + f + "-" + f + ")") % (med[k], min(v), max(v))
+targets = {"seq-128k-qd32 znbd zone_prealloc=true": ">= 0.9x",
+           "4k-qd32-8zones znbd": ">= 0.8x"}
+for k in rows:
+    if k.startswith("seq"):
+        print("| %s | %s MiB/s | %s | %s |" % (k, mm(k), ratio(k, seqb),
+              targets.get(k, "")))
+    elif k.startswith("4k"):
+        print("| %s | %s MiB/s | %s | %s |" % (k, mm(k), ratio(k, z8b),
+              targets.get(k, "")))
+    elif k.startswith("start"):
+        print("| %s | %s s | | < 1 s |" % (k, mm(k, "%.3f")))
+    else:
+        print("| %s | %d MiB | | < 64 MiB |" % (k, med[k]))
+EOF

@@ -1,0 +1,1131 @@
+/* znbd: the directory store (lib/store_dir.h): one file per zone, as
+ * Linux zloop lays them out, so a device survives a restart.
+ *
+ * Design, and why:
+ *
+ * - Files stay open for the life of the store (one descriptor per zone),
+ *   and I/O is pread/pwrite through the page cache: fast, and a restart
+ *   after kill -9 still sees every completed write.  RLIMIT_NOFILE is
+ *   raised to its hard limit at open; a device with more zones than that
+ *   allows is refused with a message saying so.
+ *
+ * - A sequential zone's file size IS its write pointer.  Writes come only
+ *   at the wp (the zone engine checks before the store is called), so a
+ *   write that fails part-way (disk full, I/O error) is undone by
+ *   truncating the file back to where the write started: nothing changes.
+ *   Conventional zones (and the zoned=false data file) have the range
+ *   allocated with fallocate() before the data is written, so a full file
+ *   system fails the request before any byte changes.
+ *
+ * - Reset truncates to 0 (which also frees preallocated space); finish
+ *   truncates to the zone capacity (zloop since 2026; the engine's wp goes
+ *   to the zone end as null_blk's, and both read as zeros past the data).
+ *
+ * - zone_prealloc: the first write into a sequential zone since it was
+ *   empty (or an explicit open) fallocates its whole capacity with
+ *   FALLOC_FL_KEEP_SIZE, so the file size stays the wp while appends never
+ *   have to allocate (rublk found buffered appends that allocate slow).
+ *   Best effort: a file system without fallocate, or without room for the
+ *   whole zone, just writes without it.
+ *
+ * - Durability: every file written (or truncated) since the last flush is
+ *   marked dirty; FLUSH fdatasyncs the dirty files, FUA the files of its
+ *   range.  The directory and the metadata are synced when they change.
+ *
+ * - PATH/znbd.meta is text, key=value lines between a magic line and an
+ *   "end" line (so a truncated file is detected); it is replaced
+ *   atomically (write a temporary file, fsync, rename, fsync the
+ *   directory).  PATH/znbd.lock is held with flock(LOCK_EX | LOCK_NB): a
+ *   second server on the same directory stops at start-up.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "store_dir.h"
+#include "znbd/dev.h"
+#include "err.h"
+
+#define META_NAME "znbd.meta"
+#define META_TMP "znbd.meta.tmp"
+#define LOCK_NAME "znbd.lock"
+#define META_MAGIC "znbd-dir 1"
+#define META_MAX (16u << 20) /* bytes: a corrupt file is not read whole */
+
+struct dzone {
+  int fd;
+  bool seq;
+  uint64_t start, len, cap; /* bytes */
+  uint64_t loaded;          /* file size found at open (seq: the wp) */
+  _Atomic bool dirty;       /* written or truncated since the last sync */
+  _Atomic bool prealloc;    /* capacity fallocated since the last reset */
+  uint8_t fault;            /* 0, ZNBD_ZONE_COND_READONLY or _OFFLINE */
+};
+
+/* What PATH/znbd.meta records. */
+struct meta {
+  bool zoned, write_cache;
+  uint64_t size, zone_size, zone_capacity;
+  uint32_t blocksize, nr_conv, max_open, max_active;
+};
+
+struct dir_store {
+  struct znbd_store base;
+  char *path;
+  int dirfd, lockfd;
+  bool prealloc;
+  struct meta m;
+  uint32_t nr_zones; /* zoned=false: one "zone", the data file */
+  struct dzone *z;
+  pthread_mutex_t meta_lock; /* rewriting znbd.meta */
+};
+
+static const struct znbd_store_ops dir_ops;
+
+/* ------------------------------------------------------------ metadata */
+
+/* The fields of struct meta by name, for reading and writing. */
+enum mtype { M_BOOL, M_U32, M_U64 };
+static const struct {
+  const char *key;
+  enum mtype type;
+  size_t off;
+} meta_keys[] = {
+    {"zoned", M_BOOL, offsetof(struct meta, zoned)},
+    {"size", M_U64, offsetof(struct meta, size)},
+    {"blocksize", M_U32, offsetof(struct meta, blocksize)},
+    {"zone_size", M_U64, offsetof(struct meta, zone_size)},
+    {"zone_capacity", M_U64, offsetof(struct meta, zone_capacity)},
+    {"zone_nr_conv", M_U32, offsetof(struct meta, nr_conv)},
+    {"zone_max_open", M_U32, offsetof(struct meta, max_open)},
+    {"zone_max_active", M_U32, offsetof(struct meta, max_active)},
+    {"write_cache", M_BOOL, offsetof(struct meta, write_cache)},
+};
+#define NR_META_KEYS (sizeof meta_keys / sizeof meta_keys[0])
+
+static uint64_t
+meta_get(const struct meta *m, size_t k)
+{
+  const char *p = (const char *)m + meta_keys[k].off;
+  switch (meta_keys[k].type) {
+  case M_BOOL:
+    return *(const bool *)p;
+  case M_U32:
+    return *(const uint32_t *)p;
+  default:
+    return *(const uint64_t *)p;
+  }
+}
+
+static void
+meta_put(struct meta *m, size_t k, uint64_t v)
+{
+  char *p = (char *)m + meta_keys[k].off;
+  switch (meta_keys[k].type) {
+  case M_BOOL:
+    *(bool *)p = v != 0;
+    break;
+  case M_U32:
+    *(uint32_t *)p = (uint32_t)v;
+    break;
+  default:
+    *(uint64_t *)p = v;
+  }
+}
+
+/* The first keys, up to zone_size, lay out the files (zoned, size,
+ * blocksize first). */
+#define NR_LAYOUT_KEYS 4
+
+/* Key K of the recorded REC differs from CUR (given): -1, errno EINVAL and
+ * a message naming the key and both values; else 0. */
+static int
+mismatch(const struct meta *rec, const struct meta *cur, size_t k,
+         const char *path, char *err, size_t errlen)
+{
+  const char *key = meta_keys[k].key;
+  uint64_t want = meta_get(rec, k), got = meta_get(cur, k);
+  if (want == got)
+    return 0;
+  set_err(err, errlen,
+          "%s: %" PRIu64 " given, but dir=%s was formatted with %s=%" PRIu64
+          " (%s/%s)",
+          key, got, path, key, want, path, META_NAME);
+  errno = EINVAL;
+  return -1;
+}
+
+static void
+meta_from_params(struct meta *m, const struct znbd_params *p)
+{
+  memset(m, 0, sizeof *m);
+  m->zoned = p->zoned;
+  m->size = p->size;
+  m->blocksize = p->blocksize;
+  if (p->zoned) {
+    m->zone_size = p->zone_size;
+    m->zone_capacity = p->zone_capacity;
+    m->nr_conv = p->zone_nr_conv;
+    m->max_open = p->zone_max_open;
+    m->max_active = p->zone_max_active;
+  }
+}
+
+/* Zone list of the zones whose fault is COND, "3,7-9" ("" for none),
+ * appended to BUF at *LEN (BUF has room: 24 bytes per zone). */
+static void
+fault_list(const struct dir_store *s, uint8_t cond, char *buf, size_t *len)
+{
+  bool first = true;
+  for (uint32_t i = 0; i < s->nr_zones; i++) {
+    if (s->z[i].fault != cond)
+      continue;
+    uint32_t j = i;
+    while (j + 1 < s->nr_zones && s->z[j + 1].fault == cond)
+      j++;
+    *len += (size_t)sprintf(buf + *len, "%s%" PRIu32, first ? "" : ",", i);
+    if (j > i)
+      *len += (size_t)sprintf(buf + *len, "-%" PRIu32, j);
+    first = false;
+    i = j;
+  }
+}
+
+static int
+write_all(int fd, const char *p, size_t n)
+{
+  while (n) {
+    ssize_t r = write(fd, p, n);
+    if (r < 0) {
+      if (errno == EINTR)
+        continue;
+      return -1;
+    }
+    p += r;
+    n -= (size_t)r;
+  }
+  return 0;
+}
+
+/* Replace PATH/znbd.meta atomically.  Caller holds meta_lock (or is
+ * alone). */
+static int
+meta_save(struct dir_store *s)
+{
+  size_t cap = 1024 + (size_t)s->nr_zones * 24, len = 0;
+  char *buf = malloc(cap);
+  int fd = -1, e;
+
+  if (!buf)
+    return -1;
+  len += (size_t)sprintf(buf + len, "%s\n", META_MAGIC);
+  for (size_t k = 0; k < NR_META_KEYS; k++)
+    len += (size_t)sprintf(buf + len, "%s=%" PRIu64 "\n", meta_keys[k].key,
+                           meta_get(&s->m, k));
+  len += (size_t)sprintf(buf + len, "zone_readonly=");
+  fault_list(s, ZNBD_ZONE_COND_READONLY, buf, &len);
+  len += (size_t)sprintf(buf + len, "\nzone_offline=");
+  fault_list(s, ZNBD_ZONE_COND_OFFLINE, buf, &len);
+  len += (size_t)sprintf(buf + len, "\nend\n");
+
+  fd = openat(s->dirfd, META_TMP, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+              0600);
+  if (fd < 0 || write_all(fd, buf, len) < 0 || fsync(fd) < 0)
+    goto fail;
+  close(fd);
+  fd = -1;
+  if (renameat(s->dirfd, META_TMP, s->dirfd, META_NAME) < 0 ||
+      fsync(s->dirfd) < 0)
+    goto fail;
+  free(buf);
+  return 0;
+
+fail:
+  e = errno;
+  if (fd >= 0)
+    close(fd);
+  free(buf);
+  errno = e;
+  return -1;
+}
+
+/* Read the whole of PATH/NAME (at most META_MAX bytes) into a string.
+ * NULL with errno (ENOENT: no such file; EFBIG: too large). */
+static char *
+slurp(int dirfd, const char *name)
+{
+  int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return NULL;
+  struct stat st;
+  char *buf = NULL;
+  if (fstat(fd, &st) < 0)
+    goto fail;
+  if (!S_ISREG(st.st_mode) || st.st_size > META_MAX) {
+    errno = S_ISREG(st.st_mode) ? EFBIG : EINVAL;
+    goto fail;
+  }
+  buf = malloc((size_t)st.st_size + 1);
+  if (!buf)
+    goto fail;
+  size_t got = 0;
+  while (got < (size_t)st.st_size) {
+    ssize_t r = pread(fd, buf + got, (size_t)st.st_size - got, (off_t)got);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0) {
+      if (r == 0)
+        errno = EIO;
+      goto fail;
+    }
+    got += (size_t)r;
+  }
+  buf[got] = '\0';
+  close(fd);
+  return buf;
+
+fail:;
+  int e = errno;
+  free(buf);
+  close(fd);
+  errno = e;
+  return NULL;
+}
+
+/* Parse TEXT (PATH/znbd.meta) into M and, when not NULL, the fault lists
+ * into *RO and *OFF (pointers into TEXT, NUL-terminated there).  Every key
+ * must appear exactly once, between the magic line and "end".  Returns 0,
+ * or -1 with errno EINVAL and the reason in ERR. */
+static int
+meta_parse(char *text, struct meta *m, char **ro, char **off, char *err,
+           size_t errlen)
+{
+  unsigned seen = 0, nline = 0;
+  bool end = false;
+  char *save = NULL, *line;
+  char *lists[2] = {NULL, NULL};
+
+  memset(m, 0, sizeof *m);
+  for (line = strtok_r(text, "\n", &save); line;
+       line = strtok_r(NULL, "\n", &save)) {
+    nline++;
+    if (nline == 1) {
+      if (strcmp(line, META_MAGIC) != 0) {
+        set_err(err, errlen, "line 1 is not \"%s\"", META_MAGIC);
+        goto bad;
+      }
+      continue;
+    }
+    if (end) {
+      set_err(err, errlen, "line %u: text after \"end\"", nline);
+      goto bad;
+    }
+    if (strcmp(line, "end") == 0) {
+      end = true;
+      continue;
+    }
+    char *eq = strchr(line, '=');
+    if (!eq) {
+      set_err(err, errlen, "line %u: not key=value", nline);
+      goto bad;
+    }
+    *eq = '\0';
+    const char *v = eq + 1;
+    if (strcmp(line, "zone_readonly") == 0 ||
+        strcmp(line, "zone_offline") == 0) {
+      int i = line[5] == 'o';
+      if (lists[i]) {
+        set_err(err, errlen, "line %u: %s twice", nline, line);
+        goto bad;
+      }
+      lists[i] = eq + 1;
+      continue;
+    }
+    size_t k;
+    for (k = 0; k < NR_META_KEYS; k++)
+      if (strcmp(line, meta_keys[k].key) == 0)
+        break;
+    if (k == NR_META_KEYS || (seen >> k & 1)) {
+      set_err(err, errlen, "line %u: %s key %s", nline,
+              k == NR_META_KEYS ? "unknown" : "repeated", line);
+      goto bad;
+    }
+    char *q;
+    errno = 0;
+    unsigned long long n = strtoull(v, &q, 10);
+    if (errno || q == v || *q || *v < '0' || *v > '9' ||
+        (meta_keys[k].type == M_U32 && n > UINT32_MAX) ||
+        (meta_keys[k].type == M_BOOL && n > 1)) {
+      set_err(err, errlen, "line %u: bad value for %s", nline, line);
+      goto bad;
+    }
+    meta_put(m, k, n);
+    seen |= 1u << k;
+  }
+  if (nline == 0 || !end || seen != (1u << NR_META_KEYS) - 1 || !lists[0] ||
+      !lists[1]) {
+    set_err(err, errlen, "truncated (no \"end\" line or a key missing)");
+    goto bad;
+  }
+  if (m->size == 0 || (m->blocksize != 512 && m->blocksize != 4096) ||
+      (m->zoned && (m->zone_size == 0 || m->zone_capacity == 0 ||
+                    m->zone_capacity > m->zone_size))) {
+    set_err(err, errlen, "impossible geometry");
+    goto bad;
+  }
+  if (ro)
+    *ro = lists[0];
+  if (off)
+    *off = lists[1];
+  return 0;
+bad:
+  errno = EINVAL;
+  return -1;
+}
+
+/* Read and parse DIRFD/znbd.meta for PATH.  Returns 1 (read, M filled), 0
+ * (no such file), or -1 with errno and a message naming the file.  *TEXT
+ * (when not NULL) keeps the text the fault lists point into. */
+static int
+meta_load(int dirfd, const char *path, struct meta *m, char **text, char **ro,
+          char **off, char *err, size_t errlen)
+{
+  char why[160];
+  char *t = slurp(dirfd, META_NAME);
+  if (!t) {
+    if (errno == ENOENT)
+      return 0;
+    int e = errno;
+    set_err(err, errlen, "dir: %s/%s: %s", path, META_NAME, strerror(e));
+    errno = e == EFBIG ? EINVAL : e;
+    return -1;
+  }
+  if (meta_parse(t, m, ro, off, why, sizeof why) < 0) {
+    set_err(err, errlen, "dir: %s/%s is corrupt: %s", path, META_NAME, why);
+    free(t);
+    errno = EINVAL;
+    return -1;
+  }
+  if (text)
+    *text = t;
+  else
+    free(t);
+  return 1;
+}
+
+int
+znbd_store_dir_params(struct znbd_params *p, void (*note)(const char *msg),
+                      char *err, size_t errlen)
+{
+  struct meta m;
+  int dirfd = open(p->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirfd < 0) {
+    if (errno == ENOENT)
+      return 0; /* formatted when the device is made */
+    int e = errno;
+    set_err(err, errlen, "dir: %s: %s", p->dir, strerror(e));
+    errno = e;
+    return -1;
+  }
+  int r = meta_load(dirfd, p->dir, &m, NULL, NULL, NULL, err, errlen);
+  close(dirfd);
+  if (r <= 0)
+    return r;
+  /* Not given: the recorded value.  Given and different: the layout keys
+   * are refused now (before other checks complain about a consequence),
+   * the others when the store opens (znbd_store_dir_open compares them
+   * after the clamps, which may change a given value). */
+  struct meta cur;
+  meta_from_params(&cur, p);
+  for (size_t k = 0; k < NR_META_KEYS; k++) {
+    const char *key = meta_keys[k].key;
+    if (!znbd_params_given(p, key))
+      meta_put(&cur, k, meta_get(&m, k));
+    else if (k < NR_LAYOUT_KEYS && (k < 3 || m.zoned) &&
+             mismatch(&m, &cur, k, p->dir, err, errlen) < 0)
+      return -1;
+  }
+  p->zoned = cur.zoned;
+  p->size = cur.size;
+  p->blocksize = cur.blocksize;
+  if (p->zoned) {
+    p->zone_size = cur.zone_size;
+    p->zone_capacity = cur.zone_capacity;
+    p->zone_nr_conv = cur.nr_conv;
+    p->zone_max_open = cur.max_open;
+    p->zone_max_active = cur.max_active;
+  }
+  if (p->zone_full && note) {
+    char msg[512];
+    snprintf(msg, sizeof msg,
+             "zone_full: ignored, dir=%s is formatted already (its files "
+             "give each zone's write pointer)",
+             p->dir);
+    note(msg);
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------- opening */
+
+static void
+zone_name(const struct dir_store *s, uint32_t i, char *buf, size_t len)
+{
+  if (!s->m.zoned)
+    snprintf(buf, len, "data");
+  else
+    snprintf(buf, len, "%s-%06" PRIu32, s->z[i].seq ? "seq" : "cnv", i);
+}
+
+/* Lay out the zones (or the one data file) from M. */
+static int
+layout(struct dir_store *s)
+{
+  const struct meta *m = &s->m;
+  uint64_t zsize = m->zoned ? m->zone_size : m->size;
+  uint64_t n = m->size / zsize + (m->size % zsize != 0);
+  uint32_t nr_conv = m->nr_conv;
+
+  if (m->zoned && nr_conv >= n)
+    nr_conv = (uint32_t)n - 1;
+  s->nr_zones = (uint32_t)n;
+  s->z = calloc(n, sizeof *s->z);
+  if (!s->z)
+    return -1;
+  for (uint32_t i = 0; i < s->nr_zones; i++) {
+    struct dzone *z = &s->z[i];
+    z->fd = -1;
+    z->start = (uint64_t)i * zsize;
+    z->len = m->size - z->start < zsize ? m->size - z->start : zsize;
+    z->seq = m->zoned && i >= nr_conv;
+    z->cap = z->seq && m->zone_capacity < z->len ? m->zone_capacity : z->len;
+  }
+  return 0;
+}
+
+/* One descriptor per zone: raise the soft limit to the hard one. */
+static int
+enough_fds(const struct dir_store *s, char *err, size_t errlen)
+{
+  struct rlimit rl;
+  rlim_t need = (rlim_t)s->nr_zones + 256;
+  if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+    return 0;
+  if (rl.rlim_cur >= need)
+    return 0;
+  if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need) {
+    set_err(err, errlen,
+            "dir: %" PRIu32 " zones need about %llu open files, "
+            "RLIMIT_NOFILE allows %llu (raise it with ulimit -Hn)",
+            s->nr_zones, (unsigned long long)need,
+            (unsigned long long)rl.rlim_max);
+    errno = EMFILE;
+    return -1;
+  }
+  rl.rlim_cur = rl.rlim_max;
+  (void)setrlimit(RLIMIT_NOFILE, &rl);
+  return 0;
+}
+
+/* The directory holds nothing but our lock (and maybe a stale temporary
+ * metadata file): may be formatted.  Otherwise ERR names a stranger. */
+static int
+dir_empty(struct dir_store *s, char *err, size_t errlen)
+{
+  int fd = dup(s->dirfd);
+  DIR *dp = fd >= 0 ? fdopendir(fd) : NULL;
+  struct dirent *de;
+  int r = 0;
+
+  if (!dp) {
+    if (fd >= 0)
+      close(fd);
+    set_err(err, errlen, "dir: %s: %s", s->path, strerror(errno));
+    return -1;
+  }
+  while ((de = readdir(dp))) {
+    const char *n = de->d_name;
+    if (!strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, LOCK_NAME) ||
+        !strcmp(n, META_TMP))
+      continue;
+    set_err(err, errlen,
+            "dir: %s has no %s but holds %s: not a znbd directory, "
+            "refusing to format it (use an empty or new directory)",
+            s->path, META_NAME, n);
+    errno = EINVAL;
+    r = -1;
+    break;
+  }
+  closedir(dp);
+  return r;
+}
+
+/* Create every zone file: conventional files the zone's length (sparse),
+ * sequential ones empty, or full with zone_full.  Then the metadata. */
+static int
+format(struct dir_store *s, bool zone_full, char *err, size_t errlen)
+{
+  char name[32];
+  for (uint32_t i = 0; i < s->nr_zones; i++) {
+    struct dzone *z = &s->z[i];
+    zone_name(s, i, name, sizeof name);
+    z->fd =
+        openat(s->dirfd, name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    uint64_t sz = !z->seq ? z->len : zone_full ? z->cap : 0;
+    if (z->fd < 0 || ftruncate(z->fd, (off_t)sz) < 0) {
+      set_err(err, errlen, "dir: %s/%s: %s", s->path, name, strerror(errno));
+      return -1;
+    }
+    z->loaded = sz;
+  }
+  if (syncfs(s->dirfd) < 0 || meta_save(s) < 0) {
+    set_err(err, errlen, "dir: %s/%s: %s", s->path, META_NAME, strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+/* Mark the zones of zone list LIST (from the metadata) with FAULT. */
+struct fault_mark {
+  struct dir_store *s;
+  uint8_t fault;
+};
+
+static int
+mark_fault(void *opaque, uint32_t zone)
+{
+  struct fault_mark *f = opaque;
+  if (!f->s->z[zone].seq)
+    return 1;
+  f->s->z[zone].fault = f->fault;
+  return 0;
+}
+
+/* Open the zone files of a formatted directory and check their sizes. */
+static int
+open_files(struct dir_store *s, char *err, size_t errlen)
+{
+  char name[32];
+  for (uint32_t i = 0; i < s->nr_zones; i++) {
+    struct dzone *z = &s->z[i];
+    struct stat st;
+    zone_name(s, i, name, sizeof name);
+    z->fd = openat(s->dirfd, name, O_RDWR | O_CLOEXEC);
+    if (z->fd < 0 || fstat(z->fd, &st) < 0) {
+      set_err(err, errlen, "dir: %s/%s: %s", s->path, name, strerror(errno));
+      return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+      set_err(err, errlen, "dir: %s/%s is not a regular file", s->path, name);
+      errno = EINVAL;
+      return -1;
+    }
+    z->loaded = (uint64_t)st.st_size;
+    if (!z->seq && z->loaded != z->len) {
+      set_err(err, errlen,
+              "dir: %s/%s holds %" PRIu64 " bytes, a conventional zone's "
+              "file must hold %" PRIu64,
+              s->path, name, z->loaded, z->len);
+      errno = EINVAL;
+      return -1;
+    }
+    if (z->seq && z->loaded > z->cap) {
+      set_err(err, errlen,
+              "dir: %s/%s holds %" PRIu64 " bytes, more than the zone "
+              "capacity %" PRIu64,
+              s->path, name, z->loaded, z->cap);
+      errno = EINVAL;
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* The recorded geometry must be what P says (unset parameters were
+ * filled from it by znbd_store_dir_params). */
+static int
+check_geometry(struct dir_store *s, const struct znbd_params *p, char *err,
+               size_t errlen)
+{
+  struct meta cur;
+  meta_from_params(&cur, p);
+  for (size_t k = 0; k < NR_META_KEYS; k++) {
+    if (strcmp(meta_keys[k].key, "write_cache") && (k < 3 || s->m.zoned) &&
+        mismatch(&s->m, &cur, k, s->path, err, errlen) < 0)
+      return -1;
+  }
+  return 0;
+}
+
+/* A formatted directory: metadata, geometry, fault lists, files. */
+static int
+open_formatted(struct dir_store *s, const struct znbd_params *p, char *err,
+               size_t errlen)
+{
+  char *text = NULL, *ro = NULL, *off = NULL;
+  int r = meta_load(s->dirfd, s->path, &s->m, &text, &ro, &off, err, errlen);
+  if (r <= 0)
+    return -1;
+  if (check_geometry(s, p, err, errlen) < 0 || layout(s) < 0)
+    goto fail;
+  const char *lists[2] = {ro, off};
+  for (int i = 0; i < 2; i++) {
+    struct fault_mark f = {s, i ? ZNBD_ZONE_COND_OFFLINE
+                                : ZNBD_ZONE_COND_READONLY};
+    if (*lists[i] &&
+        znbd_parse_zone_list(lists[i], s->nr_zones, mark_fault, &f) != 0) {
+      set_err(err, errlen, "dir: %s/%s is corrupt: bad %s list", s->path,
+              META_NAME, i ? "zone_offline" : "zone_readonly");
+      errno = EINVAL;
+      goto fail;
+    }
+  }
+  free(text);
+  text = NULL;
+  if (enough_fds(s, err, errlen) < 0 || open_files(s, err, errlen) < 0)
+    goto fail;
+  return 0;
+fail:
+  free(text);
+  return -1;
+}
+
+static void
+dir_free(struct znbd_store *base)
+{
+  struct dir_store *s = (struct dir_store *)base;
+  if (s->z)
+    for (uint32_t i = 0; i < s->nr_zones; i++)
+      if (s->z[i].fd >= 0)
+        close(s->z[i].fd);
+  free(s->z);
+  if (s->lockfd >= 0)
+    close(s->lockfd); /* drops the flock */
+  if (s->dirfd >= 0)
+    close(s->dirfd);
+  pthread_mutex_destroy(&s->meta_lock);
+  free(s->path);
+  free(s);
+}
+
+struct znbd_store *
+znbd_store_dir_open(const struct znbd_params *p, char *err, size_t errlen)
+{
+  struct dir_store *s = calloc(1, sizeof *s);
+  int e;
+
+  if (!s) {
+    set_err(err, errlen, "dir: out of memory");
+    return NULL;
+  }
+  s->base.ops = &dir_ops;
+  s->dirfd = s->lockfd = -1;
+  s->prealloc = p->zone_prealloc;
+  pthread_mutex_init(&s->meta_lock, NULL);
+  s->path = strdup(p->dir);
+  if (!s->path) {
+    set_err(err, errlen, "dir: out of memory");
+    goto fail;
+  }
+  if (mkdir(s->path, 0700) < 0 && errno != EEXIST) {
+    set_err(err, errlen, "dir: cannot create %s: %s", s->path, strerror(errno));
+    goto fail;
+  }
+  s->dirfd = open(s->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (s->dirfd < 0) {
+    set_err(err, errlen, "dir: %s: %s", s->path, strerror(errno));
+    goto fail;
+  }
+  s->lockfd = openat(s->dirfd, LOCK_NAME, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (s->lockfd < 0) {
+    set_err(err, errlen, "dir: %s/%s: %s", s->path, LOCK_NAME, strerror(errno));
+    goto fail;
+  }
+  if (flock(s->lockfd, LOCK_EX | LOCK_NB) < 0) {
+    e = errno;
+    set_err(err, errlen,
+            "dir: %s is in use by another server (%s/%s is locked)%s%s",
+            s->path, s->path, LOCK_NAME, e == EWOULDBLOCK ? "" : ": ",
+            e == EWOULDBLOCK ? "" : strerror(e));
+    errno = e == EWOULDBLOCK ? EEXIST : e;
+    goto fail;
+  }
+  if (faccessat(s->dirfd, META_NAME, F_OK, 0) == 0) {
+    if (open_formatted(s, p, err, errlen) < 0)
+      goto fail;
+  } else {
+    if (errno != ENOENT) {
+      set_err(err, errlen, "dir: %s/%s: %s", s->path, META_NAME,
+              strerror(errno));
+      goto fail;
+    }
+    meta_from_params(&s->m, p);
+    if (dir_empty(s, err, errlen) < 0 || layout(s) < 0 ||
+        enough_fds(s, err, errlen) < 0 ||
+        format(s, p->zone_full, err, errlen) < 0)
+      goto fail;
+  }
+  return &s->base;
+
+fail:
+  e = errno ? errno : EIO;
+  if (err && errlen && !err[0])
+    set_err(err, errlen, "dir: %s: %s", p->dir, strerror(e));
+  dir_free(&s->base);
+  errno = e;
+  return NULL;
+}
+
+/* ----------------------------------------------------------------- I/O */
+
+/* The zone holding byte OFF, and in *PLEN how much of [OFF, END) is in
+ * it. */
+static struct dzone *
+piece(struct dir_store *s, uint64_t off, uint64_t end, uint64_t *plen)
+{
+  uint64_t zsize = s->m.zoned ? s->m.zone_size : s->m.size;
+  struct dzone *z = &s->z[off / zsize];
+  uint64_t zend = z->start + z->len;
+  *plen = (zend < end ? zend : end) - off;
+  return z;
+}
+
+#define FOR_EACH_PIECE(s, off0, len0, z, off, plen)                            \
+  for (uint64_t off = (off0), plen = 0, end_ = (off0) + (len0);                \
+       off < end_ && ((z) = piece((s), off, end_, &plen)); off += plen)
+
+static int
+dir_read(struct znbd_store *base, void *buf, uint64_t len, uint64_t off0)
+{
+  struct dir_store *s = (struct dir_store *)base;
+  struct dzone *z;
+  uint8_t *out = buf;
+
+  FOR_EACH_PIECE(s, off0, len, z, off, plen)
+  {
+    uint64_t zoff = off - z->start, got = 0;
+    while (got < plen) {
+      ssize_t r = pread(z->fd, out + got, plen - got, (off_t)(zoff + got));
+      if (r < 0 && errno == EINTR)
+        continue;
+      if (r < 0) {
+        errno = EIO;
+        return -1;
+      }
+      if (r == 0) { /* past the end of the file: zeros */
+        memset(out + got, 0, plen - got);
+        break;
+      }
+      got += (uint64_t)r;
+    }
+    out += plen;
+  }
+  return 0;
+}
+
+static int
+pwrite_all(int fd, const uint8_t *p, uint64_t n, uint64_t off)
+{
+  while (n) {
+    ssize_t r = pwrite(fd, p, n, (off_t)off);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0)
+      return -1;
+    p += r;
+    n -= (uint64_t)r;
+    off += (uint64_t)r;
+  }
+  return 0;
+}
+
+/* Real zeros over [OFF, OFF+LEN) of FD: NBD's NO_HOLE wants the range
+ * provisioned, and file systems report fallocated (unwritten) extents as
+ * holes to SEEK_DATA. */
+static int
+write_zeros(int fd, uint64_t len, uint64_t off)
+{
+  static const uint8_t zeros[64 * 1024];
+  for (uint64_t pos = 0; pos < len;) {
+    uint64_t n = len - pos < sizeof zeros ? len - pos : sizeof zeros;
+    if (pwrite_all(fd, zeros, n, off + pos) < 0)
+      return -1;
+    pos += n;
+  }
+  return 0;
+}
+
+/* Not supported by this file system: not an error for best-effort
+ * allocation. */
+static bool
+unsupported(int e)
+{
+  return e == EOPNOTSUPP || e == ENOSYS;
+}
+
+/* zone_prealloc: the capacity of sequential zone Z allocated beyond its
+ * end of file (KEEP_SIZE: the size stays the wp).  Best effort. */
+static void
+prealloc(struct dir_store *s, struct dzone *z)
+{
+  if (!s->prealloc || !z->seq || atomic_load(&z->prealloc))
+    return;
+  atomic_store(&z->prealloc, true);
+  (void)fallocate(z->fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)z->cap);
+}
+
+/* Write (BUF) or zero (BUF NULL; FLAGS of zero()) [OFF0, OFF0+LEN).
+ * First every conventional piece gets its blocks (fallocate), so a full
+ * file system fails here before a byte changes; then the data goes in;
+ * if that fails, sequential pieces are truncated back to where they
+ * started (their file size is their wp: the write was at the wp). */
+static int
+put(struct dir_store *s, const uint8_t *buf, uint64_t len, uint64_t off0,
+    unsigned flags)
+{
+  struct dzone *z;
+  int e = 0;
+
+  FOR_EACH_PIECE(s, off0, len, z, off, plen)
+  {
+    uint64_t zoff = off - z->start;
+    if (z->seq) {
+      prealloc(s, z);
+    } else if ((buf || (flags & ZNBD_STORE_ZERO_ALLOCATE)) &&
+               fallocate(z->fd, 0, (off_t)zoff, (off_t)plen) < 0 &&
+               !unsupported(errno)) {
+      return -1; /* ENOSPC: nothing written yet */
+    }
+  }
+  FOR_EACH_PIECE(s, off0, len, z, off, plen)
+  {
+    uint64_t zoff = off - z->start;
+    int r;
+    if (buf)
+      r = pwrite_all(z->fd, buf + (off - off0), plen, zoff);
+    else if (z->seq) /* zeros at the wp: the file grows */
+      r = ftruncate(z->fd, (off_t)(zoff + plen));
+    else if (flags & ZNBD_STORE_ZERO_ALLOCATE)
+      r = write_zeros(z->fd, plen, zoff);
+    else
+      r = fallocate(z->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                    (off_t)zoff, (off_t)plen);
+    atomic_store(&z->dirty, true);
+    if (r < 0) {
+      e = errno == ENOSPC || errno == EDQUOT ? ENOSPC : EIO;
+      /* Undo the sequential pieces written so far, this one included. */
+      struct dzone *u;
+      FOR_EACH_PIECE(s, off0, off + plen - off0, u, uoff, ulen)
+      {
+        (void)ulen;
+        if (u->seq)
+          (void)ftruncate(u->fd, (off_t)(uoff - u->start));
+      }
+      errno = e;
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static int
+dir_write(struct znbd_store *base, const void *buf, uint64_t len, uint64_t off)
+{
+  return put((struct dir_store *)base, buf, len, off, 0);
+}
+
+static int
+dir_zero(struct znbd_store *base, uint64_t len, uint64_t off, unsigned flags)
+{
+  return put((struct dir_store *)base, NULL, len, off, flags);
+}
+
+/* Allocated runs of a conventional zone's file (or the data file), from
+ * SEEK_DATA / SEEK_HOLE; sequential zones: data up to the end of file. */
+static int
+dir_extents(struct znbd_store *base, uint64_t off0, uint64_t len,
+            znbd_store_extent_fn fn, void *opaque)
+{
+  struct dir_store *s = (struct dir_store *)base;
+  struct dzone *z;
+  int r;
+
+  FOR_EACH_PIECE(s, off0, len, z, off, plen)
+  {
+    uint64_t pos = off - z->start, end = pos + plen;
+    while (pos < end) {
+      off_t d = lseek(z->fd, (off_t)pos, SEEK_DATA);
+      uint64_t next;
+      bool data = d >= 0 && (uint64_t)d == pos;
+      if (d < 0 && errno != ENXIO) { /* no SEEK_DATA: all data */
+        data = true;
+        next = end;
+      } else if (data) {
+        off_t h = lseek(z->fd, (off_t)pos, SEEK_HOLE);
+        next = h < 0 ? end : (uint64_t)h;
+      } else {
+        next = d < 0 ? end : (uint64_t)d;
+      }
+      if (next > end)
+        next = end;
+      if ((r = fn(opaque, z->start + pos, next - pos, data)))
+        return r;
+      pos = next;
+    }
+  }
+  return 0;
+}
+
+/* fdatasync Z if it was written since its last sync. */
+static int
+sync_zone(struct dzone *z)
+{
+  if (!atomic_exchange(&z->dirty, false))
+    return 0;
+  if (fdatasync(z->fd) == 0)
+    return 0;
+  atomic_store(&z->dirty, true);
+  errno = EIO;
+  return -1;
+}
+
+static int
+dir_flush(struct znbd_store *base)
+{
+  struct dir_store *s = (struct dir_store *)base;
+  int r = 0;
+  for (uint32_t i = 0; i < s->nr_zones; i++)
+    if (sync_zone(&s->z[i]) < 0)
+      r = -1;
+  return r;
+}
+
+static int
+dir_sync(struct znbd_store *base, uint64_t len, uint64_t off0)
+{
+  struct dir_store *s = (struct dir_store *)base;
+  struct dzone *z;
+  int r = 0;
+  FOR_EACH_PIECE(s, off0, len, z, off, plen)
+  {
+    (void)off;
+    (void)plen;
+    if (sync_zone(z) < 0)
+      r = -1;
+  }
+  return r;
+}
+
+/* Truncate sequential zone ZNO to SIZE bytes. */
+static int
+truncate_zone(struct dir_store *s, uint32_t zno, uint64_t size)
+{
+  struct dzone *z = &s->z[zno];
+  atomic_store(&z->dirty, true);
+  if (ftruncate(z->fd, (off_t)size) < 0)
+    return -1;
+  return 0;
+}
+
+/* Reset: the file is emptied, preallocation included (zloop). */
+static int
+dir_zone_reset(struct znbd_store *base, uint32_t zno, uint64_t start,
+               uint64_t len)
+{
+  struct dir_store *s = (struct dir_store *)base;
+  (void)start;
+  (void)len;
+  atomic_store(&s->z[zno].prealloc, false);
+  return truncate_zone(s, zno, 0);
+}
+
+/* Finish: the file grows to the zone capacity (zloop's current rule). */
+static int
+dir_zone_finish(struct znbd_store *base, uint32_t zno, uint64_t from,
+                uint64_t end)
+{
+  struct dir_store *s = (struct dir_store *)base;
+  (void)from;
+  (void)end;
+  return truncate_zone(s, zno, s->z[zno].cap);
+}
+
+static void
+dir_zone_open(struct znbd_store *base, uint32_t zno)
+{
+  struct dir_store *s = (struct dir_store *)base;
+  prealloc(s, &s->z[zno]);
+}
+
+static int
+dir_zone_fault(struct znbd_store *base, uint32_t zno, unsigned cond)
+{
+  struct dir_store *s = (struct dir_store *)base;
+  uint8_t f = cond == ZNBD_ZONE_COND_READONLY || cond == ZNBD_ZONE_COND_OFFLINE
+                  ? (uint8_t)cond
+                  : 0;
+  int r = 0;
+  pthread_mutex_lock(&s->meta_lock);
+  if (s->z[zno].fault != f) {
+    uint8_t old = s->z[zno].fault;
+    s->z[zno].fault = f;
+    r = meta_save(s);
+    if (r < 0) {
+      s->z[zno].fault = old;
+      errno = EIO;
+    }
+  }
+  pthread_mutex_unlock(&s->meta_lock);
+  return r;
+}
+
+static int
+dir_zone_load(struct znbd_store *base, uint32_t zno, uint64_t *written,
+              unsigned *fault)
+{
+  struct dir_store *s = (struct dir_store *)base;
+  *written = s->z[zno].loaded;
+  *fault = s->z[zno].fault;
+  return 0;
+}
+
+/* Blocks the files hold (st_blocks), in bytes. */
+static uint64_t
+dir_allocated(struct znbd_store *base)
+{
+  struct dir_store *s = (struct dir_store *)base;
+  uint64_t sum = 0;
+  struct stat st;
+  for (uint32_t i = 0; i < s->nr_zones; i++)
+    if (fstat(s->z[i].fd, &st) == 0)
+      sum += (uint64_t)st.st_blocks * 512;
+  return sum;
+}
+
+static const struct znbd_store_ops dir_ops = {
+    .name = "dir",
+    .write_may_fail = true,
+    .free = dir_free,
+    .read = dir_read,
+    .write = dir_write,
+    .zero = dir_zero,
+    .extents = dir_extents,
+    .flush = dir_flush,
+    .sync = dir_sync,
+    .zone_reset = dir_zone_reset,
+    .zone_finish = dir_zone_finish,
+    .zone_open = dir_zone_open,
+    .zone_fault = dir_zone_fault,
+    .zone_load = dir_zone_load,
+    .allocated = dir_allocated,
+};

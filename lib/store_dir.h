@@ -1,0 +1,45 @@
+/* znbd: the directory store (lib/store_dir.c), a device kept in files so
+ * it survives a restart (key dir=PATH).
+ *
+ * Layout (Linux zloop's, Documentation/admin-guide/blockdev/zoned_loop.rst):
+ * one regular file per zone, PATH/cnv-NNNNNN for a conventional zone and
+ * PATH/seq-NNNNNN for a sequential one (NNNNNN: the zone number, six
+ * digits, counted from zone 0 for both kinds; mode 0600).  A conventional
+ * zone's file is always the zone's length; a sequential zone's file size
+ * is its write pointer (bytes written from the zone start); bytes past the
+ * end of a file read as zeros.  A device with zoned=false is one sparse
+ * file, PATH/data, of the device size.  znbd adds PATH/znbd.meta (the
+ * geometry and the READONLY / OFFLINE zones, text) and PATH/znbd.lock
+ * (held with flock while a server uses the directory).
+ */
+#ifndef ZNBD_STORE_DIR_H
+#define ZNBD_STORE_DIR_H
+
+#include <stddef.h>
+
+#include "store.h"
+#include "znbd/params.h"
+
+/* Open (or format, when PATH is absent or empty) the directory P->dir for
+ * the finished params P.  Takes the directory's lock for the life of the
+ * store.  Raises RLIMIT_NOFILE's soft limit to its hard limit (one open
+ * file per zone).  Returns NULL with errno and a message naming the
+ * parameter or the file in ERR: EEXIST (another server holds the lock),
+ * EINVAL (the directory holds other files, a file of the wrong size,
+ * metadata that does not match P), ENOENT, EACCES, EMFILE, EIO. */
+struct znbd_store *znbd_store_dir_open(const struct znbd_params *p, char *err,
+                                       size_t errlen);
+
+/* For znbd_params_finish(), before any check: when P->dir holds a
+ * formatted device, its recorded geometry (size, zoned, blocksize,
+ * zone_size, zone_capacity, zone_nr_conv, zone_max_open, zone_max_active)
+ * fills the parameters that were not given; a given one that differs
+ * fails with errno EINVAL and a message naming it and both values.
+ * zone_full is only used when formatting (NOTE says so if it is given).
+ * Returns 0 (also when PATH is absent or not formatted yet), or -1 with
+ * errno EINVAL or EIO (unreadable or corrupt PATH/znbd.meta, named in
+ * ERR). */
+int znbd_store_dir_params(struct znbd_params *p, void (*note)(const char *msg),
+                          char *err, size_t errlen);
+
+#endif
