@@ -567,10 +567,10 @@ queue_rq(struct hwq *q, struct rq *rq)
     return true;
   for (struct rq *b = rq->merged; b; b = b->next)
     exec_rq(b, EXEC_NOWAIT);
-done:
-  if (m->completion_nsec)
-    arm_timeout(&q->ring, &rq->ts, m->completion_nsec,
-                tag_ptr(TAG_RQ_DONE, rq));
+done:;
+  uint64_t ns = m->completion_nsec + nbd_req_delay(rq->proto, &rq->req);
+  if (ns)
+    arm_timeout(&q->ring, &rq->ts, ns, tag_ptr(TAG_RQ_DONE, rq));
   else
     complete(q, rq);
   return false;

@@ -31,6 +31,8 @@ nbdc_tflags(const struct nbdc *c)
          NBD_FLAG_SEND_FAST_ZERO;
   if (c->structured)
     f |= NBD_FLAG_SEND_DF;
+  if (c->cfg->params && c->cfg->params->rotational)
+    f |= NBD_FLAG_ROTATIONAL; /* null_blk's rotational */
   return f;
 }
 
@@ -781,6 +783,11 @@ exec_read(const struct nbdc *c, const struct nbd_req *r, struct buf *out,
     return;
   }
   size_t last = out->len;
+  /* Holes are answered without reading: bad blocks are checked first. */
+  if (c->cfg->holes_ok && znbd_dev_read_check(d, r->len, r->off) == -1) {
+    reply_errno(c, r, errno, out);
+    return;
+  }
   if (!c->cfg->holes_ok) {
     if (read_data_chunk(c, r, r->off, r->len, out, &last, xflags) == -1)
       goto fail;
@@ -991,8 +998,53 @@ exec_block_status(const struct nbdc *c, const struct nbd_req *r,
   return 0;
 }
 
+int unsigned
+nbd_req_kind(const struct nbd_req *r)
+{
+  switch (r->type) {
+  case NBD_CMD_READ:
+    return ZNBD_IO_READ;
+  case NBD_CMD_WRITE:
+  case NBD_CMD_WRITE_ZEROES:
+    return ZNBD_IO_WRITE;
+  case NBD_CMD_FLUSH:
+    return ZNBD_IO_FLUSH;
+  case NBD_CMD_TRIM:
+    return ZNBD_IO_TRIM;
+  default:
+    return ZNBD_IO_OTHER;
+  }
+}
+
+uint64_t
+nbd_req_delay(const struct nbdc *c, const struct nbd_req *r)
+{
+  unsigned kind = nbd_req_kind(r);
+  /* WRITE_ZEROES moves no data over the link. */
+  uint64_t len = r->type == NBD_CMD_WRITE_ZEROES ? 0 : r->len;
+  return znbd_dev_delay_nsec(c->cfg->dev, kind, len);
+}
+
+static int exec_one(const struct nbdc *c, const struct nbd_req *r,
+                    unsigned xflags, struct buf *out);
+
+/* drop-reply (znbd_dev_drop_reply): the request is executed, then what
+ * it appended to OUT is taken back, so the client never hears of it.
+ * Zero-copy READ data cannot be taken back: such a read is copied. */
 int
 nbd_exec(const struct nbdc *c, const struct nbd_req *r, unsigned xflags,
+         struct buf *out)
+{
+  if (!znbd_dev_drop_reply(c->cfg->dev, nbd_req_kind(r)))
+    return exec_one(c, r, xflags, out);
+  size_t before = out->len;
+  int rc = exec_one(c, r, xflags & ~(unsigned)EXEC_REF, out);
+  out->len = before;
+  return rc;
+}
+
+static int
+exec_one(const struct nbdc *c, const struct nbd_req *r, unsigned xflags,
          struct buf *out)
 {
   struct znbd_dev *d = c->cfg->dev;

@@ -116,6 +116,14 @@ size_t nbdc_refuse_pending(struct nbdc *c, const uint8_t *in, size_t len,
 int nbd_exec(const struct nbdc *c, const struct nbd_req *r, unsigned xflags,
              struct buf *out);
 
+/* R's kind as a ZNBD_IO_* bit (drop-reply, delays). */
+unsigned nbd_req_kind(const struct nbd_req *r);
+
+/* Extra completion delay of R, ns (znbd_dev_delay_nsec: mbps,
+ * zone_reset_nsec); call once per request (it takes from the mbps
+ * bucket). */
+uint64_t nbd_req_delay(const struct nbdc *c, const struct nbd_req *r);
+
 /* Append an error reply (NBD errno ERR, e.g. NBD_EIO) for R to OUT:
  * a structured ERROR chunk with MSG when negotiated, else a simple reply.
  * With cfg->verbose the refusal and MSG are logged on stderr. */

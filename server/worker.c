@@ -657,7 +657,8 @@ static int
 submit_bio(struct conn *c, const struct nbd_req *r)
 {
   struct server *s = c->w->s;
-  if (s->completion_nsec == 0) {
+  uint64_t ns = s->completion_nsec + nbd_req_delay(&c->proto, r);
+  if (ns == 0) {
     nbd_exec(&c->proto, r, EXEC_NOWAIT | EXEC_REF, &c->out[c->fill]);
     /* Let the client start on the first replies of a long batch while
      * the rest execute (see conn_process). */
@@ -677,8 +678,7 @@ submit_bio(struct conn *c, const struct nbd_req *r)
   rq->w = c->w;
   nbd_exec(&c->proto, r, EXEC_NOWAIT, &rq->reply);
   c->inflight++;
-  arm_timeout(&c->w->ring, &rq->ts, s->completion_nsec,
-              tag_ptr(TAG_RQ_DONE, rq));
+  arm_timeout(&c->w->ring, &rq->ts, ns, tag_ptr(TAG_RQ_DONE, rq));
   return 0;
 }
 
