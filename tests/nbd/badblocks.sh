@@ -29,8 +29,7 @@ def zone1():
     r = control(ctl, "report 1 1")
     return re.search(r"cond=(\S+)", r).group(1), re.search(r"wp=(\S+)", r).group(1)
 
-def stat(key):
-    return int(re.search(r" %s=(\d+)" % key, control(ctl, "stats")).group(1))
+stat = lambda key: control_stats(ctl)[key]
 
 h = connect()
 # Conventional zone: reads and writes sector by sector.
