@@ -8,7 +8,8 @@
 #    makes a good sector fail; `stats` counts every failure;
 #  - badblocks_once: a range fails once, then reads and writes pass;
 #  - badblocks_partial_io: a write is done up to the first bad block and
-#    the wp moves exactly there (blocksize 512 and 4096: rounded down).
+#    the wp moves exactly there (blocksize 512 and 4096: rounded down);
+#  - -v logs every failure as it fires.
 . "$(dirname "$0")/../functions.sh"
 require_znbd_frontend "badblocks="
 
@@ -82,7 +83,8 @@ h.shutdown()
 EOF
 stop_frontend
 
-start_frontend size=1M zoned=false zone_control="$ctl" badblocks=8,16-23 badblocks_once=true
+ZNBD_FRONTEND_OPTS=-v start_frontend size=1M zoned=false zone_control="$ctl" \
+  badblocks=8,16-23 badblocks_once=true
 ctl=$ctl nbd_py <<'EOF'
 from znbdtest import *
 ctl = os.environ["ctl"]
@@ -97,6 +99,10 @@ check_eq(control(ctl, "badblocks list"), "ok\n", "list empty")
 h.shutdown()
 EOF
 stop_frontend
+# -v: each failure logged once, with the sectors, as it fired.
+grep -q 'fault: badblock: read of 512 bytes at 4096: bad sectors from 8 (cleared)' "$server_log" &&
+  grep -q 'fault: badblock: write of 8192 bytes at 8192: bad sectors from 16 (cleared)' "$server_log" ||
+  { cat "$server_log" >&2; die "-v did not log the bad-block failures"; }
 
 for bs in 512 4096; do
   start_frontend size=4M zone_size=1M blocksize=$bs zone_control="$ctl" \
