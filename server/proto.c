@@ -1030,16 +1030,22 @@ static int exec_one(const struct nbdc *c, const struct nbd_req *r,
 
 /* drop-reply (znbd_dev_drop_reply): the request is executed, then what
  * it appended to OUT is taken back, so the client never hears of it.
- * Zero-copy READ data cannot be taken back: such a read is copied. */
+ * Zero-copy READ data cannot be taken back, so a READ is chosen before
+ * it executes (and copied); other requests after, so that a write sent
+ * back for requeueing (EXEC_AGAIN) is not counted. */
 int
 nbd_exec(const struct nbdc *c, const struct nbd_req *r, unsigned xflags,
          struct buf *out)
 {
-  if (!znbd_dev_drop_reply(c->cfg->dev, nbd_req_kind(r)))
-    return exec_one(c, r, xflags, out);
+  struct znbd_dev *d = c->cfg->dev;
+  unsigned kind = nbd_req_kind(r);
+  bool drop = kind == ZNBD_IO_READ && znbd_dev_drop_reply(d, kind);
   size_t before = out->len;
-  int rc = exec_one(c, r, xflags & ~(unsigned)EXEC_REF, out);
-  out->len = before;
+  int rc = exec_one(c, r, drop ? xflags & ~(unsigned)EXEC_REF : xflags, out);
+  if (rc == EXEC_AGAIN)
+    return rc;
+  if (drop || (kind != ZNBD_IO_READ && znbd_dev_drop_reply(d, kind)))
+    out->len = before;
   return rc;
 }
 
