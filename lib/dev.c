@@ -509,6 +509,7 @@ fail:
   return -1;
 }
 
+/* A write whose range is checked and free of bad blocks. */
 static int write_checked(struct znbd_dev *d, const void *buf, uint64_t len,
                          uint64_t off, unsigned flags);
 

@@ -87,7 +87,8 @@ uint32_t znbd_dev_nr_zones(const struct znbd_dev *d); /* 0: not zoned */
 int znbd_dev_describe(const struct znbd_dev *d, char *buf, size_t len);
 
 /* Read LEN bytes at OFF.  Errors: EINVAL (range/alignment), EIO (OFFLINE
- * zone; past the wp with zone_read_past_wp=error). */
+ * zone; past the wp with zone_read_past_wp=error; a bad sector, see
+ * znbd_dev_badblocks_edit). */
 int znbd_dev_read(struct znbd_dev *d, void *buf, uint64_t len, uint64_t off);
 
 /* The bad-block check of znbd_dev_read alone, for a front-end that
@@ -118,7 +119,10 @@ const void *znbd_dev_read_ref(struct znbd_dev *d, uint64_t len, uint64_t off);
  * changes no byte, wp, condition or counter.  Errors: EINVAL, EIO (wp,
  * capacity or condition), ETOOMANYREFS (open limit), EOVERFLOW (active
  * limit), EAGAIN (NOWAIT and ahead of wp), ETIMEDOUT is not returned (a
- * timed-out wait is EIO), ENOMEM. */
+ * timed-out wait is EIO), ENOMEM.  A write touching a bad sector fails
+ * with EIO before the zone rules are applied; with badblocks_partial_io
+ * the blocks before it are written first, as a write of their own
+ * (null_handle_badblocks()). */
 int znbd_dev_write(struct znbd_dev *d, const void *buf, uint64_t len,
                    uint64_t off, unsigned flags);
 
