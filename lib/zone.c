@@ -189,14 +189,20 @@ znbd_zones_unlock_range(struct znbd_zones *zs, uint32_t first, uint32_t last)
 }
 
 void
-znbd_zone_info(const struct znbd_zone *z, struct znbd_zone_info *out)
+znbd_zone_info(struct znbd_zone *z, struct znbd_zone_info *out)
 {
+  bool seq = z->type == ZNBD_ZONE_TYPE_SEQWRITE_REQ;
+
+  if (seq)
+    pthread_mutex_lock(&z->lock);
   out->start = z->start;
   out->len = z->len;
   out->capacity = z->capacity;
   out->wp = z->wp;
   out->type = z->type;
   out->cond = z->cond;
+  if (seq)
+    pthread_mutex_unlock(&z->lock);
 }
 
 uint64_t
@@ -386,10 +392,9 @@ release_victims(struct znbd_zone_txn *t)
   t->nr_victims = 0;
 }
 
-/* The zone holding byte POFF of a request ending at END (exclusive), and
- * in *PLEN the length of the request's piece in that zone. */
-static struct znbd_zone *
-piece(struct znbd_zones *zs, uint64_t poff, uint64_t end, uint64_t *plen)
+struct znbd_zone *
+znbd_zones_piece(struct znbd_zones *zs, uint64_t poff, uint64_t end,
+                 uint64_t *plen)
 {
   struct znbd_zone *z = &zs->zone[znbd_zones_zone_no(zs, poff)];
   uint64_t zend = z->start + z->len;
@@ -400,7 +405,8 @@ piece(struct znbd_zones *zs, uint64_t poff, uint64_t end, uint64_t *plen)
 
 #define FOR_EACH_PIECE(zs, off, n, z, poff, plen)                              \
   for (uint64_t poff = (off), plen = 0, end_ = (off) + (n);                    \
-       poff < end_ && ((z) = piece((zs), poff, end_, &plen)); poff += plen)
+       poff < end_ && ((z) = znbd_zones_piece((zs), poff, end_, &plen));       \
+       poff += plen)
 
 int
 znbd_zone_write_prepare(struct znbd_zones *zs, struct znbd_zone_txn *t,
@@ -787,4 +793,130 @@ znbd_zones_counters(struct znbd_zones *zs, uint32_t *imp_open,
   *exp_open = zs->nr_exp_open;
   *closed = zs->nr_closed;
   pthread_mutex_unlock(&zs->res_lock);
+}
+
+int
+znbd_zones_spans(struct znbd_zones *zs, uint64_t off, uint64_t len,
+                 znbd_zone_span_fn fn, void *opaque)
+{
+  struct znbd_zone *z;
+  int r = 0;
+
+  FOR_EACH_PIECE(zs, off, len, z, poff, plen)
+  {
+    if (z->type == ZNBD_ZONE_TYPE_CONVENTIONAL) {
+      r = fn(opaque, poff, plen, ZNBD_SPAN_CONV);
+      if (r)
+        return r;
+      continue;
+    }
+    pthread_mutex_lock(&z->lock);
+    if (z->cond == ZNBD_ZONE_COND_OFFLINE) {
+      r = fn(opaque, poff, plen, ZNBD_SPAN_OFFLINE);
+    } else {
+      uint64_t dend = znbd_zone_data_end(z), n = 0;
+      if (dend > poff)
+        n = dend - poff < plen ? dend - poff : plen;
+      if (n)
+        r = fn(opaque, poff, n, ZNBD_SPAN_DATA);
+      if (r == 0 && n < plen)
+        r = fn(opaque, poff + n, plen - n, ZNBD_SPAN_PAST_WP);
+    }
+    if (r) {
+      int e = errno;
+      pthread_mutex_unlock(&z->lock);
+      errno = e;
+      return r;
+    }
+    pthread_mutex_unlock(&z->lock);
+  }
+  return 0;
+}
+
+/* Zone Z (locked) is sequential and writable with OFF ahead of its wp,
+ * below its capacity: a pipelined write at OFF has to wait for the wp. */
+static bool
+ahead_of_wp(const struct znbd_zone *z, uint64_t off)
+{
+  return z->type == ZNBD_ZONE_TYPE_SEQWRITE_REQ && z->wp != ZNBD_WP_INVALID &&
+         off > z->wp && off < z->start + z->capacity;
+}
+
+int
+znbd_zones_write(struct znbd_zones *zs, struct znbd_zone_write *w)
+{
+  uint32_t first = znbd_zones_zone_no(zs, w->off);
+  uint32_t last = znbd_zones_last_zone_no(zs, first, w->off, w->len);
+  struct znbd_zone *z = &zs->zone[first];
+  struct znbd_zone_txn t;
+  bool seq = z->type == ZNBD_ZONE_TYPE_SEQWRITE_REQ;
+  bool early = w->store_may_fail;
+  int e = 0;
+
+  if (seq)
+    pthread_mutex_lock(&z->lock);
+  if (w->pipeline && seq && ahead_of_wp(z, w->off)) {
+    if (w->nowait) {
+      e = EAGAIN;
+      goto out_first;
+    }
+    if (znbd_zone_wait_wp(z, w->off, w->timeout_ms) < 0) {
+      e = EIO; /* timed out: the wp never came */
+      goto out_first;
+    }
+  }
+  if (first < last)
+    znbd_zones_lock_range(zs, first + 1, last);
+  if (znbd_zone_write_prepare(zs, &t, w->off, w->len) < 0) {
+    e = errno;
+  } else if (early && w->store(w->opaque, w->data, w->len, w->off) < 0) {
+    e = errno;
+    znbd_zone_write_abort(&t);
+  } else {
+    znbd_zone_write_commit(&t);
+    for (uint32_t i = first; i <= last && !early; i++)
+      znbd_zone_copy_begin(&zs->zone[i]);
+  }
+  if (first < last)
+    znbd_zones_unlock_range(zs, first + 1, last);
+out_first:
+  if (seq)
+    pthread_mutex_unlock(&z->lock);
+  if (e) {
+    errno = e;
+    return -1;
+  }
+  if (early)
+    return 0;
+  w->store(w->opaque, w->data, w->len, w->off); /* RAM: cannot fail */
+  for (uint32_t i = first; i <= last; i++)
+    znbd_zone_copy_end(&zs->zone[i]);
+  return 0;
+}
+
+int
+znbd_zones_append(struct znbd_zones *zs, uint32_t zno,
+                  struct znbd_zone_write *w)
+{
+  struct znbd_zone_txn t;
+  int r = -1, e = 0;
+
+  if (zno >= zs->nr_zones) {
+    errno = EINVAL;
+    return -1;
+  }
+  struct znbd_zone *z = &zs->zone[zno];
+  pthread_mutex_lock(&z->lock);
+  if (znbd_zone_append_prepare(zs, &t, zno, w->len, &w->off) < 0) {
+    e = errno;
+  } else if (w->store(w->opaque, w->data, w->len, w->off) < 0) {
+    e = errno;
+    znbd_zone_write_abort(&t);
+  } else {
+    znbd_zone_write_commit(&t);
+    r = 0;
+  }
+  pthread_mutex_unlock(&z->lock);
+  errno = e;
+  return r;
 }

@@ -6,9 +6,13 @@
  * reference is Linux drivers/block/null_blk/zoned.c.
  *
  * No data lives here: the engine tracks conditions, write pointers and the
- * open/active counters; lib/dev.c stores the data in between
- * znbd_zone_write_prepare() and znbd_zone_write_commit(), so a write whose
- * data cannot be stored changes nothing.
+ * open/active counters, and owns the zones' locks: lib/dev.c never locks
+ * a zone, it hands reads, extents, writes and appends to the engine
+ * (znbd_zones_spans, znbd_zones_write, znbd_zones_append) with a callback
+ * into the store, called under the zone locks where the rules need it; a
+ * store that can fail is written in between znbd_zone_write_prepare() and
+ * znbd_zone_write_commit(), so a write whose data cannot be stored
+ * changes nothing.
  *
  * Locking.  Every zone has a mutex (and a list of pipelined writes waiting
  * for its wp, each woken when the wp reaches it).  The counters
@@ -112,6 +116,12 @@ znbd_zones_last_zone_no(const struct znbd_zones *zs, uint32_t first,
   return znbd_zones_zone_no(zs, off + len - 1);
 }
 
+/* The zone holding byte POFF (< size) of a request ending at END
+ * (exclusive, bytes), and in *PLEN how many bytes of [POFF, END) lie in
+ * it.  No lock taken: zone boundaries never move. */
+struct znbd_zone *znbd_zones_piece(struct znbd_zones *zs, uint64_t poff,
+                                   uint64_t end, uint64_t *plen);
+
 /* Lock / unlock the sequential zones among FIRST..LAST (inclusive) in
  * ascending order; conventional zones carry no state and are skipped. */
 void znbd_zones_lock_range(struct znbd_zones *zs, uint32_t first,
@@ -119,8 +129,8 @@ void znbd_zones_lock_range(struct znbd_zones *zs, uint32_t first,
 void znbd_zones_unlock_range(struct znbd_zones *zs, uint32_t first,
                              uint32_t last);
 
-/* Copy zone Z's report (caller holds its lock or accepts a torn read). */
-void znbd_zone_info(const struct znbd_zone *z, struct znbd_zone_info *out);
+/* Copy zone Z's report, under Z's lock (a consistent snapshot). */
+void znbd_zone_info(struct znbd_zone *z, struct znbd_zone_info *out);
 
 /* End (exclusive byte offset) of the data a read of zone Z returns from
  * the store; bytes from there to the zone end are "past the wp"
@@ -129,6 +139,29 @@ void znbd_zone_info(const struct znbd_zone *z, struct znbd_zone_info *out);
  * readable).  Caller holds Z's lock.  OFFLINE zones are not readable
  * (the caller fails with EIO). */
 uint64_t znbd_zone_data_end(const struct znbd_zone *z);
+
+/* What a byte range of the device holds, as reads and extents see it. */
+enum znbd_zone_span {
+  ZNBD_SPAN_CONV,    /* a conventional zone: whatever the store holds */
+  ZNBD_SPAN_DATA,    /* below a sequential zone's data end: written data */
+  ZNBD_SPAN_PAST_WP, /* from the data end to the zone end */
+  ZNBD_SPAN_OFFLINE, /* an OFFLINE zone: not readable */
+};
+
+/* Called by znbd_zones_spans() for LEN > 0 bytes at OFF; for a sequential
+ * zone the zone's lock is held, so the wp cannot move while the store is
+ * read.  Returns 0 to go on; anything else stops the walk. */
+typedef int (*znbd_zone_span_fn)(void *opaque, uint64_t off, uint64_t len,
+                                 enum znbd_zone_span span);
+
+/* Walk [OFF, OFF+LEN) (bytes, inside the device) zone by zone in
+ * ascending order, calling FN for each span: conventional zones without
+ * a lock (they carry no state), sequential ones under their lock
+ * (null_blk locks the zone for memory-backed reads) split at
+ * znbd_zone_data_end().  Returns 0, or FN's first non-zero value (errno
+ * as FN left it). */
+int znbd_zones_spans(struct znbd_zones *zs, uint64_t off, uint64_t len,
+                     znbd_zone_span_fn fn, void *opaque);
 
 /* Pipelined writes: with Z locked, wait until Z's wp reaches OFF (bytes),
  * at most TIMEOUT_MS milliseconds.  Returns at once when OFF is not ahead
@@ -188,6 +221,43 @@ void znbd_zone_write_commit(struct znbd_zone_txn *t);
 
 /* Drop a prepared write without changing anything. */
 void znbd_zone_write_abort(struct znbd_zone_txn *t);
+
+/* Stores the data of a write: LEN bytes at device offset OFF from DATA
+ * (the request's buffer, NULL for zeros).  Returns 0, or -1 with errno. */
+typedef int (*znbd_zone_store_fn)(void *opaque, const void *data, uint64_t len,
+                                  uint64_t off);
+
+/* A write as the engine runs it (znbd_zones_write, znbd_zones_append). */
+struct znbd_zone_write {
+  uint64_t off, len;        /* bytes; append: OFF is set to where it went */
+  const void *data;         /* handed to STORE as it is */
+  znbd_zone_store_fn store; /* called once, with the zones locked or not */
+  void *opaque;             /* STORE's */
+  bool store_may_fail;      /* store before the commit, abort on failure */
+  bool pipeline;            /* ahead of a writable wp: wait for it */
+  bool nowait;              /* ...but fail with EAGAIN instead of waiting */
+  unsigned timeout_ms;      /* how long a pipelined write waits */
+};
+
+/* Run write W (LEN > 0, inside the device): lock its zones in ascending
+ * order (the first one alone while a pipelined write waits for its wp),
+ * check every piece (znbd_zone_write_prepare), then
+ *   - a store that cannot fail (RAM): commit, and store the data after
+ *     unlocking (znbd_zone_copy_begin says why and what keeps it safe);
+ *   - a store that can fail (dir=): store the data with the zones still
+ *     locked, then commit, or abort if storing failed (the store undoes
+ *     its partial write), so a failed write changes nothing.
+ * Returns 0, or -1 with errno as znbd_zone_write_prepare(), the store's
+ * errno, EAGAIN (ahead of the wp with NOWAIT), EIO (the wait timed out). */
+int znbd_zones_write(struct znbd_zones *zs, struct znbd_zone_write *w);
+
+/* Zone append at the wp of zone ZNO (null_zone_write() with append): the
+ * engine locks the zone, prepares (znbd_zone_append_prepare), stores the
+ * data of W->len bytes with the zone locked, then commits, or aborts if
+ * storing failed.  W->off gets the byte offset written.  Returns 0, or -1
+ * with errno as znbd_zone_append_prepare() or the store's. */
+int znbd_zones_append(struct znbd_zones *zs, uint32_t zno,
+                      struct znbd_zone_write *w);
 
 /* Copying a committed write's data outside the zone lock.  With zone Z
  * locked and the write committed, znbd_zone_copy_begin() counts one copy
