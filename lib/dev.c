@@ -306,7 +306,9 @@ struct read_ctx {
 /* ZONED: one span of a read (znbd_zones_spans; a sequential zone's lock
  * is held).  OFFLINE: EIO (null_process_zoned_cmd).  Bytes at or past the
  * wp, and past the capacity, are "past the wp" (null_zone_valid_read_len)
- * and read per zone_read_past_wp. */
+ * and read per zone_read_past_wp, but for the gap of a finished or
+ * READONLY zone (ZNBD_SPAN_GAP): null_blk reads it from memory, so it
+ * reads zeros (EIO with zone_read_past_wp=error). */
 static int
 read_span(void *opaque, uint64_t off, uint64_t len, enum znbd_zone_span span)
 {
@@ -318,10 +320,14 @@ read_span(void *opaque, uint64_t off, uint64_t len, enum znbd_zone_span span)
   case ZNBD_SPAN_CONV:
   case ZNBD_SPAN_DATA:
     return znbd_store_read(c->d->store, buf, len, off);
+  case ZNBD_SPAN_GAP: /* null_blk reads these never-written bytes: zeros */
   case ZNBD_SPAN_PAST_WP:
     if (past == ZNBD_READ_PAST_WP_ERROR)
       break;
-    memset(buf, past == ZNBD_READ_PAST_WP_ONES ? 0xff : 0, len);
+    memset(buf,
+           past == ZNBD_READ_PAST_WP_ONES && span == ZNBD_SPAN_PAST_WP ? 0xff
+                                                                       : 0,
+           len);
     return 0;
   case ZNBD_SPAN_OFFLINE:
     break;
@@ -509,6 +515,11 @@ extent_span(void *opaque, uint64_t off, uint64_t len, enum znbd_zone_span span)
     return znbd_store_extents(c->d->store, off, len, store_extent, c);
   case ZNBD_SPAN_DATA:
     return c->fn(c->opaque, off, len, 0);
+  case ZNBD_SPAN_GAP: /* reads as zeros unless zone_read_past_wp=error */
+    return c->fn(c->opaque, off, len,
+                 c->d->p.zone_read_past_wp != ZNBD_READ_PAST_WP_ERROR
+                     ? ZNBD_EXTENT_HOLE | ZNBD_EXTENT_ZERO
+                     : ZNBD_EXTENT_HOLE);
   case ZNBD_SPAN_PAST_WP:
     return c->fn(c->opaque, off, len,
                  c->d->p.zone_read_past_wp == ZNBD_READ_PAST_WP_ZERO

@@ -144,7 +144,9 @@ uint64_t znbd_zone_data_end(const struct znbd_zone *z);
 enum znbd_zone_span {
   ZNBD_SPAN_CONV,    /* a conventional zone: whatever the store holds */
   ZNBD_SPAN_DATA,    /* below a sequential zone's data end: written data */
-  ZNBD_SPAN_PAST_WP, /* from the data end to the zone end */
+  ZNBD_SPAN_GAP,     /* [capacity, wp) of a finished zone, [capacity, zone
+                      * end) of a READONLY one: below null_blk's wp */
+  ZNBD_SPAN_PAST_WP, /* the rest, up to the zone end */
   ZNBD_SPAN_OFFLINE, /* an OFFLINE zone: not readable */
 };
 
@@ -158,8 +160,11 @@ typedef int (*znbd_zone_span_fn)(void *opaque, uint64_t off, uint64_t len,
  * ascending order, calling FN for each span: conventional zones without
  * a lock (they carry no state), sequential ones under their lock
  * (null_blk locks the zone for memory-backed reads) split at
- * znbd_zone_data_end().  Returns 0, or FN's first non-zero value (errno
- * as FN left it). */
+ * znbd_zone_data_end() and, for a FULL or READONLY zone with capacity <
+ * zone size, at the end of the gap null_blk reads from memory
+ * (null_zone_valid_read_len(): a finished zone's wp is start + zone size,
+ * a READONLY zone's wp is invalid).  Returns 0, or FN's first non-zero value
+ * (errno as FN left it). */
 int znbd_zones_spans(struct znbd_zones *zs, uint64_t off, uint64_t len,
                      znbd_zone_span_fn fn, void *opaque);
 

@@ -346,6 +346,78 @@ test_extents_trim_describe(void)
   znbd_dev_free(d);
 }
 
+/* Count the bytes of BUF[0..LEN) equal to V. */
+static uint64_t
+count_bytes(const uint8_t *buf, uint64_t len, uint8_t v)
+{
+  uint64_t n = 0;
+  for (uint64_t i = 0; i < len; i++)
+    n += buf[i] == v;
+  return n;
+}
+
+/* zone_read_past_wp=ones with capacity < zone size, as null_blk's
+ * null_zone_valid_read_len(): a finished zone's wp is start + zone size
+ * and a READONLY zone's wp is invalid, so their [capacity, zone end) gap
+ * is read from memory (zeros); a zone filled by writes keeps its wp at
+ * the capacity, so its gap is past the wp (0xFF), as is everything past
+ * the wp of a zone that is not full. */
+static void
+test_ones_gap(void)
+{
+  static const char *const kv[] = {"size",
+                                   "4M",
+                                   "zone_size",
+                                   "1M",
+                                   "zone_nr_conv",
+                                   "0",
+                                   "zone_capacity",
+                                   "768K",
+                                   "zone_read_past_wp",
+                                   "ones",
+                                   NULL};
+  struct znbd_dev *d = make(kv);
+  const uint64_t M = 1 << 20, cap = 768 * 1024, gap = M - cap;
+  static uint8_t buf[1 << 20];
+  struct ext e = {0};
+
+  memset(buf, 7, 8192);
+  /* Zone 0: 8 KiB written then finished; zone 1: filled by writes;
+   * zone 2: 8 KiB written, still open; zone 3: READONLY. */
+  CHECK_EQ(znbd_dev_write(d, buf, 8192, 0, 0), 0);
+  CHECK_EQ(znbd_dev_zone_op(d, ZNBD_ZONE_OP_FINISH, 0), 0);
+  CHECK_EQ(znbd_dev_write(d, NULL, cap, M, 0), 0);
+  CHECK_EQ(cond(d, 1), ZNBD_ZONE_COND_FULL);
+  CHECK_EQ(znbd_dev_write(d, buf, 8192, 2 * M, 0), 0);
+  CHECK_EQ(znbd_dev_zone_op(d, ZNBD_ZONE_OP_SET_READONLY, 3), 0);
+
+  CHECK_EQ(znbd_dev_read(d, buf, M, 0), 0);
+  CHECK_EQ(count_bytes(buf, 8192, 7), 8192);
+  /* [8K, capacity) is below the finished zone's wp, discarded: zeros;
+   * so is the gap. */
+  CHECK_EQ(count_bytes(buf + 8192, M - 8192, 0), M - 8192);
+  CHECK_EQ(znbd_dev_read(d, buf, M, M), 0);
+  CHECK_EQ(count_bytes(buf, cap, 0), cap);
+  CHECK_EQ(count_bytes(buf + cap, gap, 0xff), gap);
+  CHECK_EQ(znbd_dev_read(d, buf, M, 2 * M), 0);
+  CHECK_EQ(count_bytes(buf + 8192, M - 8192, 0xff), M - 8192);
+  CHECK_EQ(znbd_dev_read(d, buf, M, 3 * M), 0);
+  CHECK_EQ(count_bytes(buf, M, 0), M);
+  /* A read straddling zones 1 and 2 splits at the zone boundary. */
+  CHECK_EQ(znbd_dev_read(d, buf, 8192, 2 * M - 4096), 0);
+  CHECK_EQ(count_bytes(buf, 4096, 0xff), 4096);
+  CHECK_EQ(count_bytes(buf + 4096, 4096, 7), 4096);
+
+  /* Extents: the gap reads zeros, so it is HOLE|ZERO; past the wp HOLE. */
+  CHECK_EQ(znbd_dev_extents(d, 0, 2 * M, ext_add, &e), 0);
+  CHECK_EQ(e.n, 4);
+  CHECK(e.off[0] == 0 && e.len[0] == cap && e.flags[0] == 0);
+  CHECK(e.off[1] == cap && e.len[1] == gap && e.flags[1] == 3);
+  CHECK(e.off[2] == M && e.len[2] == cap && e.flags[2] == 0);
+  CHECK(e.off[3] == M + cap && e.len[3] == gap && e.flags[3] == 1);
+  znbd_dev_free(d);
+}
+
 #define RACE_ZONE (4u << 20)
 #define RACE_WRITE (64u << 10)
 
@@ -427,5 +499,6 @@ main(void)
   test_reset_races_copies();
   test_concurrent_limits();
   test_extents_trim_describe();
+  test_ones_gap();
   return check_done("zone_dev_test");
 }
