@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -372,12 +373,90 @@ store_data(void *opaque, const void *data, uint64_t len, uint64_t off)
   return znbd_store_zero(d->store, len, off, 0);
 }
 
+/* ZONED: a parked write of znbd_dev_write_async(): the engine's entry
+ * and the caller's completion (W first: the engine hands W back). */
+struct async_write {
+  struct znbd_zone_write w;
+  znbd_write_done_fn done;
+  void *opaque;
+};
+
+static void
+async_done(struct znbd_zone_write *w, int err)
+{
+  struct async_write *a = (struct async_write *)w;
+  a->done(a->opaque, err);
+  free(a);
+}
+
+/* ZONED: a parked write of znbd_dev_write(): its thread waits here. */
+struct sync_write {
+  struct znbd_zone_write w;
+  pthread_mutex_t lock;
+  pthread_cond_t cv;
+  bool finished;
+  int err;
+};
+
+static void
+sync_done(struct znbd_zone_write *w, int err)
+{
+  struct sync_write *sw = (struct sync_write *)w;
+  pthread_mutex_lock(&sw->lock);
+  sw->finished = true;
+  sw->err = err;
+  pthread_cond_signal(&sw->cv);
+  pthread_mutex_unlock(&sw->lock);
+}
+
+/* ZONED: park W (a write ahead of the wp that may wait): in a heap entry
+ * completed through DONE, or without DONE, waiting on this thread. */
+static int
+park_write(const struct znbd_zone_write *w, struct znbd_zones *zs,
+           znbd_write_done_fn done, void *opaque)
+{
+  int r, e;
+  if (done) {
+    struct async_write *a = malloc(sizeof *a);
+    if (!a)
+      return -1; /* ENOMEM */
+    *a = (struct async_write){*w, done, opaque};
+    a->w.done = async_done;
+    r = znbd_zones_write(zs, &a->w);
+    if (r != ZNBD_ZONE_PARKED) {
+      e = errno;
+      free(a);
+      errno = e;
+    }
+    return r;
+  }
+  struct sync_write sw = {.w = *w,
+                          .lock = PTHREAD_MUTEX_INITIALIZER,
+                          .cv = PTHREAD_COND_INITIALIZER};
+  sw.w.done = sync_done;
+  r = znbd_zones_write(zs, &sw.w);
+  e = errno;
+  if (r == ZNBD_ZONE_PARKED) {
+    pthread_mutex_lock(&sw.lock);
+    while (!sw.finished)
+      pthread_cond_wait(&sw.cv, &sw.lock);
+    pthread_mutex_unlock(&sw.lock);
+    r = sw.err ? -1 : 0;
+    e = sw.err;
+  }
+  pthread_cond_destroy(&sw.cv);
+  pthread_mutex_destroy(&sw.lock);
+  errno = e;
+  return r;
+}
+
 /* ZONED: the zone engine runs the write (znbd_zones_write); a store that
  * can fail (dir=) stores before the commit, so a failed write changes
- * nothing. */
+ * nothing.  A write ahead of the wp is first refused (EAGAIN: nothing
+ * allocated for the common, in-order case), then parked if it may wait. */
 static int
 zoned_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
-            unsigned flags)
+            unsigned flags, znbd_write_done_fn done, void *opaque)
 {
   struct znbd_zone_write w = {
       .off = off,
@@ -387,20 +466,30 @@ zoned_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
       .opaque = d,
       .store_may_fail = d->store->ops->write_may_fail,
       .pipeline = d->p.pipeline_zoned_writes,
-      .nowait = (flags & ZNBD_WRITE_NOWAIT) != 0,
       .timeout_ms = d->p.zone_write_timeout,
   };
-  return znbd_zones_write(&d->zs, &w);
+  int r = znbd_zones_write(&d->zs, &w);
+  if (r < 0 && errno == EAGAIN && !(flags & ZNBD_WRITE_NOWAIT))
+    r = park_write(&w, &d->zs, done, opaque);
+  return r;
 }
 
 int
 znbd_dev_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
                unsigned flags)
 {
+  return znbd_dev_write_async(d, buf, len, off, flags, NULL, NULL);
+}
+
+int
+znbd_dev_write_async(struct znbd_dev *d, const void *buf, uint64_t len,
+                     uint64_t off, unsigned flags, znbd_write_done_fn done,
+                     void *opaque)
+{
   if (check_range(d, len, off) < 0)
     return -1;
   if (is_zoned(d))
-    return len ? zoned_write(d, buf, len, off, flags) : 0;
+    return len ? zoned_write(d, buf, len, off, flags, done, opaque) : 0;
   /* WRITE_ZEROES: nothing allocated, whole pages freed, unless NO_HOLE
    * (doc/proto.md, NBD_CMD_FLAG_NO_HOLE) asks the range to stay
    * provisioned. */

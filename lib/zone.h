@@ -14,8 +14,8 @@
  * znbd_zone_write_commit(), so a write whose data cannot be stored
  * changes nothing.
  *
- * Locking.  Every zone has a mutex (and a list of pipelined writes waiting
- * for its wp, each woken when the wp reaches it).  The counters
+ * Locking.  Every zone has a mutex (and a list of the pipelined writes
+ * parked ahead of its wp, each run when the wp reaches it).  The counters
  * (EO, IO, CL) and the implicit-close cursor are the only shared state,
  * under one resource lock.  Order: zone locks in ascending zone order, then
  * the resource lock.  An implicit-close victim is taken with trylock while
@@ -33,16 +33,14 @@
 
 #include "znbd/dev.h"
 
-/* A pipelined write waiting for its zone's wp (znbd_zone_wait_wp). */
-struct znbd_zone_waiter {
-  uint64_t off; /* bytes: where the write starts */
-  pthread_cond_t cv;
-  struct znbd_zone_waiter *next;
-};
+struct znbd_zone_write;
 
 struct znbd_zone {
   pthread_mutex_t lock;
-  struct znbd_zone_waiter *waiters; /* woken when the wp reaches them */
+  /* Pipelined writes ahead of the wp, sorted by offset, run by whoever
+   * moves the wp to them (znbd_zones_write). */
+  struct znbd_zone_write *parked;
+  _Atomic uint32_t nparked; /* read without the lock by the sweeper */
   /* Writes whose wp is committed but whose data is still being copied
    * outside the lock (znbd_zone_copy_begin/end). */
   _Atomic uint32_t copying;
@@ -75,6 +73,14 @@ struct znbd_zones {
   pthread_mutex_t res_lock; /* guards the four fields below */
   uint32_t nr_imp_open, nr_exp_open, nr_closed;
   uint32_t imp_close_zone_no; /* where the next victim scan starts */
+
+  /* The sweeper: a thread started with the first parked write, failing
+   * parked writes whose deadline passed (znbd_zones_write). */
+  pthread_mutex_t sweep_lock; /* guards the three fields below */
+  pthread_cond_t sweep_cv;
+  bool sweeper_running, sweep_stop;
+  pthread_t sweeper;
+  _Atomic uint64_t nparked; /* parked writes, all zones */
 };
 
 /* Lay out zones over G->size bytes: nr_zones = ceil(size / zone_size),
@@ -168,13 +174,6 @@ typedef int (*znbd_zone_span_fn)(void *opaque, uint64_t off, uint64_t len,
 int znbd_zones_spans(struct znbd_zones *zs, uint64_t off, uint64_t len,
                      znbd_zone_span_fn fn, void *opaque);
 
-/* Pipelined writes: with Z locked, wait until Z's wp reaches OFF (bytes),
- * at most TIMEOUT_MS milliseconds.  Returns at once when OFF is not ahead
- * of a writable wp (conventional zone, wp >= OFF, OFF beyond capacity,
- * FULL/READONLY/OFFLINE).  Returns 0, or -1 with errno ETIMEDOUT (the
- * caller reports EIO, as dev.h says). */
-int znbd_zone_wait_wp(struct znbd_zone *z, uint64_t off, unsigned timeout_ms);
-
 /* A write (or append) in flight: made by prepare, ended by exactly one of
  * commit or abort.  Opaque to callers. */
 struct znbd_zone_txn {
@@ -220,7 +219,7 @@ int znbd_zone_append_prepare(struct znbd_zones *zs, struct znbd_zone_txn *t,
 
 /* Apply a prepared write: victims closed (EMPTY if their wp is at the start,
  * else CLOSED), EMPTY/CLOSED pieces IMP_OPEN, wps advanced, pieces at
- * capacity FULL (their open slot freed); waiters woken.  Zone locks of
+ * capacity FULL (their open slot freed).  Zone locks of
  * FIRST..LAST stay with the caller. */
 void znbd_zone_write_commit(struct znbd_zone_txn *t);
 
@@ -239,21 +238,41 @@ struct znbd_zone_write {
   znbd_zone_store_fn store; /* called once, with the zones locked or not */
   void *opaque;             /* STORE's */
   bool store_may_fail;      /* store before the commit, abort on failure */
-  bool pipeline;            /* ahead of a writable wp: wait for it */
-  bool nowait;              /* ...but fail with EAGAIN instead of waiting */
-  unsigned timeout_ms;      /* how long a pipelined write waits */
+  bool pipeline;            /* ahead of a writable wp: park (with DONE) */
+  bool nowait;              /* ...but fail with EAGAIN instead */
+  unsigned timeout_ms;      /* how long a parked write may wait */
+  /* Parked writes: called once, with no zone lock held, by the thread
+   * that ran W (ERR 0) or failed it (ERR an errno).  NULL: never parked
+   * (EAGAIN instead). */
+  void (*done)(struct znbd_zone_write *w, int err);
+  /* The engine's, while parked. */
+  uint64_t deadline_ns; /* CLOCK_MONOTONIC */
+  int err;
+  struct znbd_zone_write *next;
 };
 
+/* znbd_zones_write(): W was parked; W->done() tells how it ended. */
+#define ZNBD_ZONE_PARKED 1
+
 /* Run write W (LEN > 0, inside the device): lock its zones in ascending
- * order (the first one alone while a pipelined write waits for its wp),
- * check every piece (znbd_zone_write_prepare), then
+ * order, check every piece (znbd_zone_write_prepare), then
  *   - a store that cannot fail (RAM): commit, and store the data after
  *     unlocking (znbd_zone_copy_begin says why and what keeps it safe);
  *   - a store that can fail (dir=): store the data with the zones still
  *     locked, then commit, or abort if storing failed (the store undoes
  *     its partial write), so a failed write changes nothing.
- * Returns 0, or -1 with errno as znbd_zone_write_prepare(), the store's
- * errno, EAGAIN (ahead of the wp with NOWAIT), EIO (the wait timed out). */
+ * A write that starts ahead of a writable wp of a sequential zone, below
+ * its capacity, with W->pipeline: EAGAIN with W->nowait or no W->done;
+ * EIO with a timeout of 0; else it is parked: W (and its data) stays with
+ * the engine, sorted by offset in the zone's list, and the write that
+ * brings the wp to W->off runs it after its own (so does an append), as
+ * many parked writes as then line up.  A parked write fails with EIO
+ * when W->timeout_ms passed (a sweeper thread checks every few
+ * milliseconds), when its zone is reset, finished, made READONLY or
+ * OFFLINE, or when the wp went past its offset; else with the errno of
+ * its own checks when it runs.
+ * Returns 0, ZNBD_ZONE_PARKED, or -1 with errno as
+ * znbd_zone_write_prepare(), the store's errno, EAGAIN, EIO, ENOMEM. */
 int znbd_zones_write(struct znbd_zones *zs, struct znbd_zone_write *w);
 
 /* Zone append at the wp of zone ZNO (null_zone_write() with append): the
@@ -302,6 +321,9 @@ typedef void (*znbd_zone_discard_fn)(void *opaque, const struct znbd_zone *z,
  *   ONLINE: READONLY or OFFLINE -> EMPTY (zone discarded); else EIO.
  * ZNBD_ALL_ZONES with RESET: reset-all, every sequential zone not EMPTY,
  * READONLY or OFFLINE is reset; always succeeds.  DISCARD may be NULL.
+ * RESET, FINISH, SET_READONLY and SET_OFFLINE fail the zone's parked
+ * writes with EIO (as Linux aborts a zone's plugged writes on a reset or
+ * finish, disk_zone_wplug_abort).
  * Returns 0, or -1 with errno EINVAL (bad index or op), EIO, ETOOMANYREFS
  * (open limit), EOVERFLOW (active limit). */
 int znbd_zone_mgmt(struct znbd_zones *zs, enum znbd_zone_op op, uint32_t zno,

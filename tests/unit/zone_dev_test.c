@@ -418,6 +418,110 @@ test_ones_gap(void)
   znbd_dev_free(d);
 }
 
+/* A parked write's completion (znbd_dev_write_async). */
+struct parked {
+  _Atomic int calls;
+  _Atomic int err;
+};
+
+static void
+parked_done(void *opaque, int err)
+{
+  struct parked *p = opaque;
+  p->err = err;
+  p->calls++;
+}
+
+/* Wait (up to 20 s: only a broken sweeper takes that long) for P's
+ * completion. */
+static void
+parked_wait(struct parked *p)
+{
+  struct timespec nap = {0, 1000000L};
+  for (unsigned i = 0; i < 20000 && p->calls == 0; i++)
+    nanosleep(&nap, NULL);
+}
+
+/* Writes ahead of the wp park without blocking the caller, keep their
+ * buffer, and run when the write filling the gap lands (in that write's
+ * thread, before it returns); a reset fails them, and so does the
+ * timeout; NOWAIT still refuses at once. */
+static void
+test_parked_async(void)
+{
+  static const char *const kv[] = {
+      "size", "4M", "zone_size", "1M", "zone_write_timeout", "60000", NULL};
+  struct znbd_dev *d = make(kv);
+  static uint8_t a[3][4096];
+  uint8_t got[3 * 4096];
+  struct parked p[3] = {0};
+
+  for (int i = 0; i < 3; i++)
+    memset(a[i], 0x11 * (i + 1), 4096);
+  /* Blocks 2 then 1 arrive before block 0. */
+  CHECK_EQ(znbd_dev_write_async(d, a[2], 4096, 8192, 0, parked_done, &p[2]),
+           ZNBD_WRITE_PARKED);
+  CHECK_EQ(znbd_dev_write_async(d, a[1], 4096, 4096, 0, parked_done, &p[1]),
+           ZNBD_WRITE_PARKED);
+  CHECK_EQ(wp(d, 0), 0);
+  CHECK_EQ(p[1].calls + p[2].calls, 0);
+  CHECK_EQ(znbd_dev_write_async(d, a[0], 4096, 0, 0, parked_done, &p[0]), 0);
+  CHECK_EQ(p[0].calls, 0); /* not parked: no callback */
+  CHECK_EQ(p[1].calls, 1);
+  CHECK_EQ(p[2].calls, 1);
+  CHECK_EQ(p[1].err, 0);
+  CHECK_EQ(p[2].err, 0);
+  CHECK_EQ(wp(d, 0), 3 * 4096);
+  CHECK_EQ(znbd_dev_read(d, got, sizeof got, 0), 0);
+  for (int i = 0; i < 3; i++)
+    CHECK(memcmp(got + i * 4096, a[i], 4096) == 0);
+
+  /* A reset fails the writes parked in the zone with EIO. */
+  struct parked r = {0};
+  CHECK_EQ(
+      znbd_dev_write_async(d, a[0], 4096, (1 << 20) + 8192, 0, parked_done, &r),
+      ZNBD_WRITE_PARKED);
+  CHECK_EQ(znbd_dev_zone_op(d, ZNBD_ZONE_OP_RESET, 1), 0);
+  CHECK_EQ(r.calls, 1);
+  CHECK_EQ(r.err, EIO);
+  CHECK_EQ(wp(d, 1), 1 << 20);
+  /* A write that jumps past a parked one fails it (EIO), and a second
+   * write for the same offset runs in its place. */
+  struct parked j = {0};
+  CHECK_EQ(
+      znbd_dev_write_async(d, a[0], 4096, (2 << 20) + 4096, 0, parked_done, &j),
+      ZNBD_WRITE_PARKED);
+  CHECK_EQ(znbd_dev_write(d, NULL, 8192, 2 << 20, 0), 0);
+  CHECK_EQ(j.calls, 1);
+  CHECK_EQ(j.err, EIO);
+  CHECK_EQ(wp(d, 2), (2 << 20) + 8192);
+  /* NOWAIT: refused, nothing parked. */
+  errno = 0;
+  CHECK(znbd_dev_write_async(d, a[0], 4096, (3 << 20) + 4096, ZNBD_WRITE_NOWAIT,
+                             parked_done, &j) < 0 &&
+        errno == EAGAIN);
+  znbd_dev_free(d);
+
+  /* The timeout: nobody fills the gap, the sweeper fails it with EIO and
+   * nothing changed. */
+  static const char *const kv2[] = {
+      "size", "4M", "zone_size", "1M", "zone_write_timeout", "30", NULL};
+  d = make(kv2);
+  struct parked t = {0};
+  CHECK_EQ(znbd_dev_write_async(d, a[0], 4096, 4096, 0, parked_done, &t),
+           ZNBD_WRITE_PARKED);
+  parked_wait(&t);
+  CHECK_EQ(t.calls, 1);
+  CHECK_EQ(t.err, EIO);
+  CHECK_EQ(wp(d, 0), 0);
+  CHECK_EQ(cond(d, 0), ZNBD_ZONE_COND_EMPTY);
+  /* Then the gap filled: the timed-out write does not run. */
+  CHECK_EQ(znbd_dev_write(d, a[1], 4096, 0, 0), 0);
+  CHECK_EQ(wp(d, 0), 4096);
+  CHECK_EQ(t.calls, 1);
+  znbd_dev_free(d);
+}
+
 #define RACE_ZONE (4u << 20)
 #define RACE_WRITE (64u << 10)
 
@@ -500,5 +604,6 @@ main(void)
   test_concurrent_limits();
   test_extents_trim_describe();
   test_ones_gap();
+  test_parked_async();
   return check_done("zone_dev_test");
 }
