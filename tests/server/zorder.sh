@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Write ordering in a sequential zone under each submission model: a
 # write B sent just before the write A that reaches B's offset.
-#   mq, scheduler none, pipeline_zoned_writes=true: B is requeued until A
+#   mq, scheduler none, pipeline_zoned_writes=true: B is parked until A
 #     moved the wp, both succeed.
-#   mq, pipeline_zoned_writes=false, and bio: B fails at once (EIO), A ok.
+#   bio, pipeline_zoned_writes=true: B is parked until A moved the wp.
+#   mq and bio with pipeline_zoned_writes=false: B fails at once (EIO), A ok.
 #   mq, mq-deadline with pipeline_zoned_writes=false (zone write locking):
 #     B takes the zone lock, fails EIO; A waited behind it, then ok.
 #   mq-deadline with pipelining (the default) or no_zone_write_lock=true
@@ -61,8 +62,11 @@ order ok; stop_frontend
 note "mq, mq-deadline, no_zone_write_lock: as none"
 ZNBD_FRONTEND=bio
 start_frontend $Z
+order ok; stop_frontend
+note "bio, pipeline: out-of-order write parked, run when the wp reached it"
+start_frontend $Z pipeline_zoned_writes=false
 order EIO; stop_frontend
-note "bio: out-of-order write fails at once"
+note "bio, no pipelining: out-of-order write fails at once"
 ZNBD_FRONTEND=mq
 
 start_frontend $Z --scheduler=mq-deadline pipeline_zoned_writes=false submit_queues=2 \
