@@ -11,6 +11,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -409,12 +410,23 @@ sync_done(struct znbd_zone_write *w, int err)
   pthread_mutex_unlock(&sw->lock);
 }
 
-/* ZONED: park W (a write ahead of the wp that may wait): in a heap entry
- * completed through DONE, or without DONE, waiting on this thread. */
+/* How a write ahead of the wp is parked: completed through DONE, or
+ * (DONE NULL) with this thread waiting, if fewer than MAX threads counted
+ * in *WAITING (NULL: no bound) wait already. */
+struct park_how {
+  znbd_write_done_fn done;
+  void *opaque;
+  _Atomic unsigned *waiting;
+  unsigned max;
+};
+
+/* ZONED: park W (a write ahead of the wp that may wait) as H says. */
 static int
 park_write(const struct znbd_zone_write *w, struct znbd_zones *zs,
-           znbd_write_done_fn done, void *opaque)
+           const struct park_how *h)
 {
+  znbd_write_done_fn done = h->done;
+  void *opaque = h->opaque;
   int r, e;
   if (done) {
     struct async_write *a = malloc(sizeof *a);
@@ -429,6 +441,11 @@ park_write(const struct znbd_zone_write *w, struct znbd_zones *zs,
       errno = e;
     }
     return r;
+  }
+  if (h->waiting && atomic_fetch_add(h->waiting, 1) >= h->max) {
+    atomic_fetch_sub(h->waiting, 1);
+    errno = EAGAIN; /* enough threads wait already */
+    return -1;
   }
   struct sync_write sw = {.w = *w,
                           .lock = PTHREAD_MUTEX_INITIALIZER,
@@ -446,6 +463,8 @@ park_write(const struct znbd_zone_write *w, struct znbd_zones *zs,
   }
   pthread_cond_destroy(&sw.cv);
   pthread_mutex_destroy(&sw.lock);
+  if (h->waiting)
+    atomic_fetch_sub(h->waiting, 1);
   errno = e;
   return r;
 }
@@ -456,7 +475,7 @@ park_write(const struct znbd_zone_write *w, struct znbd_zones *zs,
  * allocated for the common, in-order case), then parked if it may wait. */
 static int
 zoned_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
-            unsigned flags, znbd_write_done_fn done, void *opaque)
+            unsigned flags, const struct park_how *h)
 {
   struct znbd_zone_write w = {
       .off = off,
@@ -470,15 +489,19 @@ zoned_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
   };
   int r = znbd_zones_write(&d->zs, &w);
   if (r < 0 && errno == EAGAIN && !(flags & ZNBD_WRITE_NOWAIT))
-    r = park_write(&w, &d->zs, done, opaque);
+    r = park_write(&w, &d->zs, h);
   return r;
 }
+
+static int dev_write(struct znbd_dev *d, const void *buf, uint64_t len,
+                     uint64_t off, unsigned flags, const struct park_how *h);
 
 int
 znbd_dev_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
                unsigned flags)
 {
-  return znbd_dev_write_async(d, buf, len, off, flags, NULL, NULL);
+  struct park_how h = {0};
+  return dev_write(d, buf, len, off, flags, &h);
 }
 
 int
@@ -486,10 +509,27 @@ znbd_dev_write_async(struct znbd_dev *d, const void *buf, uint64_t len,
                      uint64_t off, unsigned flags, znbd_write_done_fn done,
                      void *opaque)
 {
+  struct park_how h = {.done = done, .opaque = opaque};
+  return dev_write(d, buf, len, off, flags, &h);
+}
+
+int
+znbd_dev_write_bounded(struct znbd_dev *d, const void *buf, uint64_t len,
+                       uint64_t off, unsigned flags, _Atomic unsigned *waiting,
+                       unsigned max)
+{
+  struct park_how h = {.waiting = waiting, .max = max};
+  return dev_write(d, buf, len, off, flags, &h);
+}
+
+static int
+dev_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
+          unsigned flags, const struct park_how *h)
+{
   if (check_range(d, len, off) < 0)
     return -1;
   if (is_zoned(d))
-    return len ? zoned_write(d, buf, len, off, flags, done, opaque) : 0;
+    return len ? zoned_write(d, buf, len, off, flags, h) : 0;
   /* WRITE_ZEROES: nothing allocated, whole pages freed, unless NO_HOLE
    * (doc/proto.md, NBD_CMD_FLAG_NO_HOLE) asks the range to stay
    * provisioned. */

@@ -131,7 +131,6 @@ struct rq {
   struct hwq *hq;    /* NULL: bio delayed completion, or a plugged write */
   unsigned widx;     /* index of worker W (its hardware queue) */
   struct rq *merged; /* zone write plugging: writes merged behind REQ */
-  unsigned attempts;
   bool zone_locked;
   uint32_t zone;
   struct rq *next;

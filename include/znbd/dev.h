@@ -133,6 +133,14 @@ int znbd_dev_write_async(struct znbd_dev *d, const void *buf, uint64_t len,
                          uint64_t off, unsigned flags, znbd_write_done_fn done,
                          void *opaque);
 
+/* znbd_dev_write() for a caller with a bounded pool of threads: a write
+ * that would wait for the wp fails with EAGAIN instead when MAX threads
+ * counted in *WAITING (the caller's, e.g. one per connection) wait
+ * already. */
+int znbd_dev_write_bounded(struct znbd_dev *d, const void *buf, uint64_t len,
+                           uint64_t off, unsigned flags,
+                           _Atomic unsigned *waiting, unsigned max);
+
 /* Zone append: write LEN bytes at the wp of the zone starting at
  * ZONE_START; *WRITTEN gets the byte offset used.  Errors as write, plus
  * EIO for conventional zones. */

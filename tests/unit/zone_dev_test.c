@@ -495,9 +495,19 @@ test_parked_async(void)
   CHECK_EQ(j.calls, 1);
   CHECK_EQ(j.err, EIO);
   CHECK_EQ(wp(d, 2), (2 << 20) + 8192);
+  /* A bounded caller whose waiting threads are at their limit: refused
+   * at once; in order it writes as usual. */
+  _Atomic unsigned waiting = 2;
+  errno = 0;
+  CHECK(znbd_dev_write_bounded(d, a[0], 4096, (3 << 20) + 4096, 0, &waiting,
+                               2) < 0 &&
+        errno == EAGAIN);
+  CHECK_EQ(waiting, 2);
+  CHECK_EQ(znbd_dev_write_bounded(d, a[0], 4096, 3 << 20, 0, &waiting, 2), 0);
+  CHECK_EQ(wp(d, 3), (3 << 20) + 4096);
   /* NOWAIT: refused, nothing parked. */
   errno = 0;
-  CHECK(znbd_dev_write_async(d, a[0], 4096, (3 << 20) + 4096, ZNBD_WRITE_NOWAIT,
+  CHECK(znbd_dev_write_async(d, a[0], 4096, (3 << 20) + 8192, ZNBD_WRITE_NOWAIT,
                              parked_done, &j) < 0 &&
         errno == EAGAIN);
   znbd_dev_free(d);
