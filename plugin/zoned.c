@@ -147,10 +147,12 @@ zoned_dump_plugin(void)
  * write that fills the gap, and the connection would stall until
  * zone_write_timeout.  So at most WAIT_MAX threads of a connection wait;
  * a write ahead of the wp beyond that fails at once (EIO on the wire),
- * leaving 2 of nbdkit's default 16 threads (per connection) free.
+ * leaving 1 of nbdkit's default 16 threads (per connection) free to read
+ * the write that fills the gap (qemu's client sends at most 16 at once:
+ * with 16 of them parked it could not send that write anyway).
  * man/nbdkit-zoned-plugin.pod, PIPELINED WRITES, gives the client depths
  * that work. */
-#define WAIT_MAX 14
+#define WAIT_MAX 15
 
 struct handle {
   _Atomic unsigned waiting; /* threads of this connection waiting */
