@@ -435,11 +435,11 @@ park_write(const struct znbd_zone_write *w, struct znbd_zones *zs,
     *a = (struct async_write){*w, done, opaque};
     a->w.done = async_done;
     r = znbd_zones_write(zs, &a->w);
-    if (r != ZNBD_ZONE_PARKED) {
-      e = errno;
-      free(a);
-      errno = e;
-    }
+    if (r == ZNBD_ZONE_PARKED)
+      return ZNBD_WRITE_PARKED;
+    e = errno;
+    free(a);
+    errno = e;
     return r;
   }
   if (h->waiting && atomic_fetch_add(h->waiting, 1) >= h->max) {
@@ -538,6 +538,13 @@ dev_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
         d->store, len, off,
         (flags & ZNBD_WRITE_ALLOCATE) ? ZNBD_STORE_ZERO_ALLOCATE : 0);
   return znbd_store_write(d->store, buf, len, off);
+}
+
+void
+znbd_dev_close_parking(struct znbd_dev *d)
+{
+  if (is_zoned(d))
+    znbd_zones_close_parking(&d->zs);
 }
 
 int

@@ -317,6 +317,25 @@ sweep(struct znbd_zones *zs, uint64_t now)
   }
 }
 
+void
+znbd_zones_close_parking(struct znbd_zones *zs)
+{
+  struct done_list dl = DONE_LIST_INIT(dl);
+
+  pthread_mutex_lock(&zs->sweep_lock);
+  zs->park_closed = true;
+  pthread_mutex_unlock(&zs->sweep_lock);
+  for (uint32_t i = zs->nr_conv; i < zs->nr_zones; i++) {
+    struct znbd_zone *z = &zs->zone[i];
+    if (atomic_load(&z->nparked) == 0)
+      continue;
+    pthread_mutex_lock(&z->lock);
+    unpark_all(zs, z, &dl);
+    pthread_mutex_unlock(&z->lock);
+    call_done(&dl);
+  }
+}
+
 /* How often the sweeper looks while writes are parked: zone_write_timeout
  * is kept to within this. */
 #define SWEEP_NSEC 5000000L
@@ -355,6 +374,11 @@ static int
 park(struct znbd_zones *zs, struct znbd_zone *z, struct znbd_zone_write *w)
 {
   pthread_mutex_lock(&zs->sweep_lock);
+  if (zs->park_closed) {
+    pthread_mutex_unlock(&zs->sweep_lock);
+    errno = EIO; /* stopping: nobody may wait any more */
+    return -1;
+  }
   if (!zs->sweeper_running) {
     if (pthread_create(&zs->sweeper, NULL, sweeper_main, zs) != 0) {
       pthread_mutex_unlock(&zs->sweep_lock);

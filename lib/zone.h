@@ -76,9 +76,10 @@ struct znbd_zones {
 
   /* The sweeper: a thread started with the first parked write, failing
    * parked writes whose deadline passed (znbd_zones_write). */
-  pthread_mutex_t sweep_lock; /* guards the three fields below */
+  pthread_mutex_t sweep_lock; /* guards the four fields below */
   pthread_cond_t sweep_cv;
   bool sweeper_running, sweep_stop;
+  bool park_closed; /* znbd_zones_close_parking() */
   pthread_t sweeper;
   _Atomic uint64_t nparked; /* parked writes, all zones */
 };
@@ -274,6 +275,12 @@ struct znbd_zone_write {
  * Returns 0, ZNBD_ZONE_PARKED, or -1 with errno as
  * znbd_zone_write_prepare(), the store's errno, EAGAIN, EIO, ENOMEM. */
 int znbd_zones_write(struct znbd_zones *zs, struct znbd_zone_write *w);
+
+/* No more parking: every parked write fails with EIO now (its DONE is
+ * called from this thread), and from now on a write that would be parked
+ * fails with EIO at once.  For a server that stops: its clients get their
+ * answers without waiting for zone_write_timeout. */
+void znbd_zones_close_parking(struct znbd_zones *zs);
 
 /* Zone append at the wp of zone ZNO (null_zone_write() with append): the
  * engine locks the zone, prepares (znbd_zone_append_prepare), stores the

@@ -141,6 +141,12 @@ int znbd_dev_write_bounded(struct znbd_dev *d, const void *buf, uint64_t len,
                            uint64_t off, unsigned flags,
                            _Atomic unsigned *waiting, unsigned max);
 
+/* For a server that stops: every parked write fails with EIO now (their
+ * DONE callbacks run on this thread) and no write is parked any more (one
+ * ahead of the wp fails with EIO at once), so no client waits for
+ * zone_write_timeout and no callback comes after the front-end is gone. */
+void znbd_dev_close_parking(struct znbd_dev *d);
+
 /* Zone append: write LEN bytes at the wp of the zone starting at
  * ZONE_START; *WRITTEN gets the byte offset used.  Errors as write, plus
  * EIO for conventional zones. */

@@ -10,7 +10,8 @@
 #   mq-deadline with pipelining (the default) or no_zone_write_lock=true
 #     does not lock: as scheduler none.
 # A parked write that never lines up fails with EIO after
-# zone_write_timeout, or when a TRIM resets its zone (bio and mq).
+# zone_write_timeout, when a TRIM resets its zone, or when the server
+# stops (SIGTERM: at once, though the timeout is a minute) (bio and mq).
 # Then 64 in-order writes to one zone with zone locking, completion_nsec
 # and 2 hardware queues all succeed, and a 2-tag set serves 64 pipelined
 # requests (the reader waits for tags).
@@ -62,9 +63,9 @@ note "mq, mq-deadline with pipelining: no zone lock, parked and completed"
 start_frontend $Z --scheduler=mq-deadline no_zone_write_lock=true
 order ok; stop_frontend
 note "mq, mq-deadline, no_zone_write_lock: as none"
-parked_fail() { # HOW: timeout|reset: a parked write B that never lines up fails with EIO
-  PYTHONPATH=$srcdir /usr/bin/python3 - "$sock" "$1" <<'PY' || die "parked write check failed ($*)"
-import struct, sys
+parked_fail() { # HOW: timeout|reset|stop: a parked write B that never lines up fails with EIO
+  PYTHONPATH=$srcdir /usr/bin/python3 - "$sock" "$1" "$server_pid" <<'PY' || die "parked write check failed ($*)"
+import os, signal, struct, sys
 import rawnbd
 c = rawnbd.ready(sys.argv[1], structured=False)
 b = b"B" * 4096
@@ -76,6 +77,13 @@ if sys.argv[2] == "reset":
         m, err, ck = struct.unpack(">IIQ", c.recv(16))
         res[ck] = err
     assert res[ckt] == 0, res
+elif sys.argv[2] == "stop":  # SIGTERM: answered at once, not after the timeout
+    os.kill(int(sys.argv[3]), signal.SIGTERM)
+    m, err, ck = struct.unpack(">IIQ", c.recv(16))
+    res[ck] = err
+    assert res[ckb] == 5, ("parked write at SIGTERM: want EIO", res)
+    print("parked write ahead of the wp, server stopping: EIO")
+    sys.exit(0)
 else:
     m, err, ck = struct.unpack(">IIQ", c.recv(16))
     res[ck] = err
@@ -96,7 +104,11 @@ for fe in bio mq; do
   parked_fail timeout; stop_frontend
   start_frontend $Z
   parked_fail reset; stop_frontend
-  note "$fe: a parked write fails after zone_write_timeout and on a zone reset"
+  start_frontend $Z
+  parked_fail stop # the server was sent SIGTERM: it must exit cleanly
+  _stop_server || die "$fe: exit status $? after SIGTERM with a parked write"
+  check_server_log
+  note "$fe: a parked write fails after zone_write_timeout, on a zone reset and when the server stops"
 done
 
 ZNBD_FRONTEND=bio

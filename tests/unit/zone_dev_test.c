@@ -530,6 +530,23 @@ test_parked_async(void)
   CHECK_EQ(wp(d, 0), 4096);
   CHECK_EQ(t.calls, 1);
   znbd_dev_free(d);
+
+  /* Parking closed (a server stopping): the parked write fails now, the
+   * next one ahead of the wp at once; in order still works. */
+  d = make(kv);
+  struct parked s = {0};
+  CHECK_EQ(znbd_dev_write_async(d, a[0], 4096, 8192, 0, parked_done, &s),
+           ZNBD_WRITE_PARKED);
+  znbd_dev_close_parking(d);
+  CHECK_EQ(s.calls, 1);
+  CHECK_EQ(s.err, EIO);
+  errno = 0;
+  CHECK(znbd_dev_write_async(d, a[0], 4096, 8192, 0, parked_done, &s) < 0 &&
+        errno == EIO);
+  CHECK_EQ(s.calls, 1);
+  CHECK_EQ(znbd_dev_write(d, a[0], 4096, 0, 0), 0);
+  CHECK_EQ(wp(d, 0), 4096);
+  znbd_dev_free(d);
 }
 
 #define RACE_ZONE (4u << 20)
