@@ -9,7 +9,6 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -390,26 +389,6 @@ async_done(struct znbd_zone_write *w, int err)
   free(a);
 }
 
-/* ZONED: a parked write of znbd_dev_write(): its thread waits here. */
-struct sync_write {
-  struct znbd_zone_write w;
-  pthread_mutex_t lock;
-  pthread_cond_t cv;
-  bool finished;
-  int err;
-};
-
-static void
-sync_done(struct znbd_zone_write *w, int err)
-{
-  struct sync_write *sw = (struct sync_write *)w;
-  pthread_mutex_lock(&sw->lock);
-  sw->finished = true;
-  sw->err = err;
-  pthread_cond_signal(&sw->cv);
-  pthread_mutex_unlock(&sw->lock);
-}
-
 /* How a write ahead of the wp is parked: completed through DONE, or
  * (DONE NULL) with this thread waiting, if fewer than MAX threads counted
  * in *WAITING (NULL: no bound) wait already. */
@@ -442,31 +421,7 @@ park_write(const struct znbd_zone_write *w, struct znbd_zones *zs,
     errno = e;
     return r;
   }
-  if (h->waiting && atomic_fetch_add(h->waiting, 1) >= h->max) {
-    atomic_fetch_sub(h->waiting, 1);
-    errno = EAGAIN; /* enough threads wait already */
-    return -1;
-  }
-  struct sync_write sw = {.w = *w,
-                          .lock = PTHREAD_MUTEX_INITIALIZER,
-                          .cv = PTHREAD_COND_INITIALIZER};
-  sw.w.done = sync_done;
-  r = znbd_zones_write(zs, &sw.w);
-  e = errno;
-  if (r == ZNBD_ZONE_PARKED) {
-    pthread_mutex_lock(&sw.lock);
-    while (!sw.finished)
-      pthread_cond_wait(&sw.cv, &sw.lock);
-    pthread_mutex_unlock(&sw.lock);
-    r = sw.err ? -1 : 0;
-    e = sw.err;
-  }
-  pthread_cond_destroy(&sw.cv);
-  pthread_mutex_destroy(&sw.lock);
-  if (h->waiting)
-    atomic_fetch_sub(h->waiting, 1);
-  errno = e;
-  return r;
+  return znbd_zones_write_wait(zs, w, h->waiting, h->max);
 }
 
 /* ZONED: the zone engine runs the write (znbd_zones_write); a store that

@@ -1148,3 +1148,53 @@ znbd_zones_append(struct znbd_zones *zs, uint32_t zno,
   errno = e;
   return r;
 }
+
+/* A parked write of znbd_zones_write_wait(): its thread waits here. */
+struct sync_write {
+  struct znbd_zone_write w;
+  pthread_mutex_t lock;
+  pthread_cond_t cv;
+  bool finished;
+  int err;
+};
+
+static void
+sync_done(struct znbd_zone_write *w, int err)
+{
+  struct sync_write *sw = (struct sync_write *)w;
+  pthread_mutex_lock(&sw->lock);
+  sw->finished = true;
+  sw->err = err;
+  pthread_cond_signal(&sw->cv);
+  pthread_mutex_unlock(&sw->lock);
+}
+
+int
+znbd_zones_write_wait(struct znbd_zones *zs, const struct znbd_zone_write *w,
+                      _Atomic unsigned *waiting, unsigned max)
+{
+  if (waiting && atomic_fetch_add(waiting, 1) >= max) {
+    atomic_fetch_sub(waiting, 1);
+    errno = EAGAIN; /* enough threads wait already */
+    return -1;
+  }
+  struct sync_write sw = {.w = *w,
+                          .lock = PTHREAD_MUTEX_INITIALIZER,
+                          .cv = PTHREAD_COND_INITIALIZER};
+  sw.w.done = sync_done;
+  int r = znbd_zones_write(zs, &sw.w), e = errno;
+  if (r == ZNBD_ZONE_PARKED) {
+    pthread_mutex_lock(&sw.lock);
+    while (!sw.finished)
+      pthread_cond_wait(&sw.cv, &sw.lock);
+    pthread_mutex_unlock(&sw.lock);
+    r = sw.err ? -1 : 0;
+    e = sw.err;
+  }
+  pthread_cond_destroy(&sw.cv);
+  pthread_mutex_destroy(&sw.lock);
+  if (waiting)
+    atomic_fetch_sub(waiting, 1);
+  errno = e;
+  return r;
+}

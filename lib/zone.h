@@ -276,6 +276,15 @@ struct znbd_zone_write {
  * znbd_zone_write_prepare(), the store's errno, EAGAIN, EIO, ENOMEM. */
 int znbd_zones_write(struct znbd_zones *zs, struct znbd_zone_write *w);
 
+/* znbd_zones_write() for a caller that waits on its own thread: a write
+ * that would be parked is parked (W->done is the engine's) and this
+ * thread waits until it ran or failed, unless MAX threads counted in
+ * *WAITING (NULL: no bound) wait already: then EAGAIN at once.  Returns 0,
+ * or -1 with errno as znbd_zones_write(). */
+int znbd_zones_write_wait(struct znbd_zones *zs,
+                          const struct znbd_zone_write *w,
+                          _Atomic unsigned *waiting, unsigned max);
+
 /* No more parking: every parked write fails with EIO now (its DONE is
  * called from this thread), and from now on a write that would be parked
  * fails with EIO at once.  For a server that stops: its clients get their
