@@ -325,10 +325,11 @@ znbd_zones_close_parking(struct znbd_zones *zs)
   pthread_mutex_lock(&zs->sweep_lock);
   zs->park_closed = true;
   pthread_mutex_unlock(&zs->sweep_lock);
+  /* Every zone under its lock, without a look at nparked first: a write
+   * that found parking open holds its zone's lock until it is in the
+   * list, so it is either there now or will find parking closed. */
   for (uint32_t i = zs->nr_conv; i < zs->nr_zones; i++) {
     struct znbd_zone *z = &zs->zone[i];
-    if (atomic_load(&z->nparked) == 0)
-      continue;
     pthread_mutex_lock(&z->lock);
     unpark_all(zs, z, &dl);
     pthread_mutex_unlock(&z->lock);

@@ -78,6 +78,13 @@ if sys.argv[2] == "reset":
         res[ck] = err
     assert res[ckt] == 0, res
 elif sys.argv[2] == "stop":  # SIGTERM: answered at once, not after the timeout
+    # A READ behind B, answered: B was executed (parked) before it (bio
+    # executes a connection's requests in order, mq's one hardware queue
+    # dispatches them in order).
+    ckr = c.request(rawnbd.CMD_READ, 0, 4096)
+    m, err, ck = struct.unpack(">IIQ", c.recv(16))
+    assert ck == ckr and err == 0, (ck, err)
+    c.recv(4096)
     os.kill(int(sys.argv[3]), signal.SIGTERM)
     m, err, ck = struct.unpack(">IIQ", c.recv(16))
     res[ck] = err
