@@ -65,11 +65,12 @@
 struct dzone {
   int fd;
   bool seq;
-  uint64_t start, len, cap; /* bytes */
-  uint64_t loaded;          /* file size found at open (seq: the wp) */
-  _Atomic bool dirty;       /* written or truncated since the last sync */
-  _Atomic bool prealloc;    /* capacity fallocated since the last reset */
-  uint8_t fault;            /* 0, ZNBD_ZONE_COND_READONLY or _OFFLINE */
+  uint64_t start, len, cap;  /* bytes */
+  uint64_t loaded;           /* file size found at open (seq: the wp) */
+  _Atomic bool dirty;        /* written or truncated since the last sync */
+  pthread_mutex_t sync_lock; /* held across taking dirty and its fdatasync */
+  _Atomic bool prealloc;     /* capacity fallocated since the last reset */
+  uint8_t fault;             /* 0, ZNBD_ZONE_COND_READONLY or _OFFLINE */
 };
 
 /* What PATH/znbd.meta records. */
@@ -505,6 +506,7 @@ layout(struct dir_store *s)
   for (uint32_t i = 0; i < s->nr_zones; i++) {
     struct dzone *z = &s->z[i];
     z->fd = -1;
+    pthread_mutex_init(&z->sync_lock, NULL);
     z->start = (uint64_t)i * zsize;
     z->len = m->size - z->start < zsize ? m->size - z->start : zsize;
     z->seq = m->zoned && i >= nr_conv;
@@ -712,9 +714,11 @@ dir_free(struct znbd_store *base)
 {
   struct dir_store *s = (struct dir_store *)base;
   if (s->z)
-    for (uint32_t i = 0; i < s->nr_zones; i++)
+    for (uint32_t i = 0; i < s->nr_zones; i++) {
       if (s->z[i].fd >= 0)
         close(s->z[i].fd);
+      pthread_mutex_destroy(&s->z[i].sync_lock);
+    }
   free(s->z);
   if (s->lockfd >= 0)
     close(s->lockfd); /* drops the flock */
@@ -993,17 +997,22 @@ dir_extents(struct znbd_store *base, uint64_t off0, uint64_t len,
   return 0;
 }
 
-/* fdatasync Z if it was written since its last sync. */
+/* fdatasync Z if it was written since its last sync.  Under the zone's
+ * sync_lock: a second FLUSH (another thread) that finds the flag already
+ * taken waits for the fdatasync in progress instead of answering before
+ * the data it must cover is on disk. */
 static int
 sync_zone(struct dzone *z)
 {
-  if (!atomic_exchange(&z->dirty, false))
-    return 0;
-  if (fdatasync(z->fd) == 0)
-    return 0;
-  atomic_store(&z->dirty, true);
-  errno = EIO;
-  return -1;
+  int r = 0;
+  pthread_mutex_lock(&z->sync_lock);
+  if (atomic_exchange(&z->dirty, false) && fdatasync(z->fd) < 0) {
+    atomic_store(&z->dirty, true);
+    errno = EIO;
+    r = -1;
+  }
+  pthread_mutex_unlock(&z->sync_lock);
+  return r;
 }
 
 static int
