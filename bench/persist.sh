@@ -28,6 +28,9 @@
 #   format           seconds from exec to serving for a new 10,000-zone
 #                    directory (1 MiB zones): every zone file is created;
 #   start-up         the same for the formatted directory;
+#   [cpu]            the row's CPU cost: ms of CPU per MiB written, fio's
+#                    jobs and (znbd) the server together; steadier than
+#                    MiB/s when other work shares the cores;
 #   rss              VmRSS of znbd serving a 1 TiB dir= device after 4 GiB
 #                    were written to it (one round).
 # Targets (durable rows): prealloc >= 0.9x plain, 8 zones >= 0.8x plain;
@@ -102,18 +105,49 @@ j = json.loads(t[t.index("{"):])
 print("%.1f" % (sum(x["write"]["bw_bytes"] for x in j["jobs"]) / 2**20))' "$1"
 }
 
-fio_nbd() { # OUT ARGS...
-  local out=$1
+# CPU cost, steadier than bandwidth on a shared machine: milliseconds of
+# CPU per MiB written, fio's (user + system time of fio, its job
+# processes and their io_uring workers: JSON.cpu, see rusage) plus the
+# server's (utime + stime from /proc, SRV_TICKS clock ticks).  Kernel
+# writeback threads are not counted on either side.
+cpu() { # JSON
+  /usr/bin/python3 -c '
+import json, sys
+t = open(sys.argv[1]).read()
+j = json.loads(t[t.index("{"):])
+ms = float(open(sys.argv[1] + ".cpu").read()) * 1000
+ms += int(sys.argv[2]) * 1000 / int(sys.argv[3])
+mib = sum(x["write"]["io_bytes"] for x in j["jobs"]) / 2**20
+print("%.2f" % (ms / mib))' "$1" "$SRV_TICKS" "$(getconf CLK_TCK)"
+}
+
+# Run CMD; write the CPU seconds it and its children used to FILE.
+rusage() { # FILE CMD...
+  /usr/bin/python3 -c '
+import resource, subprocess, sys
+r = subprocess.call(sys.argv[2:])
+u = resource.getrusage(resource.RUSAGE_CHILDREN)
+open(sys.argv[1], "w").write("%f\n" % (u.ru_utime + u.ru_stime))
+sys.exit(r)' "$@"
+}
+
+ticks() { awk '{print $14 + $15}' "/proc/$SRV_PID/stat"; }
+
+fio_nbd() { # OUT ARGS...: also sets SRV_TICKS
+  local out=$1 t0
   shift
-  fio --name=p --ioengine=nbd --uri="$URI" --output-format=json \
+  t0=$(ticks)
+  rusage "$out.cpu" fio --name=p --ioengine=nbd --uri="$URI" --output-format=json \
     --output="$out" "$@" >/dev/null 2>"$out.err" ||
     { echo "persist: fio failed: $(head -3 "$out.err")" >&2; exit 1; }
+  SRV_TICKS=$(($(ticks) - t0))
 }
 
 fio_file() { # OUT ARGS...
   local out=$1
   shift
-  fio --name=p --ioengine=io_uring --direct=0 --output-format=json \
+  SRV_TICKS=0
+  rusage "$out.cpu" fio --name=p --ioengine=io_uring --direct=0 --output-format=json \
     --output="$out" "$@" >/dev/null 2>"$out.err" ||
     { echo "persist: fio failed: $(head -3 "$out.err")" >&2; exit 1; }
 }
@@ -132,6 +166,7 @@ seq_znbd() { # ROUND DEF PREALLOC
   stop
   base="seq-128k-qd32 $2 plain fallocate=$([ "$3" = true ] && echo keep || echo none)"
   row "seq-128k-qd32 $2 znbd zone_prealloc=$3" "$1" "$(bw "$work/s.json")" "$base"
+  row "seq-128k-qd32 $2 znbd zone_prealloc=$3 [cpu]" "$1" "$(cpu "$work/s.json")" "$base [cpu]"
   rm -rf "$d"
 }
 
@@ -140,6 +175,7 @@ seq_plain() { # ROUND DEF FALLOCATE
   fio_file "$work/s.json" --filename="$work/plain" --rw=write --bs=128k \
     --iodepth=32 --size="$SEQ" --fallocate="$3" $(def_args "$2")
   row "seq-128k-qd32 $2 plain fallocate=$3" "$1" "$(bw "$work/s.json")"
+  row "seq-128k-qd32 $2 plain fallocate=$3 [cpu]" "$1" "$(cpu "$work/s.json")"
   rm -f "$work/plain"
 }
 
@@ -152,6 +188,8 @@ z8_znbd() { # ROUND DEF
   stop
   row "4k-qd32-8zones $2 znbd" "$1" "$(bw "$work/z.json")" \
     "4k-qd32-8zones $2 plain 8 files"
+  row "4k-qd32-8zones $2 znbd [cpu]" "$1" "$(cpu "$work/z.json")" \
+    "4k-qd32-8zones $2 plain 8 files [cpu]"
   rm -rf "$d"
 }
 
@@ -161,6 +199,7 @@ z8_plain() { # ROUND DEF
     --bs=4k --iodepth=4 --numjobs=8 --size="$Z8" --fallocate=keep \
     $(def_args "$2")
   row "4k-qd32-8zones $2 plain 8 files" "$1" "$(bw "$work/z.json")"
+  row "4k-qd32-8zones $2 plain 8 files [cpu]" "$1" "$(cpu "$work/z.json")"
   rm -f "$work"/p8.*
 }
 
@@ -204,7 +243,8 @@ def ratio(k):
     return "%.2fx" % (med[k] / med[b]) if med.get(b) else "-"
 print("Persistent devices (dir=, znbd --queue-mode=%s), median of %s "
       "interleaved rounds (min-max); each znbd row divided by the plain "
-      "row named in its last column:\n" % (sys.argv[3], sys.argv[2]))
+      "row named in its last column; [cpu] rows: CPU milliseconds per MiB "
+      "written, fio and server together:\n" % (sys.argv[3], sys.argv[2]))
 print("| row | value | vs plain | target | divided by |")
 print("|---|---|---|---|---|")
 def mm(k, f="%.1f"):
@@ -213,7 +253,10 @@ def mm(k, f="%.1f"):
 targets = {"seq-128k-qd32 durable znbd zone_prealloc=true": ">= 0.9x",
            "4k-qd32-8zones durable znbd": ">= 0.8x"}
 for k in rows:
-    if k.startswith("seq") or k.startswith("4k"):
+    if k.endswith("[cpu]"):
+        print("| %s | %s ms/MiB | %s | | %s |" % (k, mm(k, "%.2f"),
+              ratio(k), base.get(k, "")))
+    elif k.startswith("seq") or k.startswith("4k"):
         print("| %s | %s MiB/s | %s | %s | %s |" % (k, mm(k), ratio(k),
               targets.get(k, ""), base.get(k, "")))
     elif k.startswith("start"):
