@@ -29,7 +29,8 @@
  *   whole zone, just writes without it.
  *
  * - Durability: every file written (or truncated) since the last flush is
- *   marked dirty; FLUSH fdatasyncs the dirty files, FUA the files of its
+ *   marked dirty; FLUSH starts writeback of all dirty files, then
+ *   fdatasyncs each (the disk gets them together), FUA the files of its
  *   range.  The directory and the metadata are synced when they change.
  *
  * - PATH/znbd.meta is text, key=value lines between a magic line and an
