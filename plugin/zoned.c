@@ -149,10 +149,45 @@ zoned_dump_plugin(void)
   printf("zoned_zone_control=yes\n");
 }
 
+/* nbdkit 1.32 has no asynchronous completion: a pipelined write ahead of
+ * the wp parks and its nbdkit thread waits for it (znbd_dev_write).  If
+ * every thread of a connection waited, none would be left to read the
+ * write that fills the gap, and the connection would stall until
+ * zone_write_timeout.  So at most WAIT_MAX threads of a connection wait;
+ * a write ahead of the wp beyond that fails at once (EIO on the wire),
+ * leaving 1 of nbdkit's default 16 threads (per connection) free to read
+ * the write that fills the gap (qemu's client sends at most 16 at once:
+ * with 16 of them parked it could not send that write anyway).
+ * man/nbdkit-zoned-plugin.pod, PIPELINED WRITES, gives the client depths
+ * that work. */
+#define WAIT_MAX 15
+
+struct handle {
+  _Atomic unsigned waiting; /* threads of this connection waiting */
+};
+
 static void *
 zoned_open(int readonly)
 {
-  return NBDKIT_HANDLE_NOT_NEEDED;
+  struct handle *h = calloc(1, sizeof *h);
+  if (!h)
+    nbdkit_error("open: out of memory");
+  return h;
+}
+
+static void
+zoned_close(void *handle)
+{
+  free(handle);
+}
+
+/* znbd_dev_write() through handle H's bound on waiting threads. */
+static int
+bounded_write(struct handle *h, const void *buf, uint32_t count,
+              uint64_t offset, unsigned wflags)
+{
+  return znbd_dev_write_bounded(dev, buf, count, offset, wflags, &h->waiting,
+                                WAIT_MAX);
 }
 
 static int64_t
@@ -331,7 +366,7 @@ zoned_pwrite(void *handle, const void *buf, uint32_t count, uint64_t offset,
 {
   if (check_aligned("pwrite", count, offset) < 0)
     return -1;
-  int r = znbd_dev_write(dev, buf, count, offset, 0);
+  int r = bounded_write(handle, buf, count, offset, 0);
   r = fua(r, flags, count, offset);
   int e = errno;
   complete_delay_io(ZNBD_IO_WRITE, count);
@@ -347,7 +382,7 @@ zoned_zero(void *handle, uint32_t count, uint64_t offset, uint32_t flags)
    * MAY_TRIM the pages are freed (they read back as zeros); without it
    * (the client sent NO_HOLE) the range must stay allocated. */
   unsigned wflags = (flags & NBDKIT_FLAG_MAY_TRIM) ? 0 : ZNBD_WRITE_ALLOCATE;
-  int r = znbd_dev_write(dev, NULL, count, offset, wflags);
+  int r = bounded_write(handle, NULL, count, offset, wflags);
   r = fua(r, flags, count, offset);
   int e = errno;
   complete_delay_io(ZNBD_IO_WRITE, 0);
@@ -433,6 +468,7 @@ static struct nbdkit_plugin plugin = {
     .after_fork = zoned_after_fork,
     .dump_plugin = zoned_dump_plugin,
     .open = zoned_open,
+    .close = zoned_close,
     .get_size = zoned_get_size,
     .block_size = zoned_block_size,
     .export_description = zoned_export_description,
