@@ -5,7 +5,9 @@
  * man/znbd-zone-control.pod; requests:
  *   report [ZONE [COUNT]] | open|close|finish|reset ZONE|all |
  *   readonly ZONE | offline ZONE | online ZONE | stats |
- *   append ZONE LEN (followed by LEN bytes of data)
+ *   append ZONE LEN (followed by LEN bytes of data) |
+ *   badblocks add|del LIST | badblocks list |
+ *   drop-reply every N [KINDS] | drop-reply off | drop-reply
  * Replies start "ok" or "error ERRNO-NAME message".  No NBD code here.
  */
 #ifndef ZNBD_CONTROL_H
