@@ -185,7 +185,8 @@ znbd_faults_bb_edit(struct znbd_faults *f, const char *list, bool add,
   e.r = malloc(e.cap * sizeof *e.r);
   int rc = -1;
   if (e.r) {
-    memcpy(e.r, f->bb, e.n * sizeof *e.r);
+    if (e.n) /* f->bb is NULL while the list is empty */
+      memcpy(e.r, f->bb, e.n * sizeof *e.r);
     rc = znbd_parse_sector_list(list, f->nr_sectors, edit_one, &e);
   }
   if (rc == 0) {
