@@ -17,13 +17,15 @@
 #include "znbd/dev.h"
 #include "store.h"
 #include "store_dir.h"
+#include "wcache.h"
 #include "zone.h"
 #include "err.h"
 
 struct znbd_dev {
   struct znbd_params p; /* a private copy (own strings) */
   struct znbd_store *store;
-  struct znbd_zones zs; /* ZONED: the zone engine (when p.zoned) */
+  struct znbd_zones zs;   /* ZONED: the zone engine (when p.zoned) */
+  struct znbd_wcache *wc; /* write_cache=true, else NULL */
 };
 
 static char *
@@ -54,6 +56,10 @@ discard(void *opaque, const struct znbd_zone *z, uint64_t from)
   if (r < 0)
     fprintf(stderr, "znbd: zone %" PRIu32 ": %s store: %s\n", zno,
             d->store->ops->name, strerror(errno));
+  /* Zone management is durable when it completes (lib/wcache.c). */
+  if (d->wc)
+    znbd_wcache_zone_durable(d->wc, zno,
+                             z->cond == ZNBD_ZONE_COND_FULL ? z->capacity : 0);
 }
 
 /* ZONED: tell the store a zone's condition changed to or from READONLY /
@@ -174,6 +180,26 @@ zoned_setup(struct znbd_dev *d, char *err, size_t errlen)
   return 0;
 }
 
+/* A persistent store's write cache journal left by a crash: apply it
+ * before the zones are restored from the files (lib/wcache.c). */
+static int
+replay_journal(struct znbd_dev *d, char *err, size_t errlen)
+{
+  struct znbd_store *st = d->store;
+  int fd = st->ops->journal ? st->ops->journal(st, false) : -1;
+  if (fd < 0)
+    return 0;
+  if (znbd_wcache_replay(st, fd, d->p.size, d->p.zoned ? d->p.zone_size : 0) <
+      0) {
+    int e = errno;
+    set_err(err, errlen, "write_cache: dir=%s: cannot apply the journal: %s",
+            d->p.dir, strerror(e));
+    errno = e;
+    return -1;
+  }
+  return 0;
+}
+
 struct znbd_dev *
 znbd_dev_new(const struct znbd_params *p, char *err, size_t errlen)
 {
@@ -217,8 +243,17 @@ znbd_dev_new(const struct znbd_params *p, char *err, size_t errlen)
       return NULL;
     }
   }
-  if (p->zoned && zoned_setup(d, err, errlen) < 0) {
+  if (replay_journal(d, err, errlen) < 0 ||
+      (p->zoned && zoned_setup(d, err, errlen) < 0)) {
     int e = errno;
+    znbd_dev_free(d);
+    errno = e;
+    return NULL;
+  }
+  if (p->write_cache &&
+      !(d->wc = znbd_wcache_new(d->store, p->zoned ? &d->zs : NULL, p->size))) {
+    int e = errno;
+    set_err(err, errlen, "write_cache: cannot set up: %s", strerror(e));
     znbd_dev_free(d);
     errno = e;
     return NULL;
@@ -237,6 +272,12 @@ znbd_dev_free(struct znbd_dev *d)
 {
   if (!d)
     return;
+  if (d->wc) {
+    /* Shutting down: flush as a drive does before power goes. */
+    if (znbd_wcache_flush(d->wc) < 0)
+      fprintf(stderr, "znbd: shutdown flush: %s\n", strerror(errno));
+    znbd_wcache_free(d->wc);
+  }
   znbd_zones_destroy(&d->zs);
   znbd_store_free(d->store);
   znbd_params_free(&d->p);
@@ -446,12 +487,10 @@ fail:
   return -1;
 }
 
-int
-znbd_dev_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
-               unsigned flags)
+static int
+dev_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
+          unsigned flags)
 {
-  if (check_range(d, len, off) < 0)
-    return -1;
   if (is_zoned(d))
     return len ? zoned_write(d, buf, len, off, flags) : 0;
   /* WRITE_ZEROES: nothing allocated, whole pages freed, unless NO_HOLE
@@ -462,6 +501,45 @@ znbd_dev_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
         d->store, len, off,
         (flags & ZNBD_WRITE_ALLOCATE) ? ZNBD_STORE_ZERO_ALLOCATE : 0);
   return znbd_store_write(d->store, buf, len, off);
+}
+
+/* write_cache: enter (a due power cut: ESHUTDOWN) and keep the durable
+ * contents of [OFF, OFF+LEN) before changing them. */
+static int
+wc_begin(struct znbd_dev *d, bool write, uint64_t len, uint64_t off)
+{
+  if (!d->wc)
+    return 0;
+  if (znbd_wcache_enter(d->wc, write) < 0)
+    return -1;
+  if (znbd_wcache_save(d->wc, len, off) < 0) {
+    int e = errno;
+    znbd_wcache_leave(d->wc);
+    errno = e;
+    return -1;
+  }
+  return 0;
+}
+
+/* Returns R with errno kept. */
+static int
+wc_end(struct znbd_dev *d, int r)
+{
+  if (d->wc) {
+    int e = errno;
+    znbd_wcache_leave(d->wc);
+    errno = e;
+  }
+  return r;
+}
+
+int
+znbd_dev_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
+               unsigned flags)
+{
+  if (check_range(d, len, off) < 0 || wc_begin(d, true, len, off) < 0)
+    return -1;
+  return wc_end(d, dev_write(d, buf, len, off, flags));
 }
 
 int
@@ -482,8 +560,9 @@ znbd_dev_append(struct znbd_dev *d, const void *buf, uint64_t len,
   uint64_t off;
   int r = -1, e = 0;
 
-  if (z->start != zone_start) {
-    errno = EINVAL;
+  if (z->start != zone_start || wc_begin(d, true, 0, 0) < 0) {
+    if (z->start != zone_start)
+      errno = EINVAL;
     return -1;
   }
   pthread_mutex_lock(&z->lock);
@@ -499,7 +578,7 @@ znbd_dev_append(struct znbd_dev *d, const void *buf, uint64_t len,
   }
   pthread_mutex_unlock(&z->lock);
   errno = e;
-  return r;
+  return wc_end(d, r);
 }
 
 /* ZONED: NBD TRIM.  Whole sequential zones are reset (failures, e.g.
@@ -530,16 +609,18 @@ zoned_trim(struct znbd_dev *d, uint64_t len, uint64_t off)
 int
 znbd_dev_trim(struct znbd_dev *d, uint64_t len, uint64_t off)
 {
-  if (check_range(d, len, off) < 0)
+  if (check_range(d, len, off) < 0 || wc_begin(d, false, len, off) < 0)
     return -1;
   if (is_zoned(d))
-    return zoned_trim(d, len, off);
-  return znbd_store_zero(d->store, len, off, 0);
+    return wc_end(d, zoned_trim(d, len, off));
+  return wc_end(d, znbd_store_zero(d->store, len, off, 0));
 }
 
 int
 znbd_dev_flush(struct znbd_dev *d)
 {
+  if (d->wc)
+    return znbd_wcache_flush(d->wc);
   return znbd_store_flush(d->store);
 }
 
@@ -548,7 +629,33 @@ znbd_dev_sync(struct znbd_dev *d, uint64_t len, uint64_t off)
 {
   if (check_range(d, len, off) < 0)
     return -1;
+  if (d->wc)
+    return znbd_wcache_sync(d->wc, len, off);
   return znbd_store_sync(d->store, len, off);
+}
+
+int
+znbd_dev_power_cut(struct znbd_dev *d, uint64_t after)
+{
+  if (!d->wc) {
+    errno = EINVAL;
+    return -1;
+  }
+  return znbd_wcache_cut(d->wc, after);
+}
+
+uint64_t
+znbd_dev_generation(struct znbd_dev *d)
+{
+  return d->wc ? znbd_wcache_generation(d->wc) : 0;
+}
+
+void
+znbd_dev_on_power_cut(struct znbd_dev *d, void (*fn)(void *opaque),
+                      void *opaque)
+{
+  if (d->wc)
+    znbd_wcache_on_cut(d->wc, fn, opaque);
 }
 
 struct extents_ctx {
@@ -624,13 +731,15 @@ znbd_dev_zone_op(struct znbd_dev *d, enum znbd_zone_op op, uint32_t zone)
     errno = EINVAL;
     return -1;
   }
-  if (znbd_zone_mgmt(&d->zs, op, zone, discard, d) < 0)
+  if (wc_begin(d, false, 0, 0) < 0)
     return -1;
+  if (znbd_zone_mgmt(&d->zs, op, zone, discard, d) < 0)
+    return wc_end(d, -1);
   if (op == ZNBD_ZONE_OP_OPEN && d->store->ops->zone_open)
     d->store->ops->zone_open(d->store, zone);
   if (op >= ZNBD_ZONE_OP_SET_READONLY)
-    return keep_fault(d, zone);
-  return 0;
+    return wc_end(d, keep_fault(d, zone));
+  return wc_end(d, 0);
 }
 
 uint32_t
@@ -683,6 +792,7 @@ znbd_dev_wire_errno(int err)
   case ENOMEM:
   case ENOSPC:
   case EPERM:
+  case ESHUTDOWN: /* a power cut (NBD_ESHUTDOWN) */
     return err;
   default:
     return EIO;

@@ -398,6 +398,14 @@ ram_zone_finish(struct znbd_store *s, uint32_t zno, uint64_t from, uint64_t end)
   return ram_zero(s, end - from, from, 0);
 }
 
+static int
+ram_zone_truncate(struct znbd_store *s, uint32_t zno, uint64_t start,
+                  uint64_t len, uint64_t size)
+{
+  (void)zno;
+  return size < len ? ram_zero(s, len - size, start + size, 0) : 0;
+}
+
 static const struct znbd_store_ops ram_ops = {
     .name = "ram",
     .write_may_fail = false,
@@ -408,6 +416,7 @@ static const struct znbd_store_ops ram_ops = {
     .extents = ram_extents,
     .zone_reset = ram_zone_reset,
     .zone_finish = ram_zone_finish,
+    .zone_truncate = ram_zone_truncate,
     .allocated = ram_allocated,
     .ref = ram_ref,
 };

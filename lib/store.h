@@ -72,6 +72,18 @@ struct znbd_store_ops {
    * or 0.  NULL: the store starts empty (RAM).  Errors: EIO. */
   int (*zone_load)(struct znbd_store *s, uint32_t zno, uint64_t *written,
                    unsigned *fault);
+  /* Power cut (write_cache=true, lib/wcache.c): sequential zone ZNO,
+   * bytes [START, START+LEN), keeps only its first SIZE bytes, the rest
+   * reads as zeros (RAM: freed; dir: the file is truncated to SIZE when
+   * longer, as zloop's discard_write_cache does).  Errors: EIO. */
+  int (*zone_truncate)(struct znbd_store *s, uint32_t zno, uint64_t start,
+                       uint64_t len, uint64_t size);
+  /* The write cache's undo journal file (dir: PATH/znbd.wcache), opened
+   * once and kept (and closed) by the store; CREATE makes it when absent.
+   * NULL op: no journal (RAM, where a power cut ends with the process).
+   * Returns the descriptor, or -1 with errno (ENOENT: absent, not
+   * CREATE). */
+  int (*journal)(struct znbd_store *s, bool create);
   /* Bytes of data held now. */
   uint64_t (*allocated)(struct znbd_store *s);
   /* The LEN bytes at OFF in place (zero-copy send), or NULL: the caller

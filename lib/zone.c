@@ -778,6 +778,38 @@ znbd_zones_restore(struct znbd_zones *zs, uint32_t zno, uint64_t written)
   return 0;
 }
 
+int
+znbd_zone_power_cycle(struct znbd_zones *zs, struct znbd_zone *z,
+                      uint64_t written)
+{
+  if (z->type != ZNBD_ZONE_TYPE_SEQWRITE_REQ ||
+      z->cond == ZNBD_ZONE_COND_READONLY || z->cond == ZNBD_ZONE_COND_OFFLINE)
+    return 0;
+  if (written > z->capacity) {
+    errno = EINVAL;
+    return -1;
+  }
+  enum znbd_zone_cond to = written == 0             ? ZNBD_ZONE_COND_EMPTY
+                           : written == z->capacity ? ZNBD_ZONE_COND_FULL
+                                                    : ZNBD_ZONE_COND_CLOSED;
+  pthread_mutex_lock(&zs->res_lock);
+  /* Not through store_counts(): a zone FULL before the cut may come back
+   * CLOSED and take the active count past max_active, as after a restart
+   * (znbd_zones_restore). */
+  struct counts c = load_counts(zs);
+  account(&c, z->cond, to);
+  zs->nr_imp_open = c.io;
+  zs->nr_exp_open = c.eo;
+  zs->nr_closed = c.cl;
+  /* A zone FULL before and after keeps its wp (finish put it at the zone
+   * end); else the wp is what was kept, as znbd_zones_restore sets it. */
+  if (!(to == ZNBD_ZONE_COND_FULL && z->cond == ZNBD_ZONE_COND_FULL))
+    z->wp = z->start + written;
+  z->cond = to;
+  pthread_mutex_unlock(&zs->res_lock);
+  return 0;
+}
+
 void
 znbd_zones_counters(struct znbd_zones *zs, uint32_t *imp_open,
                     uint32_t *exp_open, uint32_t *closed)

@@ -243,6 +243,18 @@ int znbd_zone_mgmt(struct znbd_zones *zs, enum znbd_zone_op op, uint32_t zno,
  * not EMPTY, WRITTEN beyond the capacity). */
 int znbd_zones_restore(struct znbd_zones *zs, uint32_t zno, uint64_t written);
 
+/* A power cut (write_cache=true, lib/wcache.c): sequential zone Z, whose
+ * lock the caller holds, keeps WRITTEN bytes from its start (the state of
+ * the last FLUSH) and takes the condition a drive gives it when power
+ * returns: 0 -> EMPTY, its capacity -> FULL, else CLOSED; open zones are
+ * never open after a power cycle (ZBC-2 and ZNS 1.1: open zones become
+ * closed; doc/zone-rules.md, after a power cycle).  READONLY, OFFLINE and
+ * conventional zones are left alone.  The counters follow; as after a
+ * restart, CLOSED zones may exceed zone_max_active.  Returns 0, or -1
+ * with errno EINVAL (WRITTEN beyond the capacity). */
+int znbd_zone_power_cycle(struct znbd_zones *zs, struct znbd_zone *z,
+                          uint64_t written);
+
 /* The counters, read together under the resource lock. */
 void znbd_zones_counters(struct znbd_zones *zs, uint32_t *imp_open,
                          uint32_t *exp_open, uint32_t *closed);

@@ -5,7 +5,8 @@
  * man/znbd-zone-control.pod; requests:
  *   report [ZONE [COUNT]] | open|close|finish|reset ZONE|all |
  *   readonly ZONE | offline ZONE | online ZONE | stats |
- *   append ZONE LEN (followed by LEN bytes of data)
+ *   append ZONE LEN (followed by LEN bytes of data) |
+ *   power-cut [after N] (write_cache=true)
  * Replies start "ok" or "error ERRNO-NAME message".  No NBD code here.
  */
 #ifndef ZNBD_CONTROL_H

@@ -49,6 +49,9 @@ struct znbd_params {
   bool sched_batch;   /* serve from SCHED_BATCH threads (default true) */
   char *dir;          /* persistent store directory (zloop layout), or NULL */
   bool zone_prealloc; /* dir=: fallocate a zone's capacity when it opens */
+  /* A volatile write cache: writes not covered by a FLUSH or FUA are lost
+   * on a power cut (control socket power-cut, or kill -9 with dir=). */
+  bool write_cache;
 
   /* Only the server's mq queue model uses these (null_blk names). */
   uint32_t hw_queue_depth;  /* tags per tag set (default 64) */
