@@ -255,6 +255,25 @@ dir(void)
   CHECK(reads(d, ZS + 12 * K, 4 * K, 31));
   CHECK(reads(d, 8 * K, 4 * K, 32));
   znbd_dev_free(d);
+
+  /* zoned=false: a crash rolls every block back. */
+  static const char *const plain[] = {"size",        "64K",  "zoned", "false",
+                                      "write_cache", "true", NULL};
+  snprintf(path, sizeof path, "%s/d%d", base, ndirs++);
+  fflush(NULL);
+  pid = fork();
+  if (pid == 0) {
+    struct znbd_dev *c = open_dev(path, plain);
+    int r = put(c, 0, 8 * K, 1) | znbd_dev_flush(c) | put(c, 4 * K, 8 * K, 2);
+    _exit(r ? 2 : 0);
+  }
+  CHECK(waitpid(pid, &status, 0) == pid);
+  CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %#x",
+         (unsigned)status);
+  d = open_dev(path, plain);
+  CHECK(reads(d, 0, 8 * K, 1));
+  CHECK(reads(d, 8 * K, 8 * K, 0));
+  znbd_dev_free(d);
 }
 
 int
