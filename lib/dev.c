@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "znbd/dev.h"
 #include "store.h"
@@ -180,6 +181,18 @@ zoned_setup(struct znbd_dev *d, char *err, size_t errlen)
   return 0;
 }
 
+/* max_memory=0: 80 % of the physical memory (sysconf), so that a RAM
+ * disk larger than the machine fails writes with ENOSPC before the OOM
+ * killer ends the server; no limit if the size is unknown. */
+static uint64_t
+default_max_memory(void)
+{
+  long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || psize <= 0)
+    return UINT64_MAX;
+  return (uint64_t)pages / 5 * 4 * (uint64_t)psize;
+}
+
 /* A persistent store's write cache journal left by a crash: apply it
  * before the zones are restored from the files (lib/wcache.c). */
 static int
@@ -242,6 +255,8 @@ znbd_dev_new(const struct znbd_params *p, char *err, size_t errlen)
       errno = e;
       return NULL;
     }
+    znbd_store_ram_limit(d->store,
+                         p->max_memory ? p->max_memory : default_max_memory());
   }
   if (replay_journal(d, err, errlen) < 0 ||
       (p->zoned && zoned_setup(d, err, errlen) < 0)) {
@@ -455,7 +470,7 @@ zoned_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
   }
   if (first < last)
     znbd_zones_lock_range(zs, first + 1, last);
-  bool early = d->store->ops->write_may_fail;
+  bool early = znbd_store_write_may_fail(d->store);
   if (znbd_zone_write_prepare(zs, &t, off, len) < 0) {
     e = errno;
   } else if (early && store_data(d, buf, len, off) < 0) {

@@ -100,6 +100,8 @@ static const struct param table[] = {
       "Keep the device in this directory (zloop's file per zone layout)"),
     P(zone_prealloc, BOOL, "BOOL", "true", 0, NULL, ALL, NULL,
       "dir=: preallocate a zone's capacity when it opens"),
+    P(max_memory, SIZE, "SIZE", "0", 0, "bytes", ALL, NULL,
+      "RAM store: most bytes of data held; 0 means 80% of physical memory"),
     P(write_cache, BOOL, "BOOL", "false", 0, NULL, ALL, NULL,
       "Volatile write cache: unflushed writes are lost on power-cut"),
     P(hw_queue_depth, UINT, "N", "64", 1, "tags", MQ, "hw_queue_depth",

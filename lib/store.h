@@ -94,7 +94,27 @@ struct znbd_store_ops {
 /* Every store starts with this. */
 struct znbd_store {
   const struct znbd_store_ops *ops;
+  /* Writes can fail although ops->write_may_fail is false (RAM with a
+   * memory limit below its size: znbd_store_ram_limit). */
+  bool may_fail;
 };
+
+/* Whether a write or zero may fail (then a zoned write stores its data
+ * before it commits the write pointer, lib/dev.c). */
+static inline bool
+znbd_store_write_may_fail(const struct znbd_store *s)
+{
+  return s->ops->write_may_fail || s->may_fail;
+}
+
+/* RAM store S holds at most BYTES of data (rounded down to whole pages):
+ * a write or an allocating zero that needs new pages beyond it fails with
+ * ENOSPC and changes nothing; trims and zeros that free pages make room.
+ * Pages being written count from the start of their write, so near the
+ * limit concurrent writes to the same new pages may be refused although
+ * one of them would fit.  No effect on other stores or with
+ * memory_backed=false. */
+void znbd_store_ram_limit(struct znbd_store *s, uint64_t bytes);
 
 /* The sparse RAM store of SIZE bytes (lib/store.c).  Pages
  * (ZNBD_STORE_PAGE_SIZE bytes) are allocated on their first write and
@@ -128,8 +148,9 @@ znbd_store_ref(struct znbd_store *s, uint64_t len, uint64_t off)
   return s->ops->ref ? s->ops->ref(s, len, off) : NULL;
 }
 
-/* RAM: never fails (page faults on a NORESERVE mapping cannot return an
- * error; out of memory is the OOM killer's business). */
+/* RAM: fails only with ENOSPC beyond znbd_store_ram_limit() (page
+ * faults on a NORESERVE mapping cannot return an error; out of memory
+ * beyond the limit is the OOM killer's business). */
 static inline int
 znbd_store_write(struct znbd_store *s, const void *buf, uint64_t len,
                  uint64_t off)

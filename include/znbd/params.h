@@ -52,6 +52,9 @@ struct znbd_params {
   /* A volatile write cache: writes not covered by a FLUSH or FUA are lost
    * on a power cut (control socket power-cut, or kill -9 with dir=). */
   bool write_cache;
+  /* RAM store: writes needing pages beyond this many bytes of data fail
+   * with ENOSPC; 0: 80 % of the physical memory at start-up. */
+  uint64_t max_memory;
 
   /* Only the server's mq queue model uses these (null_blk names). */
   uint32_t hw_queue_depth;  /* tags per tag set (default 64) */
