@@ -7,7 +7,8 @@
 # the cut is dead (znbd drops it; the plugin fails every request on it
 # with ESHUTDOWN).  "power-cut after 2": two writes complete, the third
 # fails and is not executed, the cut keeps what FUA covered.  On dir=:
-# the same rollback after kill -9 and a restart.  write_cache=false:
+# the same rollback after kill -9 and a restart, and nothing lost after a
+# clean stop (SIGTERM flushes).  write_cache=false:
 # power-cut is refused and nothing is lost.
 . "$(dirname "$0")/../functions.sh"
 require_znbd_frontend "write_cache and power-cut"
@@ -114,6 +115,19 @@ ctl=$tmpdir/ctl3 nbd_py "$tmpdir/writes.py" <<'EOF'
 import sys; exec(open(sys.argv[1]).read())
 h = connect()
 after_cut(h)
+# Not flushed, but a clean stop (SIGTERM) flushes.
+h.pwrite(pattern(4 * KiB, 50), 1 * Z + 12 * KiB)
+h.pwrite(pattern(4 * KiB, 51), 8 * KiB)
+h.shutdown()
+EOF
+stop_frontend
+start_frontend dir="$dev" write_cache=true zone_control="$tmpdir/ctl5"
+ctl=$tmpdir/ctl5 nbd_py "$tmpdir/writes.py" <<'EOF'
+import sys; exec(open(sys.argv[1]).read())
+h = connect()
+check_eq(zone(1), ("CLOSED", 16 * KiB), "zone 1 after a clean stop")
+check_eq(h.pread(4 * KiB, 1 * Z + 12 * KiB), pattern(4 * KiB, 50), "kept by the shutdown flush")
+check_eq(h.pread(4 * KiB, 8 * KiB), pattern(4 * KiB, 51), "conventional block kept too")
 h.shutdown()
 EOF
 stop_frontend
