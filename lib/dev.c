@@ -554,7 +554,10 @@ znbd_dev_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
 {
   if (check_range(d, len, off) < 0 || wc_begin(d, true, len, off) < 0)
     return -1;
-  return wc_end(d, dev_write(d, buf, len, off, flags));
+  int r = dev_write(d, buf, len, off, flags);
+  if (r < 0 && errno == EAGAIN && d->wc)
+    znbd_wcache_refund(d->wc); /* requeued: it counts when it runs */
+  return wc_end(d, r);
 }
 
 int

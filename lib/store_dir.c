@@ -1079,6 +1079,8 @@ dir_zone_truncate(struct znbd_store *base, uint32_t zno, uint64_t start,
     errno = EIO;
     return -1;
   }
+  if (size < (uint64_t)st.st_size)
+    atomic_store(&s->z[zno].prealloc, false); /* truncate dropped it */
   if (s->z[zno].loaded > size)
     s->z[zno].loaded = size;
   return 0;

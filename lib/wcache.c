@@ -334,6 +334,9 @@ znbd_wcache_new(struct znbd_store *st, struct znbd_zones *zs, uint64_t size)
   wc->jfd = -1;
   atomic_init(&wc->tickets, -1);
   atomic_init(&wc->gen, 0);
+  /* glibc's default prefers readers: a write waiting for its wp (holding
+   * the lock shared) never blocks the write it waits for behind a FLUSH
+   * waiting for the lock. */
   pthread_rwlock_init(&wc->cut, NULL);
   pthread_mutex_init(&wc->lock, NULL);
   wc->flushed = malloc(8 * (size_t)wc->nr);
@@ -456,6 +459,14 @@ void
 znbd_wcache_leave(struct znbd_wcache *wc)
 {
   pthread_rwlock_unlock(&wc->cut);
+}
+
+void
+znbd_wcache_refund(struct znbd_wcache *wc)
+{
+  int64_t t = atomic_load(&wc->tickets);
+  while (t >= 0 && !atomic_compare_exchange_weak(&wc->tickets, &t, t + 1))
+    ;
 }
 
 int

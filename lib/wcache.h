@@ -39,6 +39,11 @@ void znbd_wcache_free(struct znbd_wcache *wc);
 int znbd_wcache_enter(struct znbd_wcache *wc, bool write);
 void znbd_wcache_leave(struct znbd_wcache *wc);
 
+/* A write that entered did not execute and will be sent again (EAGAIN:
+ * ahead of its wp with ZNBD_WRITE_NOWAIT): it gives back its count
+ * towards an armed cut, so it counts once. */
+void znbd_wcache_refund(struct znbd_wcache *wc);
+
 /* Before writing, zeroing or trimming [OFF, OFF+LEN) (entered): keep the
  * durable contents of every conventional 4 KiB page of the range not yet
  * kept since the last flush.  Errors: ENOMEM, EIO (nothing written). */
@@ -61,7 +66,8 @@ int znbd_wcache_flush(struct znbd_wcache *wc);
 int znbd_wcache_sync(struct znbd_wcache *wc, uint64_t len, uint64_t off);
 
 /* Power cut.  AFTER 0: now.  AFTER N > 0: the next N writes (WRITE,
- * WRITE_ZEROES, zone append; counted when they start, failed ones too)
+ * WRITE_ZEROES, zone append; counted when they start, failed ones too,
+ * requeued ones once: znbd_wcache_refund)
  * execute, and the cut happens when the next request that changes the
  * device (a write, trim, flush or zone operation) arrives, before it
  * executes; that request fails with ESHUTDOWN.  Errors: EIO (a store
