@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -353,59 +354,50 @@ znbd_dev_describe(const struct znbd_dev *d, char *buf, size_t len)
       p->zone_max_open, p->zone_max_active, p->blocksize);
 }
 
-/* ZONED: the zone holding byte OFF (< size) and, in *PLEN, how much of
- * [OFF, END) lies in it. */
-static struct znbd_zone *
-zone_piece(struct znbd_dev *d, uint64_t off, uint64_t end, uint64_t *plen)
+struct read_ctx {
+  struct znbd_dev *d;
+  uint8_t *buf; /* where byte OFF of the request goes */
+  uint64_t off;
+};
+
+/* ZONED: one span of a read (znbd_zones_spans; a sequential zone's lock
+ * is held).  OFFLINE: EIO (null_process_zoned_cmd).  Bytes at or past the
+ * wp, and past the capacity, are "past the wp" (null_zone_valid_read_len)
+ * and read per zone_read_past_wp, but for the gap of a finished or
+ * READONLY zone (ZNBD_SPAN_GAP): null_blk reads it from memory, so it
+ * reads zeros (EIO with zone_read_past_wp=error). */
+static int
+read_span(void *opaque, uint64_t off, uint64_t len, enum znbd_zone_span span)
 {
-  struct znbd_zone *z = &d->zs.zone[znbd_zones_zone_no(&d->zs, off)];
-  uint64_t zend = z->start + z->len;
-  *plen = (zend < end ? zend : end) - off;
-  return z;
+  struct read_ctx *c = opaque;
+  uint8_t *buf = c->buf + (off - c->off);
+  enum znbd_read_past_wp past = c->d->p.zone_read_past_wp;
+
+  switch (span) {
+  case ZNBD_SPAN_CONV:
+  case ZNBD_SPAN_DATA:
+    return znbd_store_read(c->d->store, buf, len, off);
+  case ZNBD_SPAN_GAP: /* null_blk reads these never-written bytes: zeros */
+  case ZNBD_SPAN_PAST_WP:
+    if (past == ZNBD_READ_PAST_WP_ERROR)
+      break;
+    memset(buf,
+           past == ZNBD_READ_PAST_WP_ONES && span == ZNBD_SPAN_PAST_WP ? 0xff
+                                                                       : 0,
+           len);
+    return 0;
+  case ZNBD_SPAN_OFFLINE:
+    break;
+  }
+  errno = EIO;
+  return -1;
 }
 
-/* ZONED: read zone by zone under each zone's lock (null_blk locks the
- * zone for memory-backed reads).  OFFLINE: EIO (null_process_zoned_cmd).
- * Bytes at or past the wp, and past the capacity, are "past the wp"
- * (null_zone_valid_read_len) and read per zone_read_past_wp. */
 static int
 zoned_read(struct znbd_dev *d, uint8_t *buf, uint64_t len, uint64_t off)
 {
-  uint64_t end = off + len, plen;
-  for (; off < end; off += plen, buf += plen) {
-    struct znbd_zone *z = zone_piece(d, off, end, &plen);
-    if (z->type == ZNBD_ZONE_TYPE_CONVENTIONAL) {
-      if (znbd_store_read(d->store, buf, plen, off) < 0) /* no zone state */
-        return -1;
-      continue;
-    }
-    pthread_mutex_lock(&z->lock);
-    if (z->cond == ZNBD_ZONE_COND_OFFLINE) {
-      pthread_mutex_unlock(&z->lock);
-      errno = EIO;
-      return -1;
-    }
-    uint64_t dend = znbd_zone_data_end(z), n = 0;
-    if (dend > off)
-      n = dend - off < plen ? dend - off : plen;
-    if (n < plen && d->p.zone_read_past_wp == ZNBD_READ_PAST_WP_ERROR) {
-      pthread_mutex_unlock(&z->lock);
-      errno = EIO;
-      return -1;
-    }
-    if (n && znbd_store_read(d->store, buf, n, off) < 0) {
-      int e = errno;
-      pthread_mutex_unlock(&z->lock);
-      errno = e;
-      return -1;
-    }
-    if (n < plen)
-      memset(buf + n,
-             d->p.zone_read_past_wp == ZNBD_READ_PAST_WP_ONES ? 0xff : 0,
-             plen - n);
-    pthread_mutex_unlock(&z->lock);
-  }
-  return 0;
+  struct read_ctx c = {d, buf, off};
+  return znbd_zones_spans(&d->zs, off, len, read_span, &c) ? -1 : 0;
 }
 
 int
@@ -426,96 +418,119 @@ znbd_dev_read_ref(struct znbd_dev *d, uint64_t len, uint64_t off)
   return znbd_store_ref(d->store, len, off);
 }
 
-/* Store a write's data (BUF NULL: zeros, nothing allocated). */
+/* Store a write's data (DATA NULL: zeros, nothing allocated); the zone
+ * engine's store callback (znbd_zone_store_fn). */
 static int
-store_data(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off)
+store_data(void *opaque, const void *data, uint64_t len, uint64_t off)
 {
-  if (buf)
-    return znbd_store_write(d->store, buf, len, off);
+  struct znbd_dev *d = opaque;
+  if (data)
+    return znbd_store_write(d->store, data, len, off);
   return znbd_store_zero(d->store, len, off, 0);
 }
 
-/* ZONED: lock the zones in ascending order (the first one alone while a
- * pipelined write waits for its wp), check every piece (prepare), then
- *   - a store that cannot fail (RAM): commit, and store the data after
- *     unlocking (znbd_zone_copy_begin says why and what keeps it safe);
- *   - a store that can fail (dir=): store the data with the zones still
- *     locked, then commit, or abort if storing failed (the store undoes
- *     its partial write), so a failed write changes nothing.
- * A failure before the commit changes nothing. */
-static int
-zoned_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
-            unsigned flags)
+/* ZONED: a parked write of znbd_dev_write_async(): the engine's entry
+ * and the caller's completion (W first: the engine hands W back). */
+struct async_write {
+  struct znbd_zone_write w;
+  znbd_write_done_fn done;
+  void *opaque;
+};
+
+static void
+async_done(struct znbd_zone_write *w, int err)
 {
-  struct znbd_zones *zs = &d->zs;
-  uint32_t first = znbd_zones_zone_no(zs, off);
-  uint32_t last = znbd_zones_last_zone_no(zs, first, off, len);
-  struct znbd_zone *z = &zs->zone[first];
-  struct znbd_zone_txn t;
-  int e = 0;
-
-  bool seq = z->type == ZNBD_ZONE_TYPE_SEQWRITE_REQ;
-  if (seq)
-    pthread_mutex_lock(&z->lock);
-  if (d->p.pipeline_zoned_writes && seq && z->wp != ZNBD_WP_INVALID &&
-      off > z->wp && off < z->start + z->capacity) {
-    if (flags & ZNBD_WRITE_NOWAIT) {
-      e = EAGAIN;
-      goto fail_locked;
-    }
-    if (znbd_zone_wait_wp(z, off, d->p.zone_write_timeout) < 0) {
-      e = EIO; /* timed out: the wp never came */
-      goto fail_locked;
-    }
-  }
-  if (first < last)
-    znbd_zones_lock_range(zs, first + 1, last);
-  bool early = znbd_store_write_may_fail(d->store);
-  if (znbd_zone_write_prepare(zs, &t, off, len) < 0) {
-    e = errno;
-  } else if (early && store_data(d, buf, len, off) < 0) {
-    e = errno;
-    znbd_zone_write_abort(&t);
-  } else {
-    znbd_zone_write_commit(&t);
-    for (uint32_t i = first; i <= last && !early; i++)
-      znbd_zone_copy_begin(&zs->zone[i]);
-  }
-  if (first < last)
-    znbd_zones_unlock_range(zs, first + 1, last);
-  if (seq)
-    pthread_mutex_unlock(&z->lock);
-  if (e)
-    goto fail;
-  if (early)
-    return 0;
-  store_data(d, buf, len, off); /* RAM: cannot fail */
-  for (uint32_t i = first; i <= last; i++)
-    znbd_zone_copy_end(&zs->zone[i]);
-  return 0;
-
-fail_locked:
-  if (seq)
-    pthread_mutex_unlock(&z->lock);
-fail:
-  errno = e;
-  return -1;
+  struct async_write *a = (struct async_write *)w;
+  a->done(a->opaque, err);
+  free(a);
 }
 
+/* How a write ahead of the wp is parked: completed through DONE, or
+ * (DONE NULL) with this thread waiting, if fewer than MAX threads counted
+ * in *WAITING (NULL: no bound) wait already. */
+struct park_how {
+  znbd_write_done_fn done;
+  void *opaque;
+  _Atomic unsigned *waiting;
+  unsigned max;
+};
+
+/* ZONED: park W (a write ahead of the wp that may wait) as H says. */
 static int
-dev_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
-          unsigned flags)
+park_write(const struct znbd_zone_write *w, struct znbd_zones *zs,
+           const struct park_how *h)
 {
-  if (is_zoned(d))
-    return len ? zoned_write(d, buf, len, off, flags) : 0;
-  /* WRITE_ZEROES: nothing allocated, whole pages freed, unless NO_HOLE
-   * (doc/proto.md, NBD_CMD_FLAG_NO_HOLE) asks the range to stay
-   * provisioned. */
-  if (!buf)
-    return znbd_store_zero(
-        d->store, len, off,
-        (flags & ZNBD_WRITE_ALLOCATE) ? ZNBD_STORE_ZERO_ALLOCATE : 0);
-  return znbd_store_write(d->store, buf, len, off);
+  znbd_write_done_fn done = h->done;
+  void *opaque = h->opaque;
+  int r, e;
+  if (done) {
+    struct async_write *a = malloc(sizeof *a);
+    if (!a)
+      return -1; /* ENOMEM */
+    *a = (struct async_write){*w, done, opaque};
+    a->w.done = async_done;
+    r = znbd_zones_write(zs, &a->w);
+    if (r == ZNBD_ZONE_PARKED)
+      return ZNBD_WRITE_PARKED;
+    e = errno;
+    free(a);
+    errno = e;
+    return r;
+  }
+  return znbd_zones_write_wait(zs, w, h->waiting, h->max);
+}
+
+/* ZONED: the zone engine runs the write (znbd_zones_write); a store that
+ * can fail (dir=) stores before the commit, so a failed write changes
+ * nothing.  A write ahead of the wp is first refused (EAGAIN: nothing
+ * allocated for the common, in-order case), then parked if it may wait. */
+static int
+zoned_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
+            unsigned flags, const struct park_how *h)
+{
+  struct znbd_zone_write w = {
+      .off = off,
+      .len = len,
+      .data = buf,
+      .store = store_data,
+      .opaque = d,
+      .store_may_fail = znbd_store_write_may_fail(d->store),
+      .pipeline = d->p.pipeline_zoned_writes,
+      .timeout_ms = d->p.zone_write_timeout,
+  };
+  int r = znbd_zones_write(&d->zs, &w);
+  if (r < 0 && errno == EAGAIN && !(flags & ZNBD_WRITE_NOWAIT))
+    r = park_write(&w, &d->zs, h);
+  return r;
+}
+
+static int dev_write(struct znbd_dev *d, const void *buf, uint64_t len,
+                     uint64_t off, unsigned flags, const struct park_how *h);
+
+int
+znbd_dev_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
+               unsigned flags)
+{
+  struct park_how h = {0};
+  return dev_write(d, buf, len, off, flags, &h);
+}
+
+int
+znbd_dev_write_async(struct znbd_dev *d, const void *buf, uint64_t len,
+                     uint64_t off, unsigned flags, znbd_write_done_fn done,
+                     void *opaque)
+{
+  struct park_how h = {.done = done, .opaque = opaque};
+  return dev_write(d, buf, len, off, flags, &h);
+}
+
+int
+znbd_dev_write_bounded(struct znbd_dev *d, const void *buf, uint64_t len,
+                       uint64_t off, unsigned flags, _Atomic unsigned *waiting,
+                       unsigned max)
+{
+  struct park_how h = {.waiting = waiting, .max = max};
+  return dev_write(d, buf, len, off, flags, &h);
 }
 
 /* write_cache: enter (a due power cut: ESHUTDOWN) and keep the durable
@@ -548,16 +563,46 @@ wc_end(struct znbd_dev *d, int r)
   return r;
 }
 
-int
-znbd_dev_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
-               unsigned flags)
+static int dev_write_locked(struct znbd_dev *d, const void *buf, uint64_t len,
+                            uint64_t off, unsigned flags,
+                            const struct park_how *h);
+
+/* With write_cache, between wc_begin and wc_end.  A parked write runs
+ * later inside the write that fills its gap (which holds the write
+ * cache's lock shared then). */
+static int
+dev_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
+          unsigned flags, const struct park_how *h)
 {
   if (check_range(d, len, off) < 0 || wc_begin(d, true, len, off) < 0)
     return -1;
-  int r = dev_write(d, buf, len, off, flags);
+  int r = dev_write_locked(d, buf, len, off, flags, h);
   if (r < 0 && errno == EAGAIN && d->wc)
-    znbd_wcache_refund(d->wc); /* requeued: it counts when it runs */
+    znbd_wcache_refund(d->wc); /* not run: it counts when it is sent again */
   return wc_end(d, r);
+}
+
+static int
+dev_write_locked(struct znbd_dev *d, const void *buf, uint64_t len,
+                 uint64_t off, unsigned flags, const struct park_how *h)
+{
+  if (is_zoned(d))
+    return len ? zoned_write(d, buf, len, off, flags, h) : 0;
+  /* WRITE_ZEROES: nothing allocated, whole pages freed, unless NO_HOLE
+   * (doc/proto.md, NBD_CMD_FLAG_NO_HOLE) asks the range to stay
+   * provisioned. */
+  if (!buf)
+    return znbd_store_zero(
+        d->store, len, off,
+        (flags & ZNBD_WRITE_ALLOCATE) ? ZNBD_STORE_ZERO_ALLOCATE : 0);
+  return znbd_store_write(d->store, buf, len, off);
+}
+
+void
+znbd_dev_close_parking(struct znbd_dev *d)
+{
+  if (is_zoned(d))
+    znbd_zones_close_parking(&d->zs);
 }
 
 int
@@ -571,32 +616,20 @@ znbd_dev_append(struct znbd_dev *d, const void *buf, uint64_t len,
     errno = EINVAL;
     return -1;
   }
-  struct znbd_zones *zs = &d->zs;
-  uint32_t zno = znbd_zones_zone_no(zs, zone_start);
-  struct znbd_zone *z = &zs->zone[zno];
-  struct znbd_zone_txn t;
-  uint64_t off;
-  int r = -1, e = 0;
-
-  if (z->start != zone_start || wc_begin(d, true, 0, 0) < 0) {
-    if (z->start != zone_start)
-      errno = EINVAL;
+  uint32_t zno = znbd_zones_zone_no(&d->zs, zone_start);
+  if (d->zs.zone[zno].start != zone_start) {
+    errno = EINVAL;
     return -1;
   }
-  pthread_mutex_lock(&z->lock);
-  if (znbd_zone_append_prepare(zs, &t, zno, len, &off) < 0)
-    e = errno;
-  else if (znbd_store_write(d->store, buf, len, off) < 0) {
-    e = errno;
-    znbd_zone_write_abort(&t);
-  } else {
-    znbd_zone_write_commit(&t);
-    *written = off;
-    r = 0;
-  }
-  pthread_mutex_unlock(&z->lock);
-  errno = e;
-  return wc_end(d, r);
+  if (wc_begin(d, true, 0, 0) < 0)
+    return -1;
+  /* Always stored before the commit: the offset is known only then. */
+  struct znbd_zone_write w = {
+      .len = len, .data = buf, .store = store_data, .opaque = d};
+  if (znbd_zones_append(&d->zs, zno, &w) < 0)
+    return wc_end(d, -1);
+  *written = w.off;
+  return wc_end(d, 0);
 }
 
 /* ZONED: NBD TRIM.  Whole sequential zones are reset (failures, e.g.
@@ -612,7 +645,7 @@ zoned_trim(struct znbd_dev *d, uint64_t len, uint64_t off)
   if (all)
     znbd_zone_mgmt(&d->zs, ZNBD_ZONE_OP_RESET, ZNBD_ALL_ZONES, discard, d);
   for (; off < end; off += plen) {
-    struct znbd_zone *z = zone_piece(d, off, end, &plen);
+    struct znbd_zone *z = znbd_zones_piece(&d->zs, off, end, &plen);
     if (z->type == ZNBD_ZONE_TYPE_CONVENTIONAL) {
       if (znbd_store_zero(d->store, plen, off, 0) < 0) /* no zone state */
         return -1;
@@ -677,6 +710,7 @@ znbd_dev_on_power_cut(struct znbd_dev *d, void (*fn)(void *opaque),
 }
 
 struct extents_ctx {
+  struct znbd_dev *d;
   int (*fn)(void *opaque, uint64_t off, uint64_t len, uint32_t flags);
   void *opaque;
 };
@@ -690,41 +724,35 @@ store_extent(void *opaque, uint64_t off, uint64_t len, bool allocated)
                allocated ? 0 : ZNBD_EXTENT_HOLE | ZNBD_EXTENT_ZERO);
 }
 
-/* ZONED: base:allocation per zone.  Conventional: the store's allocation.
- * Sequential: [start, wp) data, [wp, zone end) a hole (and past the
- * capacity too); the hole reads as zeros (HOLE|ZERO) only with
- * zone_read_past_wp=zero, else it is HOLE alone.  READONLY: data up to
- * the capacity.  OFFLINE: HOLE (reads fail). */
+/* ZONED: base:allocation of one span (znbd_zones_spans).  Conventional:
+ * the store's allocation.  Sequential: [start, wp) data, [wp, zone end)
+ * a hole (and past the capacity too); the hole reads as zeros
+ * (HOLE|ZERO) only with zone_read_past_wp=zero, else it is HOLE alone.
+ * READONLY: data up to the capacity.  OFFLINE: HOLE (reads fail). */
 static int
-zoned_extents(struct znbd_dev *d, uint64_t off, uint64_t len,
-              struct extents_ctx *c)
+extent_span(void *opaque, uint64_t off, uint64_t len, enum znbd_zone_span span)
 {
-  uint32_t past = d->p.zone_read_past_wp == ZNBD_READ_PAST_WP_ZERO
-                      ? ZNBD_EXTENT_HOLE | ZNBD_EXTENT_ZERO
-                      : ZNBD_EXTENT_HOLE;
-  uint64_t end = off + len, plen;
-  int r = 0;
+  struct extents_ctx *c = opaque;
 
-  for (; off < end && r == 0; off += plen) {
-    struct znbd_zone *z = zone_piece(d, off, end, &plen);
-    if (z->type == ZNBD_ZONE_TYPE_CONVENTIONAL) {
-      r = znbd_store_extents(d->store, off, plen, store_extent, c);
-      continue;
-    }
-    pthread_mutex_lock(&z->lock);
-    bool offline = z->cond == ZNBD_ZONE_COND_OFFLINE;
-    uint64_t dend = znbd_zone_data_end(z);
-    pthread_mutex_unlock(&z->lock);
-    uint64_t n = 0;
-    if (!offline && dend > off)
-      n = dend - off < plen ? dend - off : plen;
-    if (n)
-      r = c->fn(c->opaque, off, n, 0);
-    if (r == 0 && n < plen)
-      r = c->fn(c->opaque, off + n, plen - n,
-                offline ? ZNBD_EXTENT_HOLE : past);
+  switch (span) {
+  case ZNBD_SPAN_CONV:
+    return znbd_store_extents(c->d->store, off, len, store_extent, c);
+  case ZNBD_SPAN_DATA:
+    return c->fn(c->opaque, off, len, 0);
+  case ZNBD_SPAN_GAP: /* reads as zeros unless zone_read_past_wp=error */
+    return c->fn(c->opaque, off, len,
+                 c->d->p.zone_read_past_wp != ZNBD_READ_PAST_WP_ERROR
+                     ? ZNBD_EXTENT_HOLE | ZNBD_EXTENT_ZERO
+                     : ZNBD_EXTENT_HOLE);
+  case ZNBD_SPAN_PAST_WP:
+    return c->fn(c->opaque, off, len,
+                 c->d->p.zone_read_past_wp == ZNBD_READ_PAST_WP_ZERO
+                     ? ZNBD_EXTENT_HOLE | ZNBD_EXTENT_ZERO
+                     : ZNBD_EXTENT_HOLE);
+  case ZNBD_SPAN_OFFLINE:
+    break;
   }
-  return r;
+  return c->fn(c->opaque, off, len, ZNBD_EXTENT_HOLE);
 }
 
 int
@@ -735,9 +763,9 @@ znbd_dev_extents(struct znbd_dev *d, uint64_t off, uint64_t len,
 {
   if (check_range(d, len, off) < 0)
     return -1;
-  struct extents_ctx c = {fn, opaque};
+  struct extents_ctx c = {d, fn, opaque};
   if (is_zoned(d))
-    return zoned_extents(d, off, len, &c);
+    return znbd_zones_spans(&d->zs, off, len, extent_span, &c);
   return znbd_store_extents(d->store, off, len, store_extent, &c);
 }
 
@@ -769,12 +797,8 @@ znbd_dev_report(struct znbd_dev *d, uint32_t first, uint32_t nr,
     return 0;
   if (nr > d->zs.nr_zones - first)
     nr = d->zs.nr_zones - first;
-  for (uint32_t i = 0; i < nr; i++) {
-    struct znbd_zone *z = &d->zs.zone[first + i];
-    pthread_mutex_lock(&z->lock);
-    znbd_zone_info(z, &out[i]);
-    pthread_mutex_unlock(&z->lock);
-  }
+  for (uint32_t i = 0; i < nr; i++)
+    znbd_zone_info(&d->zs.zone[first + i], &out[i]);
   return nr;
 }
 

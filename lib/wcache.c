@@ -286,36 +286,15 @@ keep(struct znbd_wcache *wc, struct undo *u)
 
 /* ------------------------------------------------------------ the API */
 
-static uint64_t
-zone_written(const struct znbd_zone *z)
-{
-  if (z->cond == ZNBD_ZONE_COND_FULL)
-    return z->capacity;
-  return z->wp - z->start;
-}
-
-static bool
-tracked(const struct znbd_zone *z)
-{
-  return z->type == ZNBD_ZONE_TYPE_SEQWRITE_REQ &&
-         z->cond != ZNBD_ZONE_COND_READONLY &&
-         z->cond != ZNBD_ZONE_COND_OFFLINE;
-}
-
-/* FLUSHED[i] = the zone's bytes now, for every tracked zone (zone locks
- * taken one at a time; the caller excludes writers). */
+/* FLUSHED[i] = the zone's bytes now, for every zone with a wp (the
+ * caller excludes writers). */
 static void
 take_wps(struct znbd_wcache *wc)
 {
   if (!wc->zs)
     return;
-  for (uint32_t i = wc->zs->nr_conv; i < wc->zs->nr_zones; i++) {
-    struct znbd_zone *z = &wc->zs->zone[i];
-    pthread_mutex_lock(&z->lock);
-    if (tracked(z))
-      wc->flushed[i] = zone_written(z);
-    pthread_mutex_unlock(&z->lock);
-  }
+  for (uint32_t i = wc->zs->nr_conv; i < wc->zs->nr_zones; i++)
+    (void)znbd_zone_written(wc->zs, i, &wc->flushed[i]);
 }
 
 struct znbd_wcache *
@@ -373,29 +352,26 @@ znbd_wcache_free(struct znbd_wcache *wc)
   free(wc);
 }
 
+/* znbd_zone_cut_fn: the store drops zone Z's bytes past KEEP. */
+static int
+cut_zone(void *opaque, uint32_t zno, const struct znbd_zone *z, uint64_t keep)
+{
+  struct znbd_store *st = opaque;
+  return st->ops->zone_truncate(st, zno, z->start, z->len, keep);
+}
+
 /* Roll back to the durable state.  Caller holds the lock exclusive. */
 static int
 rollback(struct znbd_wcache *wc)
 {
   int r = 0;
-  if (wc->zs) {
-    for (uint32_t i = wc->zs->nr_conv; i < wc->zs->nr_zones; i++) {
-      struct znbd_zone *z = &wc->zs->zone[i];
-      pthread_mutex_lock(&z->lock);
-      if (tracked(z)) {
-        uint64_t now = zone_written(z), keep_b = wc->flushed[i];
-        if (keep_b > now)
-          keep_b = now;
-        if (keep_b < now &&
-            wc->st->ops->zone_truncate(wc->st, i, z->start, z->len, keep_b) < 0)
-          r = -1;
-        if (znbd_zone_power_cycle(wc->zs, z, keep_b) < 0)
-          r = -1;
-        wc->flushed[i] = keep_b;
-      }
-      pthread_mutex_unlock(&z->lock);
-    }
-  }
+  if (wc->zs)
+    for (uint32_t i = wc->zs->nr_conv; i < wc->zs->nr_zones; i++)
+      if (znbd_zone_power_cycle(wc->zs, i, &wc->flushed[i], cut_zone, wc->st) <
+          0)
+        r = -1;
+  if (wc->zs)
+    znbd_zones_fail_parked(wc->zs);
   for (size_t i = 0; i < wc->nu; i++) {
     struct undo *u = &wc->u[i];
     uint64_t off = u->page * PAGE, len = page_len(wc, u->page);
@@ -542,22 +518,19 @@ znbd_wcache_sync(struct znbd_wcache *wc, uint64_t len, uint64_t off)
     uint64_t pos = off > wc->undo_end ? off : wc->undo_end;
     for (uint32_t i = znbd_zones_zone_no(zs, pos);
          i < zs->nr_zones && zs->zone[i].start < end; i++) {
-      struct znbd_zone *z = &zs->zone[i];
-      pthread_mutex_lock(&z->lock);
-      if (tracked(z)) {
-        uint64_t upto = (end < z->start + z->len ? end : z->start + z->len) -
-                        z->start,
-                 now = zone_written(z);
-        if (upto > now)
-          upto = now;
-        pthread_mutex_lock(&wc->lock);
-        if (upto > wc->flushed[i]) {
-          wc->flushed[i] = upto;
-          journal_flushed(wc, i);
-        }
-        pthread_mutex_unlock(&wc->lock);
+      const struct znbd_zone *z = &zs->zone[i];
+      uint64_t now,
+          upto = (end < z->start + z->len ? end : z->start + z->len) - z->start;
+      if (!znbd_zone_written(zs, i, &now))
+        continue;
+      if (upto > now) /* the wp only grows: what is below it stays */
+        upto = now;
+      pthread_mutex_lock(&wc->lock);
+      if (upto > wc->flushed[i]) {
+        wc->flushed[i] = upto;
+        journal_flushed(wc, i);
       }
-      pthread_mutex_unlock(&z->lock);
+      pthread_mutex_unlock(&wc->lock);
     }
   }
   pthread_rwlock_unlock(&wc->cut);

@@ -125,6 +125,13 @@ znbd_zones_init(struct znbd_zones *zs, const struct znbd_zone_geometry *g)
     zs->max_open = 0;
   zs->imp_close_zone_no = zs->nr_conv;
   pthread_mutex_init(&zs->res_lock, NULL);
+  pthread_mutex_init(&zs->sweep_lock, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&zs->sweep_cv, &ca);
+  pthread_condattr_destroy(&ca);
+  atomic_init(&zs->nparked, 0);
 
   /* Adaptive zone locks: a writer holds one for well under a microsecond
    * (the data is copied outside it), so spinning a little beats sleeping
@@ -137,7 +144,8 @@ znbd_zones_init(struct znbd_zones *zs, const struct znbd_zone_geometry *g)
 
     pthread_mutex_init(&z->lock, &ma);
     atomic_init(&z->copying, 0);
-    z->waiters = NULL;
+    z->parked = NULL;
+    atomic_init(&z->nparked, 0);
     z->start = off;
     z->len = g->size - off < g->zone_size ? g->size - off : g->zone_size;
     if (i < zs->nr_conv) {
@@ -163,6 +171,14 @@ znbd_zones_destroy(struct znbd_zones *zs)
 
   if (!zs->zone)
     return;
+  pthread_mutex_lock(&zs->sweep_lock);
+  zs->sweep_stop = true;
+  pthread_cond_signal(&zs->sweep_cv);
+  pthread_mutex_unlock(&zs->sweep_lock);
+  if (zs->sweeper_running)
+    pthread_join(zs->sweeper, NULL);
+  pthread_cond_destroy(&zs->sweep_cv);
+  pthread_mutex_destroy(&zs->sweep_lock);
   for (i = 0; i < zs->nr_zones; i++) {
     pthread_mutex_destroy(&zs->zone[i].lock);
   }
@@ -189,14 +205,20 @@ znbd_zones_unlock_range(struct znbd_zones *zs, uint32_t first, uint32_t last)
 }
 
 void
-znbd_zone_info(const struct znbd_zone *z, struct znbd_zone_info *out)
+znbd_zone_info(struct znbd_zone *z, struct znbd_zone_info *out)
 {
+  bool seq = z->type == ZNBD_ZONE_TYPE_SEQWRITE_REQ;
+
+  if (seq)
+    pthread_mutex_lock(&z->lock);
   out->start = z->start;
   out->len = z->len;
   out->capacity = z->capacity;
   out->wp = z->wp;
   out->type = z->type;
   out->cond = z->cond;
+  if (seq)
+    pthread_mutex_unlock(&z->lock);
 }
 
 uint64_t
@@ -218,59 +240,182 @@ writable(const struct znbd_zone *z)
          z->cond == ZNBD_ZONE_COND_CLOSED;
 }
 
-/* Z's wp or condition changed (Z locked): wake the pipelined writers
- * that can go on, the one whose offset the wp reached, or all of them when
- * the zone stopped being writable.  One condition variable per waiter, so
- * a sequential stream at queue depth N wakes one thread per write, not
- * N - 1. */
-static void
-wake_waiters(struct znbd_zone *z)
+/* ---- parked writes ---- */
+
+/* Parked writes taken off their zone, to be told how they ended once no
+ * zone lock is held. */
+struct done_list {
+  struct znbd_zone_write *head, **tail;
+};
+#define DONE_LIST_INIT(l)                                                      \
+  {                                                                            \
+    NULL, &(l).head                                                            \
+  }
+
+static uint64_t
+now_ns(void)
 {
-  bool all = !writable(z);
-  for (struct znbd_zone_waiter *w = z->waiters; w; w = w->next)
-    if (all || z->wp >= w->off)
-      pthread_cond_signal(&w->cv);
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-int
-znbd_zone_wait_wp(struct znbd_zone *z, uint64_t off, unsigned timeout_ms)
+/* Take the parked write *PP off zone Z (locked) into DL with ERR. */
+static void
+unpark(struct znbd_zones *zs, struct znbd_zone *z, struct znbd_zone_write **pp,
+       int err, struct done_list *dl)
 {
-  struct znbd_zone_waiter w = {.off = off, .next = NULL};
-  struct znbd_zone_waiter **pp;
-  pthread_condattr_t ca;
-  struct timespec dl;
-  bool timed_out = false;
-  int r = 0;
+  struct znbd_zone_write *w = *pp;
+  *pp = w->next;
+  atomic_fetch_sub(&z->nparked, 1);
+  atomic_fetch_sub(&zs->nparked, 1);
+  w->err = err;
+  w->next = NULL;
+  *dl->tail = w;
+  dl->tail = &w->next;
+}
 
-  if (!(z->type == ZNBD_ZONE_TYPE_SEQWRITE_REQ && writable(z) && z->wp < off &&
-        off < z->start + z->capacity))
-    return 0;
-  clock_gettime(CLOCK_MONOTONIC, &dl);
-  dl.tv_sec += timeout_ms / 1000;
-  dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-  if (dl.tv_nsec >= 1000000000L) {
-    dl.tv_sec++;
-    dl.tv_nsec -= 1000000000L;
+static void
+unpark_all(struct znbd_zones *zs, struct znbd_zone *z, struct done_list *dl)
+{
+  while (z->parked)
+    unpark(zs, z, &z->parked, EIO, dl);
+}
+
+/* Tell the writes in DL how they ended (no zone lock held). */
+static void
+call_done(struct done_list *dl)
+{
+  for (struct znbd_zone_write *w = dl->head, *n; w; w = n) {
+    n = w->next;
+    w->done(w, w->err);
   }
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&w.cv, &ca);
-  pthread_condattr_destroy(&ca);
-  w.next = z->waiters;
-  z->waiters = &w;
-  while (writable(z) && z->wp < off) {
-    if (timed_out) {
-      errno = ETIMEDOUT;
-      r = -1;
-      break;
+  dl->head = NULL;
+  dl->tail = &dl->head;
+}
+
+/* Fail the parked writes whose deadline passed, zone by zone.  Zones
+ * with nothing parked are skipped without their lock. */
+static void
+sweep(struct znbd_zones *zs, uint64_t now)
+{
+  struct done_list dl = DONE_LIST_INIT(dl);
+
+  for (uint32_t i = zs->nr_conv; i < zs->nr_zones; i++) {
+    struct znbd_zone *z = &zs->zone[i];
+    if (atomic_load(&z->nparked) == 0)
+      continue;
+    pthread_mutex_lock(&z->lock);
+    for (struct znbd_zone_write **pp = &z->parked; *pp;) {
+      if ((*pp)->deadline_ns <= now)
+        unpark(zs, z, pp, EIO, &dl);
+      else
+        pp = &(*pp)->next;
     }
-    timed_out = pthread_cond_timedwait(&w.cv, &z->lock, &dl) != 0;
+    pthread_mutex_unlock(&z->lock);
+    call_done(&dl);
   }
-  for (pp = &z->waiters; *pp != &w; pp = &(*pp)->next)
-    ;
-  *pp = w.next;
-  pthread_cond_destroy(&w.cv);
-  return r;
+}
+
+/* Fail every parked write with EIO, zone by zone (zones with nothing
+ * parked skipped without their lock when SKIP_EMPTY). */
+static void
+fail_all_parked(struct znbd_zones *zs, bool skip_empty)
+{
+  struct done_list dl = DONE_LIST_INIT(dl);
+  for (uint32_t i = zs->nr_conv; i < zs->nr_zones; i++) {
+    struct znbd_zone *z = &zs->zone[i];
+    if (skip_empty && atomic_load(&z->nparked) == 0)
+      continue;
+    pthread_mutex_lock(&z->lock);
+    unpark_all(zs, z, &dl);
+    pthread_mutex_unlock(&z->lock);
+    call_done(&dl);
+  }
+}
+
+void
+znbd_zones_close_parking(struct znbd_zones *zs)
+{
+  pthread_mutex_lock(&zs->sweep_lock);
+  zs->park_closed = true;
+  pthread_mutex_unlock(&zs->sweep_lock);
+  /* Every zone under its lock, without a look at nparked first: a write
+   * that found parking open holds its zone's lock until it is in the
+   * list, so it is either there now or will find parking closed. */
+  fail_all_parked(zs, false);
+}
+
+void
+znbd_zones_fail_parked(struct znbd_zones *zs)
+{
+  fail_all_parked(zs, true); /* no write can be parking now */
+}
+
+/* How often the sweeper looks while writes are parked: zone_write_timeout
+ * is kept to within this. */
+#define SWEEP_NSEC 5000000L
+
+static void *
+sweeper_main(void *arg)
+{
+  struct znbd_zones *zs = arg;
+
+  pthread_mutex_lock(&zs->sweep_lock);
+  while (!zs->sweep_stop) {
+    if (atomic_load(&zs->nparked) == 0) {
+      pthread_cond_wait(&zs->sweep_cv, &zs->sweep_lock);
+      continue;
+    }
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    dl.tv_nsec += SWEEP_NSEC;
+    if (dl.tv_nsec >= 1000000000L) {
+      dl.tv_sec++;
+      dl.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&zs->sweep_cv, &zs->sweep_lock, &dl);
+    pthread_mutex_unlock(&zs->sweep_lock);
+    sweep(zs, now_ns());
+    pthread_mutex_lock(&zs->sweep_lock);
+  }
+  pthread_mutex_unlock(&zs->sweep_lock);
+  return NULL;
+}
+
+/* Park W in zone Z (locked), sorted by offset; the sweeper is started
+ * with the first parked write and woken when it sleeps.  Returns 0, or
+ * -1 with errno ENOMEM (no sweeper thread). */
+static int
+park(struct znbd_zones *zs, struct znbd_zone *z, struct znbd_zone_write *w)
+{
+  pthread_mutex_lock(&zs->sweep_lock);
+  if (zs->park_closed) {
+    pthread_mutex_unlock(&zs->sweep_lock);
+    errno = EIO; /* stopping: nobody may wait any more */
+    return -1;
+  }
+  if (!zs->sweeper_running) {
+    if (pthread_create(&zs->sweeper, NULL, sweeper_main, zs) != 0) {
+      pthread_mutex_unlock(&zs->sweep_lock);
+      errno = ENOMEM;
+      return -1;
+    }
+    zs->sweeper_running = true;
+  }
+  if (atomic_fetch_add(&zs->nparked, 1) == 0)
+    pthread_cond_signal(&zs->sweep_cv);
+  pthread_mutex_unlock(&zs->sweep_lock);
+
+  w->deadline_ns = now_ns() + (uint64_t)w->timeout_ms * 1000000u;
+  w->err = 0;
+  struct znbd_zone_write **pp = &z->parked;
+  while (*pp && (*pp)->off <= w->off)
+    pp = &(*pp)->next;
+  w->next = *pp;
+  *pp = w;
+  atomic_fetch_add(&z->nparked, 1);
+  return 0;
 }
 
 /* Rule active-check, null_check_active(): room for one more active zone? */
@@ -386,10 +531,9 @@ release_victims(struct znbd_zone_txn *t)
   t->nr_victims = 0;
 }
 
-/* The zone holding byte POFF of a request ending at END (exclusive), and
- * in *PLEN the length of the request's piece in that zone. */
-static struct znbd_zone *
-piece(struct znbd_zones *zs, uint64_t poff, uint64_t end, uint64_t *plen)
+struct znbd_zone *
+znbd_zones_piece(struct znbd_zones *zs, uint64_t poff, uint64_t end,
+                 uint64_t *plen)
 {
   struct znbd_zone *z = &zs->zone[znbd_zones_zone_no(zs, poff)];
   uint64_t zend = z->start + z->len;
@@ -400,7 +544,8 @@ piece(struct znbd_zones *zs, uint64_t poff, uint64_t end, uint64_t *plen)
 
 #define FOR_EACH_PIECE(zs, off, n, z, poff, plen)                              \
   for (uint64_t poff = (off), plen = 0, end_ = (off) + (n);                    \
-       poff < end_ && ((z) = piece((zs), poff, end_, &plen)); poff += plen)
+       poff < end_ && ((z) = znbd_zones_piece((zs), poff, end_, &plen));       \
+       poff += plen)
 
 int
 znbd_zone_write_prepare(struct znbd_zones *zs, struct znbd_zone_txn *t,
@@ -534,7 +679,6 @@ znbd_zone_write_commit(struct znbd_zone_txn *t)
     z->wp += plen;
     if (z->wp == z->start + z->capacity)
       set_cond(zs, z, ZNBD_ZONE_COND_FULL);
-    wake_waiters(z);
   }
   if (locked)
     pthread_mutex_unlock(&zs->res_lock);
@@ -702,16 +846,26 @@ zone_op_locked(struct znbd_zones *zs, struct znbd_zone *z, enum znbd_zone_op op,
   return 0;
 }
 
+/* Does OP take Z's wp away from its parked writes? */
+static bool
+op_aborts_parked(enum znbd_zone_op op)
+{
+  return op == ZNBD_ZONE_OP_RESET || op == ZNBD_ZONE_OP_FINISH ||
+         op == ZNBD_ZONE_OP_SET_READONLY || op == ZNBD_ZONE_OP_SET_OFFLINE;
+}
+
 int
 znbd_zone_mgmt(struct znbd_zones *zs, enum znbd_zone_op op, uint32_t zno,
                znbd_zone_discard_fn discard, void *opaque)
 {
   struct znbd_zone *z;
+  struct done_list dl = DONE_LIST_INIT(dl);
   uint64_t from = UINT64_MAX;
   int r;
 
   if (zno == ZNBD_ALL_ZONES && op == ZNBD_ZONE_OP_RESET) {
-    /* Rule reset-all, null_zone_mgmt(REQ_OP_ZONE_RESET_ALL): zone by zone. */
+    /* Rule reset-all, null_zone_mgmt(REQ_OP_ZONE_RESET_ALL): zone by zone;
+     * parked writes fail in every zone, EMPTY ones included. */
     for (uint32_t i = zs->nr_conv; i < zs->nr_zones; i++) {
       z = &zs->zone[i];
       pthread_mutex_lock(&z->lock);
@@ -724,10 +878,11 @@ znbd_zone_mgmt(struct znbd_zones *zs, enum znbd_zone_op op, uint32_t zno,
         wait_copies(z);
         if (discard)
           discard(opaque, z, z->start);
-        wake_waiters(z);
       }
+      unpark_all(zs, z, &dl);
       pthread_mutex_unlock(&z->lock);
     }
+    call_done(&dl);
     return 0;
   }
   if (zno >= zs->nr_zones || (unsigned)op > ZNBD_ZONE_OP_ONLINE) {
@@ -743,9 +898,10 @@ znbd_zone_mgmt(struct znbd_zones *zs, enum znbd_zone_op op, uint32_t zno,
     wait_copies(z);
     discard(opaque, z, from);
   }
-  if (r == 0)
-    wake_waiters(z);
+  if (r == 0 && op_aborts_parked(op))
+    unpark_all(zs, z, &dl);
   pthread_mutex_unlock(&z->lock);
+  call_done(&dl);
   return r;
 }
 
@@ -778,20 +934,55 @@ znbd_zones_restore(struct znbd_zones *zs, uint32_t zno, uint64_t written)
   return 0;
 }
 
-int
-znbd_zone_power_cycle(struct znbd_zones *zs, struct znbd_zone *z,
-                      uint64_t written)
+/* Bytes written from Z's start: its capacity when FULL (finish put the
+ * wp at the zone end).  Z is a sequential zone, locked. */
+static uint64_t
+written_locked(const struct znbd_zone *z)
 {
-  if (z->type != ZNBD_ZONE_TYPE_SEQWRITE_REQ ||
-      z->cond == ZNBD_ZONE_COND_READONLY || z->cond == ZNBD_ZONE_COND_OFFLINE)
-    return 0;
-  if (written > z->capacity) {
-    errno = EINVAL;
-    return -1;
+  return z->cond == ZNBD_ZONE_COND_FULL ? z->capacity : z->wp - z->start;
+}
+
+/* A sequential zone with a wp (not READONLY or OFFLINE). */
+static bool
+has_wp(const struct znbd_zone *z)
+{
+  return z->type == ZNBD_ZONE_TYPE_SEQWRITE_REQ &&
+         z->cond != ZNBD_ZONE_COND_READONLY &&
+         z->cond != ZNBD_ZONE_COND_OFFLINE;
+}
+
+bool
+znbd_zone_written(struct znbd_zones *zs, uint32_t zno, uint64_t *written)
+{
+  struct znbd_zone *z = &zs->zone[zno];
+  pthread_mutex_lock(&z->lock);
+  bool r = has_wp(z);
+  if (r)
+    *written = written_locked(z);
+  pthread_mutex_unlock(&z->lock);
+  return r;
+}
+
+int
+znbd_zone_power_cycle(struct znbd_zones *zs, uint32_t zno, uint64_t *keep,
+                      znbd_zone_cut_fn cut, void *opaque)
+{
+  struct znbd_zone *z = &zs->zone[zno];
+  int r = 0;
+  pthread_mutex_lock(&z->lock);
+  if (!has_wp(z))
+    goto out;
+  uint64_t now = written_locked(z);
+  if (*keep > now)
+    *keep = now;
+  uint64_t kept = *keep;
+  if (kept < now) {
+    wait_copies(z);
+    r = cut(opaque, zno, z, kept);
   }
-  enum znbd_zone_cond to = written == 0             ? ZNBD_ZONE_COND_EMPTY
-                           : written == z->capacity ? ZNBD_ZONE_COND_FULL
-                                                    : ZNBD_ZONE_COND_CLOSED;
+  enum znbd_zone_cond to = kept == 0             ? ZNBD_ZONE_COND_EMPTY
+                           : kept == z->capacity ? ZNBD_ZONE_COND_FULL
+                                                 : ZNBD_ZONE_COND_CLOSED;
   pthread_mutex_lock(&zs->res_lock);
   /* Not through store_counts(): a zone FULL before the cut may come back
    * CLOSED and take the active count past max_active, as after a restart
@@ -804,10 +995,12 @@ znbd_zone_power_cycle(struct znbd_zones *zs, struct znbd_zone *z,
   /* A zone FULL before and after keeps its wp (finish put it at the zone
    * end); else the wp is what was kept, as znbd_zones_restore sets it. */
   if (!(to == ZNBD_ZONE_COND_FULL && z->cond == ZNBD_ZONE_COND_FULL))
-    z->wp = z->start + written;
+    z->wp = z->start + kept;
   z->cond = to;
   pthread_mutex_unlock(&zs->res_lock);
-  return 0;
+out:
+  pthread_mutex_unlock(&z->lock);
+  return r;
 }
 
 void
@@ -819,4 +1012,274 @@ znbd_zones_counters(struct znbd_zones *zs, uint32_t *imp_open,
   *exp_open = zs->nr_exp_open;
   *closed = zs->nr_closed;
   pthread_mutex_unlock(&zs->res_lock);
+}
+
+/* End (exclusive, bytes) of the [capacity, zone end) bytes of zone Z
+ * (locked, sequential) that null_blk reads from memory although nobody
+ * can write them: null_zone_valid_read_len() compares with the wp, which
+ * null_finish_zone() sets to start + zone size and a READONLY zone has
+ * invalid (all ones, above everything).  A zone filled by writes keeps
+ * its wp at start + capacity, so it has no such gap.  Without a gap:
+ * znbd_zone_data_end(Z). */
+static uint64_t
+gap_end(const struct znbd_zone *z)
+{
+  uint64_t end = z->start + z->len;
+
+  if (z->cond == ZNBD_ZONE_COND_READONLY)
+    return end;
+  if (z->cond == ZNBD_ZONE_COND_FULL && z->wp != ZNBD_WP_INVALID &&
+      z->wp > z->start + z->capacity)
+    return z->wp < end ? z->wp : end;
+  return znbd_zone_data_end(z);
+}
+
+/* Call FN for the part of [OFF, END) inside [LO, HI), if any. */
+static int
+clipped_span(znbd_zone_span_fn fn, void *opaque, uint64_t off, uint64_t end,
+             uint64_t lo, uint64_t hi, enum znbd_zone_span span)
+{
+  if (lo < off)
+    lo = off;
+  if (hi > end)
+    hi = end;
+  return lo < hi ? fn(opaque, lo, hi - lo, span) : 0;
+}
+
+int
+znbd_zones_spans(struct znbd_zones *zs, uint64_t off, uint64_t len,
+                 znbd_zone_span_fn fn, void *opaque)
+{
+  struct znbd_zone *z;
+  int r = 0;
+
+  FOR_EACH_PIECE(zs, off, len, z, poff, plen)
+  {
+    if (z->type == ZNBD_ZONE_TYPE_CONVENTIONAL) {
+      r = fn(opaque, poff, plen, ZNBD_SPAN_CONV);
+      if (r)
+        return r;
+      continue;
+    }
+    pthread_mutex_lock(&z->lock);
+    if (z->cond == ZNBD_ZONE_COND_OFFLINE) {
+      r = fn(opaque, poff, plen, ZNBD_SPAN_OFFLINE);
+    } else {
+      uint64_t pend = poff + plen, dend = znbd_zone_data_end(z);
+      uint64_t gend = gap_end(z);
+      r = clipped_span(fn, opaque, poff, pend, z->start, dend, ZNBD_SPAN_DATA);
+      if (r == 0)
+        r = clipped_span(fn, opaque, poff, pend, dend, gend, ZNBD_SPAN_GAP);
+      if (r == 0)
+        r = clipped_span(fn, opaque, poff, pend, gend, z->start + z->len,
+                         ZNBD_SPAN_PAST_WP);
+    }
+    if (r) {
+      int e = errno;
+      pthread_mutex_unlock(&z->lock);
+      errno = e;
+      return r;
+    }
+    pthread_mutex_unlock(&z->lock);
+  }
+  return 0;
+}
+
+/* Zone Z (locked) is sequential and writable with OFF ahead of its wp,
+ * below its capacity: a pipelined write at OFF has to wait for the wp. */
+static bool
+ahead_of_wp(const struct znbd_zone *z, uint64_t off)
+{
+  return z->type == ZNBD_ZONE_TYPE_SEQWRITE_REQ && z->wp != ZNBD_WP_INVALID &&
+         off > z->wp && off < z->start + z->capacity;
+}
+
+/* Write W, whose first zone FIRST the caller holds (if sequential): lock
+ * the others, prepare, then store and commit (or abort), or with LATE
+ * commit and count a copy in flight per zone (the caller stores after
+ * unlocking, then calls znbd_zone_copy_end).  Returns 0 or an errno. */
+static int
+run_write(struct znbd_zones *zs, struct znbd_zone_write *w, uint32_t first,
+          uint32_t last, bool late)
+{
+  struct znbd_zone_txn t;
+  int e = 0;
+
+  if (first < last)
+    znbd_zones_lock_range(zs, first + 1, last);
+  if (znbd_zone_write_prepare(zs, &t, w->off, w->len) < 0) {
+    e = errno;
+  } else if (!late && w->store(w->opaque, w->data, w->len, w->off) < 0) {
+    e = errno;
+    znbd_zone_write_abort(&t);
+  } else {
+    znbd_zone_write_commit(&t);
+    for (uint32_t i = first; i <= last && late; i++)
+      znbd_zone_copy_begin(&zs->zone[i]);
+  }
+  if (first < last)
+    znbd_zones_unlock_range(zs, first + 1, last);
+  return e;
+}
+
+/* Zone I (locked): run the parked writes its wp reached, in order, until
+ * the next is still ahead; fail those it went past, and all of them when
+ * the zone is no longer writable.  *HI grows to the last zone a parked
+ * write ran into (its parked writes may line up now too). */
+static void
+drain_locked(struct znbd_zones *zs, uint32_t i, uint32_t *hi,
+             struct done_list *dl)
+{
+  struct znbd_zone *z = &zs->zone[i];
+  struct znbd_zone_write *w;
+
+  while ((w = z->parked) && (!writable(z) || w->off <= z->wp)) {
+    if (!writable(z) || w->off != z->wp) {
+      unpark(zs, z, &z->parked, EIO, dl);
+      continue;
+    }
+    uint32_t last = znbd_zones_last_zone_no(zs, i, w->off, w->len);
+    int e = run_write(zs, w, i, last, false);
+    unpark(zs, z, &z->parked, e, dl);
+    if (e == 0 && last > *hi)
+      *hi = last;
+  }
+}
+
+/* After a write or append moved the wps of zones FIRST..LAST (none
+ * locked): run what was parked for them. */
+static void
+drain(struct znbd_zones *zs, uint32_t first, uint32_t last)
+{
+  struct done_list dl = DONE_LIST_INIT(dl);
+
+  for (uint32_t i = first; i <= last; i++) {
+    struct znbd_zone *z = &zs->zone[i];
+    if (atomic_load(&z->nparked) == 0)
+      continue;
+    pthread_mutex_lock(&z->lock);
+    drain_locked(zs, i, &last, &dl);
+    pthread_mutex_unlock(&z->lock);
+  }
+  call_done(&dl);
+}
+
+int
+znbd_zones_write(struct znbd_zones *zs, struct znbd_zone_write *w)
+{
+  uint32_t first = znbd_zones_zone_no(zs, w->off);
+  uint32_t last = znbd_zones_last_zone_no(zs, first, w->off, w->len);
+  struct znbd_zone *z = &zs->zone[first];
+  bool seq = z->type == ZNBD_ZONE_TYPE_SEQWRITE_REQ;
+  bool late = !w->store_may_fail;
+  int e = 0;
+
+  if (seq)
+    pthread_mutex_lock(&z->lock);
+  if (w->pipeline && seq && ahead_of_wp(z, w->off)) {
+    if (w->nowait || !w->done)
+      e = EAGAIN;
+    else if (w->timeout_ms == 0)
+      e = EIO; /* no time to wait for the wp */
+    else if (park(zs, z, w) < 0)
+      e = errno;
+    else {
+      pthread_mutex_unlock(&z->lock);
+      return ZNBD_ZONE_PARKED;
+    }
+  } else {
+    e = run_write(zs, w, first, last, late);
+  }
+  if (seq)
+    pthread_mutex_unlock(&z->lock);
+  if (e) {
+    errno = e;
+    return -1;
+  }
+  if (late) {
+    w->store(w->opaque, w->data, w->len, w->off); /* RAM: cannot fail */
+    for (uint32_t i = first; i <= last; i++)
+      znbd_zone_copy_end(&zs->zone[i]);
+  }
+  drain(zs, first, last);
+  return 0;
+}
+
+int
+znbd_zones_append(struct znbd_zones *zs, uint32_t zno,
+                  struct znbd_zone_write *w)
+{
+  struct znbd_zone_txn t;
+  int r = -1, e = 0;
+
+  if (zno >= zs->nr_zones) {
+    errno = EINVAL;
+    return -1;
+  }
+  struct znbd_zone *z = &zs->zone[zno];
+  pthread_mutex_lock(&z->lock);
+  if (znbd_zone_append_prepare(zs, &t, zno, w->len, &w->off) < 0) {
+    e = errno;
+  } else if (w->store(w->opaque, w->data, w->len, w->off) < 0) {
+    e = errno;
+    znbd_zone_write_abort(&t);
+  } else {
+    znbd_zone_write_commit(&t);
+    r = 0;
+  }
+  pthread_mutex_unlock(&z->lock);
+  if (r == 0)
+    drain(zs, zno, zno);
+  errno = e;
+  return r;
+}
+
+/* A parked write of znbd_zones_write_wait(): its thread waits here. */
+struct sync_write {
+  struct znbd_zone_write w;
+  pthread_mutex_t lock;
+  pthread_cond_t cv;
+  bool finished;
+  int err;
+};
+
+static void
+sync_done(struct znbd_zone_write *w, int err)
+{
+  struct sync_write *sw = (struct sync_write *)w;
+  pthread_mutex_lock(&sw->lock);
+  sw->finished = true;
+  sw->err = err;
+  pthread_cond_signal(&sw->cv);
+  pthread_mutex_unlock(&sw->lock);
+}
+
+int
+znbd_zones_write_wait(struct znbd_zones *zs, const struct znbd_zone_write *w,
+                      _Atomic unsigned *waiting, unsigned max)
+{
+  if (waiting && atomic_fetch_add(waiting, 1) >= max) {
+    atomic_fetch_sub(waiting, 1);
+    errno = EAGAIN; /* enough threads wait already */
+    return -1;
+  }
+  struct sync_write sw = {.w = *w,
+                          .lock = PTHREAD_MUTEX_INITIALIZER,
+                          .cv = PTHREAD_COND_INITIALIZER};
+  sw.w.done = sync_done;
+  int r = znbd_zones_write(zs, &sw.w), e = errno;
+  if (r == ZNBD_ZONE_PARKED) {
+    pthread_mutex_lock(&sw.lock);
+    while (!sw.finished)
+      pthread_cond_wait(&sw.cv, &sw.lock);
+    pthread_mutex_unlock(&sw.lock);
+    r = sw.err ? -1 : 0;
+    e = sw.err;
+  }
+  pthread_cond_destroy(&sw.cv);
+  pthread_mutex_destroy(&sw.lock);
+  if (waiting)
+    atomic_fetch_sub(waiting, 1);
+  errno = e;
+  return r;
 }

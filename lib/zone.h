@@ -6,12 +6,16 @@
  * reference is Linux drivers/block/null_blk/zoned.c.
  *
  * No data lives here: the engine tracks conditions, write pointers and the
- * open/active counters; lib/dev.c stores the data in between
- * znbd_zone_write_prepare() and znbd_zone_write_commit(), so a write whose
- * data cannot be stored changes nothing.
+ * open/active counters, and owns the zones' locks: lib/dev.c never locks
+ * a zone, it hands reads, extents, writes and appends to the engine
+ * (znbd_zones_spans, znbd_zones_write, znbd_zones_append) with a callback
+ * into the store, called under the zone locks where the rules need it; a
+ * store that can fail is written in between znbd_zone_write_prepare() and
+ * znbd_zone_write_commit(), so a write whose data cannot be stored
+ * changes nothing.
  *
- * Locking.  Every zone has a mutex (and a list of pipelined writes waiting
- * for its wp, each woken when the wp reaches it).  The counters
+ * Locking.  Every zone has a mutex (and a list of the pipelined writes
+ * parked ahead of its wp, each run when the wp reaches it).  The counters
  * (EO, IO, CL) and the implicit-close cursor are the only shared state,
  * under one resource lock.  Order: zone locks in ascending zone order, then
  * the resource lock.  An implicit-close victim is taken with trylock while
@@ -29,16 +33,14 @@
 
 #include "znbd/dev.h"
 
-/* A pipelined write waiting for its zone's wp (znbd_zone_wait_wp). */
-struct znbd_zone_waiter {
-  uint64_t off; /* bytes: where the write starts */
-  pthread_cond_t cv;
-  struct znbd_zone_waiter *next;
-};
+struct znbd_zone_write;
 
 struct znbd_zone {
   pthread_mutex_t lock;
-  struct znbd_zone_waiter *waiters; /* woken when the wp reaches them */
+  /* Pipelined writes ahead of the wp, sorted by offset, run by whoever
+   * moves the wp to them (znbd_zones_write). */
+  struct znbd_zone_write *parked;
+  _Atomic uint32_t nparked; /* read without the lock by the sweeper */
   /* Writes whose wp is committed but whose data is still being copied
    * outside the lock (znbd_zone_copy_begin/end). */
   _Atomic uint32_t copying;
@@ -71,6 +73,15 @@ struct znbd_zones {
   pthread_mutex_t res_lock; /* guards the four fields below */
   uint32_t nr_imp_open, nr_exp_open, nr_closed;
   uint32_t imp_close_zone_no; /* where the next victim scan starts */
+
+  /* The sweeper: a thread started with the first parked write, failing
+   * parked writes whose deadline passed (znbd_zones_write). */
+  pthread_mutex_t sweep_lock; /* guards the four fields below */
+  pthread_cond_t sweep_cv;
+  bool sweeper_running, sweep_stop;
+  bool park_closed; /* znbd_zones_close_parking() */
+  pthread_t sweeper;
+  _Atomic uint64_t nparked; /* parked writes, all zones */
 };
 
 /* Lay out zones over G->size bytes: nr_zones = ceil(size / zone_size),
@@ -112,6 +123,12 @@ znbd_zones_last_zone_no(const struct znbd_zones *zs, uint32_t first,
   return znbd_zones_zone_no(zs, off + len - 1);
 }
 
+/* The zone holding byte POFF (< size) of a request ending at END
+ * (exclusive, bytes), and in *PLEN how many bytes of [POFF, END) lie in
+ * it.  No lock taken: zone boundaries never move. */
+struct znbd_zone *znbd_zones_piece(struct znbd_zones *zs, uint64_t poff,
+                                   uint64_t end, uint64_t *plen);
+
 /* Lock / unlock the sequential zones among FIRST..LAST (inclusive) in
  * ascending order; conventional zones carry no state and are skipped. */
 void znbd_zones_lock_range(struct znbd_zones *zs, uint32_t first,
@@ -119,8 +136,8 @@ void znbd_zones_lock_range(struct znbd_zones *zs, uint32_t first,
 void znbd_zones_unlock_range(struct znbd_zones *zs, uint32_t first,
                              uint32_t last);
 
-/* Copy zone Z's report (caller holds its lock or accepts a torn read). */
-void znbd_zone_info(const struct znbd_zone *z, struct znbd_zone_info *out);
+/* Copy zone Z's report, under Z's lock (a consistent snapshot). */
+void znbd_zone_info(struct znbd_zone *z, struct znbd_zone_info *out);
 
 /* End (exclusive byte offset) of the data a read of zone Z returns from
  * the store; bytes from there to the zone end are "past the wp"
@@ -130,12 +147,33 @@ void znbd_zone_info(const struct znbd_zone *z, struct znbd_zone_info *out);
  * (the caller fails with EIO). */
 uint64_t znbd_zone_data_end(const struct znbd_zone *z);
 
-/* Pipelined writes: with Z locked, wait until Z's wp reaches OFF (bytes),
- * at most TIMEOUT_MS milliseconds.  Returns at once when OFF is not ahead
- * of a writable wp (conventional zone, wp >= OFF, OFF beyond capacity,
- * FULL/READONLY/OFFLINE).  Returns 0, or -1 with errno ETIMEDOUT (the
- * caller reports EIO, as dev.h says). */
-int znbd_zone_wait_wp(struct znbd_zone *z, uint64_t off, unsigned timeout_ms);
+/* What a byte range of the device holds, as reads and extents see it. */
+enum znbd_zone_span {
+  ZNBD_SPAN_CONV,    /* a conventional zone: whatever the store holds */
+  ZNBD_SPAN_DATA,    /* below a sequential zone's data end: written data */
+  ZNBD_SPAN_GAP,     /* [capacity, wp) of a finished zone, [capacity, zone
+                      * end) of a READONLY one: below null_blk's wp */
+  ZNBD_SPAN_PAST_WP, /* the rest, up to the zone end */
+  ZNBD_SPAN_OFFLINE, /* an OFFLINE zone: not readable */
+};
+
+/* Called by znbd_zones_spans() for LEN > 0 bytes at OFF; for a sequential
+ * zone the zone's lock is held, so the wp cannot move while the store is
+ * read.  Returns 0 to go on; anything else stops the walk. */
+typedef int (*znbd_zone_span_fn)(void *opaque, uint64_t off, uint64_t len,
+                                 enum znbd_zone_span span);
+
+/* Walk [OFF, OFF+LEN) (bytes, inside the device) zone by zone in
+ * ascending order, calling FN for each span: conventional zones without
+ * a lock (they carry no state), sequential ones under their lock
+ * (null_blk locks the zone for memory-backed reads) split at
+ * znbd_zone_data_end() and, for a FULL or READONLY zone with capacity <
+ * zone size, at the end of the gap null_blk reads from memory
+ * (null_zone_valid_read_len(): a finished zone's wp is start + zone size,
+ * a READONLY zone's wp is invalid).  Returns 0, or FN's first non-zero value
+ * (errno as FN left it). */
+int znbd_zones_spans(struct znbd_zones *zs, uint64_t off, uint64_t len,
+                     znbd_zone_span_fn fn, void *opaque);
 
 /* A write (or append) in flight: made by prepare, ended by exactly one of
  * commit or abort.  Opaque to callers. */
@@ -182,12 +220,89 @@ int znbd_zone_append_prepare(struct znbd_zones *zs, struct znbd_zone_txn *t,
 
 /* Apply a prepared write: victims closed (EMPTY if their wp is at the start,
  * else CLOSED), EMPTY/CLOSED pieces IMP_OPEN, wps advanced, pieces at
- * capacity FULL (their open slot freed); waiters woken.  Zone locks of
+ * capacity FULL (their open slot freed).  Zone locks of
  * FIRST..LAST stay with the caller. */
 void znbd_zone_write_commit(struct znbd_zone_txn *t);
 
 /* Drop a prepared write without changing anything. */
 void znbd_zone_write_abort(struct znbd_zone_txn *t);
+
+/* Stores the data of a write: LEN bytes at device offset OFF from DATA
+ * (the request's buffer, NULL for zeros).  Returns 0, or -1 with errno. */
+typedef int (*znbd_zone_store_fn)(void *opaque, const void *data, uint64_t len,
+                                  uint64_t off);
+
+/* A write as the engine runs it (znbd_zones_write, znbd_zones_append). */
+struct znbd_zone_write {
+  uint64_t off, len;        /* bytes; append: OFF is set to where it went */
+  const void *data;         /* handed to STORE as it is */
+  znbd_zone_store_fn store; /* called once, with the zones locked or not */
+  void *opaque;             /* STORE's */
+  bool store_may_fail;      /* store before the commit, abort on failure */
+  bool pipeline;            /* ahead of a writable wp: park (with DONE) */
+  bool nowait;              /* ...but fail with EAGAIN instead */
+  unsigned timeout_ms;      /* how long a parked write may wait */
+  /* Parked writes: called once, with no zone lock held, by the thread
+   * that ran W (ERR 0) or failed it (ERR an errno).  NULL: never parked
+   * (EAGAIN instead). */
+  void (*done)(struct znbd_zone_write *w, int err);
+  /* The engine's, while parked. */
+  uint64_t deadline_ns; /* CLOCK_MONOTONIC */
+  int err;
+  struct znbd_zone_write *next;
+};
+
+/* znbd_zones_write(): W was parked; W->done() tells how it ended. */
+#define ZNBD_ZONE_PARKED 1
+
+/* Run write W (LEN > 0, inside the device): lock its zones in ascending
+ * order, check every piece (znbd_zone_write_prepare), then
+ *   - a store that cannot fail (RAM): commit, and store the data after
+ *     unlocking (znbd_zone_copy_begin says why and what keeps it safe);
+ *   - a store that can fail (dir=): store the data with the zones still
+ *     locked, then commit, or abort if storing failed (the store undoes
+ *     its partial write), so a failed write changes nothing.
+ * A write that starts ahead of a writable wp of a sequential zone, below
+ * its capacity, with W->pipeline: EAGAIN with W->nowait or no W->done;
+ * EIO with a timeout of 0; else it is parked: W (and its data) stays with
+ * the engine, sorted by offset in the zone's list, and the write that
+ * brings the wp to W->off runs it after its own (so does an append), as
+ * many parked writes as then line up.  A parked write fails with EIO
+ * when W->timeout_ms passed (a sweeper thread checks every few
+ * milliseconds), when its zone is reset, finished, made READONLY or
+ * OFFLINE, or when the wp went past its offset; else with the errno of
+ * its own checks when it runs.
+ * Returns 0, ZNBD_ZONE_PARKED, or -1 with errno as
+ * znbd_zone_write_prepare(), the store's errno, EAGAIN, EIO, ENOMEM. */
+int znbd_zones_write(struct znbd_zones *zs, struct znbd_zone_write *w);
+
+/* znbd_zones_write() for a caller that waits on its own thread: a write
+ * that would be parked is parked (W->done is the engine's) and this
+ * thread waits until it ran or failed, unless MAX threads counted in
+ * *WAITING (NULL: no bound) wait already: then EAGAIN at once.  Returns 0,
+ * or -1 with errno as znbd_zones_write(). */
+int znbd_zones_write_wait(struct znbd_zones *zs,
+                          const struct znbd_zone_write *w,
+                          _Atomic unsigned *waiting, unsigned max);
+
+/* No more parking: every parked write fails with EIO now (its DONE is
+ * called from this thread), and from now on a write that would be parked
+ * fails with EIO at once.  For a server that stops: its clients get their
+ * answers without waiting for zone_write_timeout. */
+void znbd_zones_close_parking(struct znbd_zones *zs);
+
+/* A power cut (lib/wcache.c, every write excluded): every parked write
+ * fails with EIO now (DONE called from this thread); parking stays open.
+ * Its client's connection is gone, and its wp may never come back. */
+void znbd_zones_fail_parked(struct znbd_zones *zs);
+
+/* Zone append at the wp of zone ZNO (null_zone_write() with append): the
+ * engine locks the zone, prepares (znbd_zone_append_prepare), stores the
+ * data of W->len bytes with the zone locked, then commits, or aborts if
+ * storing failed.  W->off gets the byte offset written.  Returns 0, or -1
+ * with errno as znbd_zone_append_prepare() or the store's. */
+int znbd_zones_append(struct znbd_zones *zs, uint32_t zno,
+                      struct znbd_zone_write *w);
 
 /* Copying a committed write's data outside the zone lock.  With zone Z
  * locked and the write committed, znbd_zone_copy_begin() counts one copy
@@ -227,6 +342,9 @@ typedef void (*znbd_zone_discard_fn)(void *opaque, const struct znbd_zone *z,
  *   ONLINE: READONLY or OFFLINE -> EMPTY (zone discarded); else EIO.
  * ZNBD_ALL_ZONES with RESET: reset-all, every sequential zone not EMPTY,
  * READONLY or OFFLINE is reset; always succeeds.  DISCARD may be NULL.
+ * RESET, FINISH, SET_READONLY and SET_OFFLINE fail the zone's parked
+ * writes with EIO (as Linux aborts a zone's plugged writes on a reset or
+ * finish, disk_zone_wplug_abort).
  * Returns 0, or -1 with errno EINVAL (bad index or op), EIO, ETOOMANYREFS
  * (open limit), EOVERFLOW (active limit). */
 int znbd_zone_mgmt(struct znbd_zones *zs, enum znbd_zone_op op, uint32_t zno,
@@ -243,17 +361,30 @@ int znbd_zone_mgmt(struct znbd_zones *zs, enum znbd_zone_op op, uint32_t zno,
  * not EMPTY, WRITTEN beyond the capacity). */
 int znbd_zones_restore(struct znbd_zones *zs, uint32_t zno, uint64_t written);
 
-/* A power cut (write_cache=true, lib/wcache.c): sequential zone Z, whose
- * lock the caller holds, keeps WRITTEN bytes from its start (the state of
- * the last FLUSH) and takes the condition a drive gives it when power
- * returns: 0 -> EMPTY, its capacity -> FULL, else CLOSED; open zones are
- * never open after a power cycle (ZBC-2 and ZNS 1.1: open zones become
- * closed; doc/zone-rules.md, after a power cycle).  READONLY, OFFLINE and
- * conventional zones are left alone.  The counters follow; as after a
- * restart, CLOSED zones may exceed zone_max_active.  Returns 0, or -1
- * with errno EINVAL (WRITTEN beyond the capacity). */
-int znbd_zone_power_cycle(struct znbd_zones *zs, struct znbd_zone *z,
-                          uint64_t written);
+/* Sequential zone ZNO (not READONLY or OFFLINE), under its lock: the
+ * bytes written from its start in *WRITTEN (its capacity when FULL) and
+ * true; false for any other zone. */
+bool znbd_zone_written(struct znbd_zones *zs, uint32_t zno, uint64_t *written);
+
+/* Called by znbd_zone_power_cycle with zone Z (index ZNO) locked and no
+ * copy in flight: drop its data past its first KEEP bytes from the store.
+ * Returns 0, or -1 with errno. */
+typedef int (*znbd_zone_cut_fn)(void *opaque, uint32_t zno,
+                                const struct znbd_zone *z, uint64_t keep);
+
+/* A power cut (write_cache=true, lib/wcache.c; every write excluded by
+ * the caller): sequential zone ZNO keeps min(*KEEP, bytes written) bytes
+ * from its start (the state of the last FLUSH; the result in *KEEP), CUT
+ * dropping the rest from the store, and takes the condition a drive
+ * gives it when power returns: 0 -> EMPTY, its capacity -> FULL, else
+ * CLOSED; open zones are never open after a power cycle (ZBC-2 and ZNS
+ * 1.1 keep no open zone across a power loss; doc/zone-rules.md,
+ * power-cut).  READONLY, OFFLINE and conventional zones are left alone
+ * (*KEEP unchanged).  The counters follow; as after a restart, CLOSED
+ * zones may exceed zone_max_active.  Returns 0, or CUT's -1 with errno
+ * (the condition is set all the same). */
+int znbd_zone_power_cycle(struct znbd_zones *zs, uint32_t zno, uint64_t *keep,
+                          znbd_zone_cut_fn cut, void *opaque);
 
 /* The counters, read together under the resource lock. */
 void znbd_zones_counters(struct znbd_zones *zs, uint32_t *imp_open,

@@ -141,12 +141,33 @@ zoned_dump_plugin(void)
   printf("zoned_zone_control=yes\n");
 }
 
-/* The handle is the device's power-cut generation when the client
- * connected, plus 1 (a handle may not be NULL). */
+/* nbdkit 1.32 has no asynchronous completion: a pipelined write ahead of
+ * the wp parks and its nbdkit thread waits for it (znbd_dev_write).  If
+ * every thread of a connection waited, none would be left to read the
+ * write that fills the gap, and the connection would stall until
+ * zone_write_timeout.  So at most WAIT_MAX threads of a connection wait;
+ * a write ahead of the wp beyond that fails at once (EIO on the wire),
+ * leaving 1 of nbdkit's default 16 threads (per connection) free to read
+ * the write that fills the gap (qemu's client sends at most 16 at once:
+ * with 16 of them parked it could not send that write anyway).
+ * man/nbdkit-zoned-plugin.pod, PIPELINED WRITES, gives the client depths
+ * that work. */
+#define WAIT_MAX 15
+
+struct handle {
+  _Atomic unsigned waiting; /* threads of this connection waiting */
+  uint64_t gen;             /* znbd_dev_generation() when it connected */
+};
+
 static void *
 zoned_open(int readonly)
 {
-  return (void *)(uintptr_t)(znbd_dev_generation(dev) + 1);
+  struct handle *h = calloc(1, sizeof *h);
+  if (!h)
+    nbdkit_error("open: out of memory");
+  else
+    h->gen = znbd_dev_generation(dev);
+  return h;
 }
 
 /* After a power cut (write_cache=true) a connection made before it is
@@ -156,13 +177,29 @@ zoned_open(int readonly)
 static int
 cut_off(void *handle, const char *op)
 {
-  if ((uintptr_t)handle == (uintptr_t)(znbd_dev_generation(dev) + 1))
+  struct handle *h = handle;
+  if (h->gen == znbd_dev_generation(dev))
     return 0;
   nbdkit_error("%s: the device lost power since this connection began "
                "(power-cut): reconnect",
                op);
   errno = ESHUTDOWN;
   return -1;
+}
+
+static void
+zoned_close(void *handle)
+{
+  free(handle);
+}
+
+/* znbd_dev_write() through handle H's bound on waiting threads. */
+static int
+bounded_write(struct handle *h, const void *buf, uint32_t count,
+              uint64_t offset, unsigned wflags)
+{
+  return znbd_dev_write_bounded(dev, buf, count, offset, wflags, &h->waiting,
+                                WAIT_MAX);
 }
 
 static int64_t
@@ -326,7 +363,7 @@ zoned_pwrite(void *handle, const void *buf, uint32_t count, uint64_t offset,
 {
   if (check_aligned(handle, "pwrite", count, offset) < 0)
     return -1;
-  int r = znbd_dev_write(dev, buf, count, offset, 0);
+  int r = bounded_write(handle, buf, count, offset, 0);
   r = fua(r, flags, count, offset);
   int e = errno;
   complete_delay();
@@ -342,7 +379,7 @@ zoned_zero(void *handle, uint32_t count, uint64_t offset, uint32_t flags)
    * MAY_TRIM the pages are freed (they read back as zeros); without it
    * (the client sent NO_HOLE) the range must stay allocated. */
   unsigned wflags = (flags & NBDKIT_FLAG_MAY_TRIM) ? 0 : ZNBD_WRITE_ALLOCATE;
-  int r = znbd_dev_write(dev, NULL, count, offset, wflags);
+  int r = bounded_write(handle, NULL, count, offset, wflags);
   r = fua(r, flags, count, offset);
   int e = errno;
   complete_delay();
@@ -430,6 +467,7 @@ static struct nbdkit_plugin plugin = {
     .after_fork = zoned_after_fork,
     .dump_plugin = zoned_dump_plugin,
     .open = zoned_open,
+    .close = zoned_close,
     .get_size = zoned_get_size,
     .block_size = zoned_block_size,
     .export_description = zoned_export_description,

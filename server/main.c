@@ -282,6 +282,9 @@ stop_server(struct server *s)
   znbd_dev_on_power_cut(s->cfg.dev, NULL, NULL);
   for (unsigned i = 0; i < s->nworkers; i++)
     worker_stop(s->workers[i]);
+  /* Parked writes answer EIO now, not after zone_write_timeout, and the
+   * zone engine calls back no worker once they are gone. */
+  znbd_dev_close_parking(s->cfg.dev);
   for (unsigned i = 0; i < s->nworkers; i++)
     worker_join(s->workers[i]);
   if (s->mq)

@@ -13,9 +13,10 @@
  * zone is dispatched at a time, the others wait in a per-zone FIFO until
  * it completes.  no_zone_write_lock=true turns the locking off, and so
  * does pipeline_zoned_writes=true (the default), which instead
- * dispatches same-zone writes concurrently with ZNBD_WRITE_NOWAIT and
- * requeues one that is ahead of the write pointer (EAGAIN), up to
- * submit_queues * hw_queue_depth attempts, then fails it with EIO.
+ * dispatches same-zone writes concurrently; one that is ahead of the
+ * write pointer is parked by the zone engine, keeping its tag, and its
+ * completion comes back through its hardware queue when the wp reached
+ * it (or it failed: zone_write_timeout, a reset).
  *
  * zone_write_plugging=true replaces both with Linux 6.10's zone write
  * plugging (block/blk-zoned.c, blk_zone_plug_bio): a write to a
@@ -39,8 +40,7 @@
 #include "server.h"
 #include "wire.h"
 
-#define TAG_BUF_KEEP (1u << 20)   /* bytes of buffer a free tag keeps */
-#define REQUEUE_DELAY_NSEC 100000 /* kick the requeue list after 100 us */
+#define TAG_BUF_KEEP (1u << 20) /* bytes of buffer a free tag keeps */
 /* Zone write plugging merges plugged writes into the request ahead of
  * them up to Linux's default request size cap (BLK_DEF_MAX_SECTORS_CAP,
  * 2560 sectors) and max_segments (BLK_MAX_SEGMENTS, 128; one segment per
@@ -49,7 +49,7 @@
 #define PLUG_MERGE_MAX_WRITES 128
 
 struct hwq {
-  _Alignas(TAG_ALIGN) struct mq *m; /* tagged: TAG_WAKE_*, TAG_KICK */
+  _Alignas(TAG_ALIGN) struct mq *m; /* tagged: TAG_WAKE_* */
   unsigned idx;
   pthread_t th;
   struct io_uring ring;
@@ -62,8 +62,6 @@ struct hwq {
   unsigned depth, nfree;
   atomic_int stalled; /* readers that found no tag */
   atomic_bool stop;
-  bool kick_armed;
-  struct __kernel_timespec kick_ts;
 };
 
 /* A sequential zone's write lock or write plug.  LOCKED: a write of the
@@ -80,7 +78,6 @@ struct mq {
   unsigned nq;
   struct hwq *q;
   bool zone_lock, pipeline, plug;
-  unsigned max_attempts;
   uint64_t completion_nsec;
   pthread_mutex_t zlock; /* zones, ps */
   struct zstate *zones;
@@ -119,8 +116,8 @@ hwq_init(struct hwq *q, struct mq *m, unsigned idx, unsigned depth,
     r = -errno;
     goto fail_rqs;
   }
-  /* Room for a completion timer per tag, the eventfd read, the requeue
-   * kick and wakeups sent; enabled by the queue's own thread. */
+  /* Room for a completion timer per tag, the eventfd read and wakeups
+   * sent; enabled by the queue's own thread. */
   *what = "io_uring setup";
   if ((r = ring_init(&q->ring, 2 * depth + 8, true)) < 0)
     goto fail_efd;
@@ -164,7 +161,6 @@ mq_new(struct server *s, char *err, size_t errlen)
   m->nq = p->submit_queues ? p->submit_queues : 1;
   m->pipeline = p->pipeline_zoned_writes;
   m->completion_nsec = p->completion_nsec;
-  m->max_attempts = m->nq * depth;
   m->nr_zones = znbd_dev_nr_zones(s->cfg.dev);
   m->nr_conv = p->zone_nr_conv;
   /* Plugging replaces zone write locking and pipelining (Linux 6.10
@@ -325,7 +321,7 @@ rq_take(struct rq *rq, const struct rq *bio)
   rq->zone = bio->zone;
   rq->merged = bio->merged;
   rq->reply.len = 0;
-  rq->attempts = 0;
+  rq->parked = false;
   rq->zone_locked = false;
 }
 
@@ -541,30 +537,41 @@ exec_rq(struct rq *rq, unsigned xf)
   return nbd_exec(rq->proto, &rq->req, xf, &rq->reply);
 }
 
-/* queue_rq: execute RQ (and the writes merged into it, in order).
- * Returns true if it must be requeued. */
-static bool
+/* A parked write's reply is ready (any thread): complete it through its
+ * hardware queue (queue_rq sees PARKED). */
+static void
+mq_park_done(struct nbd_park *p)
+{
+  struct rq *rq = rq_of_park(p);
+  rq->parked = true;
+  hwq_push(rq->hq, rq, NULL);
+}
+
+/* queue_rq: execute RQ (and the writes merged into it, in order), or
+ * complete it if it was parked and its reply is ready.  A write ahead of
+ * the wp (pipelining) is parked with its tag. */
+static void
 queue_rq(struct hwq *q, struct rq *rq)
 {
   struct mq *m = q->m;
   const struct nbdc *c = rq->proto;
   unsigned xf = EXEC_NOWAIT;
+  if (rq->parked) {
+    rq->parked = false;
+    goto done;
+  }
   if (atomic_load(&c->gone) && !rq->merged) { /* do not execute it */
     rq->reply.len = 0;
     complete(q, rq);
-    return false;
+    return;
   }
-  if (m->pipeline) {
+  if (m->pipeline)
     xf |= EXEC_REQUEUE;
-    if (++rq->attempts > m->max_attempts) {
-      nbd_reply_error(c, &rq->req, NBD_EIO,
-                      "write ahead of the write pointer: requeued too often",
-                      &rq->reply);
-      goto done;
-    }
+  if (exec_rq(rq, xf) == EXEC_AGAIN) {
+    rq->park = (struct nbd_park){c, rq->req, &rq->reply, mq_park_done};
+    if (nbd_exec_park(&rq->park, 0) == EXEC_PARKED)
+      return;
   }
-  if (exec_rq(rq, xf) == EXEC_AGAIN)
-    return true;
   for (struct rq *b = rq->merged; b; b = b->next)
     exec_rq(b, EXEC_NOWAIT);
 done:
@@ -573,7 +580,6 @@ done:
                 tag_ptr(TAG_RQ_DONE, rq));
   else
     complete(q, rq);
-  return false;
 }
 
 void
@@ -622,9 +628,6 @@ hwq_reap(struct hwq *q)
     case TAG_WAKE_EFD:
       efd = true;
       break;
-    case TAG_KICK:
-      q->kick_armed = false;
-      break;
     case TAG_WAKE_MSG: /* woken: the list is looked at next */
       break;
     case TAG_WAKE_FAIL:
@@ -642,22 +645,14 @@ hwq_reap(struct hwq *q)
     hwq_arm_efd(q);
 }
 
-/* Dispatch LIST; requests to requeue are appended to *REQUEUE / *TAIL. */
+/* Dispatch LIST. */
 static void
-hwq_dispatch(struct hwq *q, struct rq *list, struct rq **requeue,
-             struct rq **tail)
+hwq_dispatch(struct hwq *q, struct rq *list)
 {
   while (list) {
     struct rq *rq = list;
     list = rq->next;
-    if (queue_rq(q, rq)) {
-      rq->next = NULL;
-      if (*tail)
-        (*tail)->next = rq;
-      else
-        *requeue = rq;
-      *tail = rq;
-    }
+    queue_rq(q, rq);
   }
 }
 
@@ -685,7 +680,6 @@ hwq_main(void *arg)
   }
   hwq_arm_efd(q);
   atomic_store(&q->wk.ring_fd, q->ring.ring_fd);
-  struct rq *requeue = NULL, *requeue_tail = NULL;
   bool again = false;
   for (;;) {
     /* Work our own completions queued (a zone lock passed on): no sleep. */
@@ -698,21 +692,9 @@ hwq_main(void *arg)
     hwq_reap(q);
     atomic_store(&q->wk.kicked, false);
     struct rq *list = rq_stack_take(&q->list);
-    if (hwq_may_stop(q) && !list && !requeue)
+    if (hwq_may_stop(q) && !list)
       break;
-    /* Requeued requests go first once the kick timer fired or new work
-     * arrived (the write they wait for may be in it: dispatch it first). */
-    if (requeue && !q->kick_armed) {
-      requeue_tail->next = list;
-      list = requeue;
-      requeue = requeue_tail = NULL;
-    }
-    hwq_dispatch(q, list, &requeue, &requeue_tail);
-    if (requeue && !q->kick_armed) {
-      arm_timeout(&q->ring, &q->kick_ts, REQUEUE_DELAY_NSEC,
-                  tag_ptr(TAG_KICK, q));
-      q->kick_armed = true;
-    }
+    hwq_dispatch(q, list);
     again = atomic_load(&q->list) != NULL;
   }
   atomic_store(&q->wk.ring_fd, -1);

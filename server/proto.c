@@ -841,12 +841,19 @@ fail : {
 }
 }
 
+/* WRITE or WRITE_ZEROES R (NO_HOLE: the range stays allocated); with
+ * DONE, a write ahead of the wp may be parked (znbd_dev_write_async). */
 static int
-exec_zero(const struct nbdc *c, const struct nbd_req *r, unsigned wflags)
+exec_write(const struct nbdc *c, const struct nbd_req *r, unsigned wflags,
+           znbd_write_done_fn done, void *opaque)
 {
-  if (r->flags & NBD_CMD_FLAG_NO_HOLE)
+  const void *data = r->type == NBD_CMD_WRITE ? r->payload : NULL;
+  if (r->type == NBD_CMD_WRITE_ZEROES && (r->flags & NBD_CMD_FLAG_NO_HOLE))
     wflags |= ZNBD_WRITE_ALLOCATE;
-  return znbd_dev_write(c->cfg->dev, NULL, r->len, r->off, wflags);
+  if (!done)
+    return znbd_dev_write(c->cfg->dev, data, r->len, r->off, wflags);
+  return znbd_dev_write_async(c->cfg->dev, data, r->len, r->off, wflags, done,
+                              opaque);
 }
 
 /* Block status descriptors being built into one chunk. */
@@ -992,6 +999,28 @@ exec_block_status(const struct nbdc *c, const struct nbd_req *r,
   return 0;
 }
 
+/* The reply to R, whose execution returned RC (0, or -1 with errno).
+ * FUA on a command that changed data: its range on stable storage before
+ * the reply (doc/proto.md, NBD_CMD_FLAG_FUA).  Returns EXEC_AGAIN for a
+ * write ahead of the wp with EXEC_REQUEUE (no reply), else 0. */
+static int
+finish_exec(const struct nbdc *c, const struct nbd_req *r, int rc,
+            unsigned xflags, struct buf *out)
+{
+  if (rc == 0 && (r->flags & NBD_CMD_FLAG_FUA) &&
+      (r->type == NBD_CMD_WRITE || r->type == NBD_CMD_WRITE_ZEROES ||
+       r->type == NBD_CMD_TRIM))
+    rc = znbd_dev_sync(c->cfg->dev, r->len, r->off);
+  if (rc == -1) {
+    if (errno == EAGAIN && (xflags & EXEC_REQUEUE))
+      return EXEC_AGAIN;
+    reply_errno(c, r, errno, out);
+  } else {
+    reply_ok(c, r, out);
+  }
+  return 0;
+}
+
 int
 nbd_exec(const struct nbdc *c, const struct nbd_req *r, unsigned xflags,
          struct buf *out)
@@ -1008,10 +1037,8 @@ nbd_exec(const struct nbdc *c, const struct nbd_req *r, unsigned xflags,
     exec_read(c, r, out, xflags);
     return 0;
   case NBD_CMD_WRITE:
-    rc = znbd_dev_write(d, r->payload, r->len, r->off, wflags);
-    break;
   case NBD_CMD_WRITE_ZEROES:
-    rc = exec_zero(c, r, wflags);
+    rc = exec_write(c, r, wflags, NULL, NULL);
     break;
   case NBD_CMD_TRIM:
     rc = znbd_dev_trim(d, r->len, r->off);
@@ -1030,18 +1057,25 @@ nbd_exec(const struct nbdc *c, const struct nbd_req *r, unsigned xflags,
     nbd_reply_error(c, r, NBD_EINVAL, "unknown command", out);
     return 0;
   }
-  /* FUA on a command that changed data: its range on stable storage
-   * before the reply (doc/proto.md, NBD_CMD_FLAG_FUA). */
-  if (rc == 0 && (r->flags & NBD_CMD_FLAG_FUA) &&
-      (r->type == NBD_CMD_WRITE || r->type == NBD_CMD_WRITE_ZEROES ||
-       r->type == NBD_CMD_TRIM))
-    rc = znbd_dev_sync(d, r->len, r->off);
-  if (rc == -1) {
-    if (errno == EAGAIN && (xflags & EXEC_REQUEUE))
-      return EXEC_AGAIN;
-    reply_errno(c, r, errno, out);
-  } else {
-    reply_ok(c, r, out);
-  }
-  return 0;
+  return finish_exec(c, r, rc, xflags, out);
+}
+
+/* The parked write P ran (ERR 0) or failed: its reply, then P->done. */
+static void
+park_done(void *opaque, int err)
+{
+  struct nbd_park *p = opaque;
+  errno = err;
+  finish_exec(p->c, &p->req, err ? -1 : 0, 0, p->out);
+  p->done(p);
+}
+
+int
+nbd_exec_park(struct nbd_park *p, unsigned xflags)
+{
+  unsigned wflags = (xflags & EXEC_NOWAIT) ? ZNBD_WRITE_NOWAIT : 0;
+  int rc = exec_write(p->c, &p->req, wflags, park_done, p);
+  if (rc == ZNBD_WRITE_PARKED)
+    return EXEC_PARKED;
+  return finish_exec(p->c, &p->req, rc, xflags, p->out);
 }

@@ -120,6 +120,26 @@ size_t nbdc_refuse_pending(struct nbdc *c, const uint8_t *in, size_t len,
 int nbd_exec(const struct nbdc *c, const struct nbd_req *r, unsigned xflags,
              struct buf *out);
 
+/* A WRITE or WRITE_ZEROES the zone engine may park (nbd_exec_park):
+ * filled by the caller, who keeps it, the request's payload and OUT
+ * until DONE is called. */
+struct nbd_park {
+  const struct nbdc *c;
+  struct nbd_req req; /* a copy of the request */
+  struct buf *out;    /* gets the complete reply before DONE */
+  /* Called once, from another thread (the one that ran the write, the
+   * timeout sweeper, or one resetting the zone), with the reply in OUT. */
+  void (*done)(struct nbd_park *p);
+};
+#define EXEC_PARKED 2
+
+/* nbd_exec(P->c, &P->req, xflags, P->out) for a WRITE or WRITE_ZEROES,
+ * except that a write ahead of its zone's wp (pipeline_zoned_writes) is
+ * parked (znbd_dev_write_async) rather than refused: returns EXEC_PARKED
+ * and the reply comes through P->done; else returns 0 with the reply in
+ * P->out, as nbd_exec. */
+int nbd_exec_park(struct nbd_park *p, unsigned xflags);
+
 /* Append an error reply (NBD errno ERR, e.g. NBD_EIO) for R to OUT:
  * a structured ERROR chunk with MSG when negotiated, else a simple reply.
  * With cfg->verbose the refusal and MSG are logged on stderr. */

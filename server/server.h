@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/signalfd.h>
 #include <sys/types.h>
@@ -130,12 +131,22 @@ struct rq {
   struct hwq *hq;    /* NULL: bio delayed completion, or a plugged write */
   unsigned widx;     /* index of worker W (its hardware queue) */
   struct rq *merged; /* zone write plugging: writes merged behind REQ */
-  unsigned attempts;
   bool zone_locked;
   uint32_t zone;
   struct rq *next;
   struct __kernel_timespec ts;
+  /* A write ahead of its zone's wp, parked by the zone engine
+   * (pipeline_zoned_writes): PARKED is set when its reply is ready. */
+  struct nbd_park park;
+  bool parked;
 };
+
+/* The rq holding parked write P. */
+static inline struct rq *
+rq_of_park(struct nbd_park *p)
+{
+  return (struct rq *)(void *)((char *)p - offsetof(struct rq, park));
+}
 
 /* A lock-free hand-over list of rqs: any thread pushes, one thread takes
  * them all at once.  Sequentially consistent, so a taker that clears its

@@ -28,11 +28,10 @@ enum tag_op {
   /* Timers.  TAG_RQ_DONE: P is a struct rq whose completion_nsec delay is
    * over (bio worker or mq hardware queue).  TAG_GRACE: P is the worker
    * whose stop grace is over.  TAG_TRIM: P is the worker to give memory
-   * back.  TAG_KICK: P is the hardware queue to run its requeue list. */
+   * back. */
   TAG_RQ_DONE,
   TAG_GRACE,
   TAG_TRIM,
-  TAG_KICK,
   /* Main ring: index I is the listener.  TAG_ACCEPT: a connection (or an
    * accept error); TAG_ACCEPT_PAUSE: the listener's back-off is over. */
   TAG_ACCEPT,

@@ -659,13 +659,62 @@ conn_kick(struct conn *c)
     queue_recv(c);
 }
 
-/* Request ready in bio mode: execute inline, reply straight away. */
+static struct conn *rq_retire(struct worker *w, struct rq *rq);
+
+/* A parked write's reply is ready (any thread): back to its worker. */
+static void
+bio_park_done(struct nbd_park *p)
+{
+  worker_complete(rq_of_park(p), NULL);
+}
+
+/* Writes that may be parked: with pipeline_zoned_writes, WRITE and
+ * WRITE_ZEROES. */
+static bool
+parkable(const struct conn *c, const struct nbd_req *r)
+{
+  return c->w->s->cfg.params->pipeline_zoned_writes &&
+         (r->type == NBD_CMD_WRITE || r->type == NBD_CMD_WRITE_ZEROES);
+}
+
+/* bio: R is a write ahead of its zone's wp (nbd_exec said EXEC_AGAIN).
+ * Park it in RQ (NULL: a new one) with its payload's input buffer pinned,
+ * so no thread and no event loop waits for the wp: its reply comes back
+ * through the worker's done list when it ran or failed.  Executed at once
+ * if the wp moved meanwhile (or it cannot be parked): replied now. */
+static void
+bio_park(struct conn *c, const struct nbd_req *r, struct rq *rq)
+{
+  if (!rq && !(rq = calloc(1, sizeof *rq))) {
+    nbd_reply_error(&c->proto, r, NBD_ENOMEM, "out of memory",
+                    &c->out[c->fill]);
+    return;
+  }
+  rq->conn = c;
+  rq->proto = &c->proto;
+  rq->w = c->w;
+  rq->req = *r;
+  rq->park = (struct nbd_park){&c->proto, *r, &rq->reply, bio_park_done};
+  if (r->type == NBD_CMD_WRITE) { /* the payload stays where it arrived */
+    rq->pin = c->inb;
+    c->inb->refs++;
+  }
+  c->inflight++;
+  if (nbd_exec_park(&rq->park, 0) != EXEC_PARKED)
+    rq_retire(c->w, rq);
+}
+
+/* Request ready in bio mode: execute inline, reply straight away; a
+ * write ahead of the wp is parked (bio_park). */
 static int
 submit_bio(struct conn *c, const struct nbd_req *r)
 {
   struct server *s = c->w->s;
+  unsigned park = parkable(c, r) ? EXEC_REQUEUE : 0;
   if (s->completion_nsec == 0) {
-    nbd_exec(&c->proto, r, EXEC_NOWAIT | EXEC_REF, &c->out[c->fill]);
+    if (nbd_exec(&c->proto, r, EXEC_NOWAIT | EXEC_REF | park,
+                 &c->out[c->fill]) == EXEC_AGAIN)
+      bio_park(c, r, NULL);
     /* Let the client start on the first replies of a long batch while
      * the rest execute (see conn_process). */
     if (++c->batch == EARLY_SEND_AFTER && !c->sending)
@@ -682,7 +731,10 @@ submit_bio(struct conn *c, const struct nbd_req *r)
   rq->conn = c;
   rq->proto = &c->proto;
   rq->w = c->w;
-  nbd_exec(&c->proto, r, EXEC_NOWAIT, &rq->reply);
+  if (nbd_exec(&c->proto, r, EXEC_NOWAIT | park, &rq->reply) == EXEC_AGAIN) {
+    bio_park(c, r, rq); /* replied when it runs, without the delay */
+    return 0;
+  }
   c->inflight++;
   arm_timeout(&c->w->ring, &rq->ts, s->completion_nsec,
               tag_ptr(TAG_RQ_DONE, rq));

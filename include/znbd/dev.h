@@ -105,14 +105,47 @@ const void *znbd_dev_read_ref(struct znbd_dev *d, uint64_t len, uint64_t off);
 /* Write LEN bytes from BUF at OFF; BUF NULL writes zeros without
  * allocating (NBD WRITE_ZEROES).  Sequential zones follow null_blk's write
  * rules; a request spanning zones is all-or-nothing.  With
- * pipeline_zoned_writes a write ahead of the wp waits for it
- * (zone_write_timeout ms) unless ZNBD_WRITE_NOWAIT.  A failed write
+ * pipeline_zoned_writes a write ahead of the wp is parked until the wp
+ * reaches it (at most zone_write_timeout ms; the calling thread waits)
+ * unless ZNBD_WRITE_NOWAIT.  A failed write
  * changes no byte, wp, condition or counter.  Errors: EINVAL, EIO (wp,
  * capacity or condition), ETOOMANYREFS (open limit), EOVERFLOW (active
  * limit), EAGAIN (NOWAIT and ahead of wp), ETIMEDOUT is not returned (a
  * timed-out wait is EIO), ENOMEM. */
 int znbd_dev_write(struct znbd_dev *d, const void *buf, uint64_t len,
                    uint64_t off, unsigned flags);
+
+/* How a parked write ended: ERR 0, or an errno as znbd_dev_write()'s. */
+typedef void (*znbd_write_done_fn)(void *opaque, int err);
+
+/* znbd_dev_write_async(): the write was parked. */
+#define ZNBD_WRITE_PARKED 1
+
+/* znbd_dev_write() for callers that must not block: with
+ * pipeline_zoned_writes, a write ahead of its zone's wp (and not
+ * ZNBD_WRITE_NOWAIT) is parked by the zone engine, keeping BUF, which
+ * must stay valid until DONE(OPAQUE, err) is called, once, from another
+ * thread (the one whose write brought the wp to it, the timeout sweeper,
+ * or one resetting, finishing or faulting the zone: then EIO).  With
+ * DONE NULL the calling thread waits instead (znbd_dev_write).  Returns
+ * 0, ZNBD_WRITE_PARKED, or -1 with errno as znbd_dev_write(). */
+int znbd_dev_write_async(struct znbd_dev *d, const void *buf, uint64_t len,
+                         uint64_t off, unsigned flags, znbd_write_done_fn done,
+                         void *opaque);
+
+/* znbd_dev_write() for a caller with a bounded pool of threads: a write
+ * that would wait for the wp fails with EAGAIN instead when MAX threads
+ * counted in *WAITING (the caller's, e.g. one per connection) wait
+ * already. */
+int znbd_dev_write_bounded(struct znbd_dev *d, const void *buf, uint64_t len,
+                           uint64_t off, unsigned flags,
+                           _Atomic unsigned *waiting, unsigned max);
+
+/* For a server that stops: every parked write fails with EIO now (their
+ * DONE callbacks run on this thread) and no write is parked any more (one
+ * ahead of the wp fails with EIO at once), so no client waits for
+ * zone_write_timeout and no callback comes after the front-end is gone. */
+void znbd_dev_close_parking(struct znbd_dev *d);
 
 /* Zone append: write LEN bytes at the wp of the zone starting at
  * ZONE_START; *WRITTEN gets the byte offset used.  Errors as write, plus

@@ -10,7 +10,7 @@
 #      read back; writes to a conventional zone bypass the plug.
 #   3. Writes arriving out of order from three connections are issued in
 #      arrival order: the one ahead of the wp fails with EIO, the others
-#      succeed (no requeue, unlike pipelining).
+#      succeed (nothing parked, unlike pipelining).
 #   4. A TRIM resetting the zone fails the writes plugged for it with EIO
 #      at once; the write in flight completes; the zone ends EMPTY.
 #   5. A client that goes away with writes plugged: they are dropped as

@@ -346,6 +346,209 @@ test_extents_trim_describe(void)
   znbd_dev_free(d);
 }
 
+/* Count the bytes of BUF[0..LEN) equal to V. */
+static uint64_t
+count_bytes(const uint8_t *buf, uint64_t len, uint8_t v)
+{
+  uint64_t n = 0;
+  for (uint64_t i = 0; i < len; i++)
+    n += buf[i] == v;
+  return n;
+}
+
+/* zone_read_past_wp=ones with capacity < zone size, as null_blk's
+ * null_zone_valid_read_len(): a finished zone's wp is start + zone size
+ * and a READONLY zone's wp is invalid, so their [capacity, zone end) gap
+ * is read from memory (zeros); a zone filled by writes keeps its wp at
+ * the capacity, so its gap is past the wp (0xFF), as is everything past
+ * the wp of a zone that is not full. */
+static void
+test_ones_gap(void)
+{
+  static const char *const kv[] = {"size",
+                                   "4M",
+                                   "zone_size",
+                                   "1M",
+                                   "zone_nr_conv",
+                                   "0",
+                                   "zone_capacity",
+                                   "768K",
+                                   "zone_read_past_wp",
+                                   "ones",
+                                   NULL};
+  struct znbd_dev *d = make(kv);
+  const uint64_t M = 1 << 20, cap = 768 * 1024, gap = M - cap;
+  static uint8_t buf[1 << 20];
+  struct ext e = {0};
+
+  memset(buf, 7, 8192);
+  /* Zone 0: 8 KiB written then finished; zone 1: filled by writes;
+   * zone 2: 8 KiB written, still open; zone 3: READONLY. */
+  CHECK_EQ(znbd_dev_write(d, buf, 8192, 0, 0), 0);
+  CHECK_EQ(znbd_dev_zone_op(d, ZNBD_ZONE_OP_FINISH, 0), 0);
+  CHECK_EQ(znbd_dev_write(d, NULL, cap, M, 0), 0);
+  CHECK_EQ(cond(d, 1), ZNBD_ZONE_COND_FULL);
+  CHECK_EQ(znbd_dev_write(d, buf, 8192, 2 * M, 0), 0);
+  CHECK_EQ(znbd_dev_zone_op(d, ZNBD_ZONE_OP_SET_READONLY, 3), 0);
+
+  CHECK_EQ(znbd_dev_read(d, buf, M, 0), 0);
+  CHECK_EQ(count_bytes(buf, 8192, 7), 8192);
+  /* [8K, capacity) is below the finished zone's wp, discarded: zeros;
+   * so is the gap. */
+  CHECK_EQ(count_bytes(buf + 8192, M - 8192, 0), M - 8192);
+  CHECK_EQ(znbd_dev_read(d, buf, M, M), 0);
+  CHECK_EQ(count_bytes(buf, cap, 0), cap);
+  CHECK_EQ(count_bytes(buf + cap, gap, 0xff), gap);
+  CHECK_EQ(znbd_dev_read(d, buf, M, 2 * M), 0);
+  CHECK_EQ(count_bytes(buf + 8192, M - 8192, 0xff), M - 8192);
+  CHECK_EQ(znbd_dev_read(d, buf, M, 3 * M), 0);
+  CHECK_EQ(count_bytes(buf, M, 0), M);
+  /* A read straddling zones 1 and 2 splits at the zone boundary. */
+  CHECK_EQ(znbd_dev_read(d, buf, 8192, 2 * M - 4096), 0);
+  CHECK_EQ(count_bytes(buf, 4096, 0xff), 4096);
+  CHECK_EQ(count_bytes(buf + 4096, 4096, 7), 4096);
+
+  /* Extents: the gap reads zeros, so it is HOLE|ZERO; past the wp HOLE. */
+  CHECK_EQ(znbd_dev_extents(d, 0, 2 * M, ext_add, &e), 0);
+  CHECK_EQ(e.n, 4);
+  CHECK(e.off[0] == 0 && e.len[0] == cap && e.flags[0] == 0);
+  CHECK(e.off[1] == cap && e.len[1] == gap && e.flags[1] == 3);
+  CHECK(e.off[2] == M && e.len[2] == cap && e.flags[2] == 0);
+  CHECK(e.off[3] == M + cap && e.len[3] == gap && e.flags[3] == 1);
+  znbd_dev_free(d);
+}
+
+/* A parked write's completion (znbd_dev_write_async). */
+struct parked {
+  _Atomic int calls;
+  _Atomic int err;
+};
+
+static void
+parked_done(void *opaque, int err)
+{
+  struct parked *p = opaque;
+  p->err = err;
+  p->calls++;
+}
+
+/* Wait (up to 20 s: only a broken sweeper takes that long) for P's
+ * completion. */
+static void
+parked_wait(struct parked *p)
+{
+  struct timespec nap = {0, 1000000L};
+  for (unsigned i = 0; i < 20000 && p->calls == 0; i++)
+    nanosleep(&nap, NULL);
+}
+
+/* Writes ahead of the wp park without blocking the caller, keep their
+ * buffer, and run when the write filling the gap lands (in that write's
+ * thread, before it returns); a reset fails them, and so does the
+ * timeout; NOWAIT still refuses at once. */
+static void
+test_parked_async(void)
+{
+  static const char *const kv[] = {
+      "size", "4M", "zone_size", "1M", "zone_write_timeout", "60000", NULL};
+  struct znbd_dev *d = make(kv);
+  static uint8_t a[3][4096];
+  uint8_t got[3 * 4096];
+  struct parked p[3] = {0};
+
+  for (int i = 0; i < 3; i++)
+    memset(a[i], 0x11 * (i + 1), 4096);
+  /* Blocks 2 then 1 arrive before block 0. */
+  CHECK_EQ(znbd_dev_write_async(d, a[2], 4096, 8192, 0, parked_done, &p[2]),
+           ZNBD_WRITE_PARKED);
+  CHECK_EQ(znbd_dev_write_async(d, a[1], 4096, 4096, 0, parked_done, &p[1]),
+           ZNBD_WRITE_PARKED);
+  CHECK_EQ(wp(d, 0), 0);
+  CHECK_EQ(p[1].calls + p[2].calls, 0);
+  CHECK_EQ(znbd_dev_write_async(d, a[0], 4096, 0, 0, parked_done, &p[0]), 0);
+  CHECK_EQ(p[0].calls, 0); /* not parked: no callback */
+  CHECK_EQ(p[1].calls, 1);
+  CHECK_EQ(p[2].calls, 1);
+  CHECK_EQ(p[1].err, 0);
+  CHECK_EQ(p[2].err, 0);
+  CHECK_EQ(wp(d, 0), 3 * 4096);
+  CHECK_EQ(znbd_dev_read(d, got, sizeof got, 0), 0);
+  for (int i = 0; i < 3; i++)
+    CHECK(memcmp(got + i * 4096, a[i], 4096) == 0);
+
+  /* A reset fails the writes parked in the zone with EIO. */
+  struct parked r = {0};
+  CHECK_EQ(
+      znbd_dev_write_async(d, a[0], 4096, (1 << 20) + 8192, 0, parked_done, &r),
+      ZNBD_WRITE_PARKED);
+  CHECK_EQ(znbd_dev_zone_op(d, ZNBD_ZONE_OP_RESET, 1), 0);
+  CHECK_EQ(r.calls, 1);
+  CHECK_EQ(r.err, EIO);
+  CHECK_EQ(wp(d, 1), 1 << 20);
+  /* A write that jumps past a parked one fails it (EIO), and a second
+   * write for the same offset runs in its place. */
+  struct parked j = {0};
+  CHECK_EQ(
+      znbd_dev_write_async(d, a[0], 4096, (2 << 20) + 4096, 0, parked_done, &j),
+      ZNBD_WRITE_PARKED);
+  CHECK_EQ(znbd_dev_write(d, NULL, 8192, 2 << 20, 0), 0);
+  CHECK_EQ(j.calls, 1);
+  CHECK_EQ(j.err, EIO);
+  CHECK_EQ(wp(d, 2), (2 << 20) + 8192);
+  /* A bounded caller whose waiting threads are at their limit: refused
+   * at once; in order it writes as usual. */
+  _Atomic unsigned waiting = 2;
+  errno = 0;
+  CHECK(znbd_dev_write_bounded(d, a[0], 4096, (3 << 20) + 4096, 0, &waiting,
+                               2) < 0 &&
+        errno == EAGAIN);
+  CHECK_EQ(waiting, 2);
+  CHECK_EQ(znbd_dev_write_bounded(d, a[0], 4096, 3 << 20, 0, &waiting, 2), 0);
+  CHECK_EQ(wp(d, 3), (3 << 20) + 4096);
+  /* NOWAIT: refused, nothing parked. */
+  errno = 0;
+  CHECK(znbd_dev_write_async(d, a[0], 4096, (3 << 20) + 8192, ZNBD_WRITE_NOWAIT,
+                             parked_done, &j) < 0 &&
+        errno == EAGAIN);
+  znbd_dev_free(d);
+
+  /* The timeout: nobody fills the gap, the sweeper fails it with EIO and
+   * nothing changed. */
+  static const char *const kv2[] = {
+      "size", "4M", "zone_size", "1M", "zone_write_timeout", "30", NULL};
+  d = make(kv2);
+  struct parked t = {0};
+  CHECK_EQ(znbd_dev_write_async(d, a[0], 4096, 4096, 0, parked_done, &t),
+           ZNBD_WRITE_PARKED);
+  parked_wait(&t);
+  CHECK_EQ(t.calls, 1);
+  CHECK_EQ(t.err, EIO);
+  CHECK_EQ(wp(d, 0), 0);
+  CHECK_EQ(cond(d, 0), ZNBD_ZONE_COND_EMPTY);
+  /* Then the gap filled: the timed-out write does not run. */
+  CHECK_EQ(znbd_dev_write(d, a[1], 4096, 0, 0), 0);
+  CHECK_EQ(wp(d, 0), 4096);
+  CHECK_EQ(t.calls, 1);
+  znbd_dev_free(d);
+
+  /* Parking closed (a server stopping): the parked write fails now, the
+   * next one ahead of the wp at once; in order still works. */
+  d = make(kv);
+  struct parked s = {0};
+  CHECK_EQ(znbd_dev_write_async(d, a[0], 4096, 8192, 0, parked_done, &s),
+           ZNBD_WRITE_PARKED);
+  znbd_dev_close_parking(d);
+  CHECK_EQ(s.calls, 1);
+  CHECK_EQ(s.err, EIO);
+  errno = 0;
+  CHECK(znbd_dev_write_async(d, a[0], 4096, 8192, 0, parked_done, &s) < 0 &&
+        errno == EIO);
+  CHECK_EQ(s.calls, 1);
+  CHECK_EQ(znbd_dev_write(d, a[0], 4096, 0, 0), 0);
+  CHECK_EQ(wp(d, 0), 4096);
+  znbd_dev_free(d);
+}
+
 #define RACE_ZONE (4u << 20)
 #define RACE_WRITE (64u << 10)
 
@@ -427,5 +630,7 @@ main(void)
   test_reset_races_copies();
   test_concurrent_limits();
   test_extents_trim_describe();
+  test_ones_gap();
+  test_parked_async();
   return check_done("zone_dev_test");
 }
