@@ -568,8 +568,10 @@ check_options(const struct command *cmd, const struct opts *o)
         cmd->name, cmd->name);
 }
 
-int
-main(int argc, char **argv)
+/* Parse the options into *O (exiting on --help, --version and bad
+ * options); returns the index of COMMAND in ARGV. */
+static int
+parse_options(int argc, char **argv, struct opts *o)
 {
   static const struct option longopts[] = {
       {"offset", required_argument, NULL, 'o'},
@@ -582,19 +584,16 @@ main(int argc, char **argv)
       {"version", no_argument, NULL, 'V'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
-  struct opts o = {0};
-  struct ctx c = {0};
-  char err[512];
-  int opt, r;
+  int opt;
 
   while ((opt = getopt_long(argc, argv, "o:c:ajC:f:vVh", longopts, NULL)) !=
          -1) {
     switch (opt) {
     case 'o':
-      if (znbd_parse_size(optarg, &o.offset) == -1)
+      if (znbd_parse_size(optarg, &o->offset) == -1)
         die(EXIT_USAGE, "--offset '%s': expected bytes (suffixes k m g t...)",
             optarg);
-      o.have_offset = true;
+      o->have_offset = true;
       break;
     case 'c': {
       char *end;
@@ -605,34 +604,60 @@ main(int argc, char **argv)
           optarg[0] == '-')
         die(EXIT_USAGE, "--count '%s': expected a number of zones >= 1",
             optarg);
-      o.count = (uint32_t)v;
-      o.have_count = true;
+      o->count = (uint32_t)v;
+      o->have_count = true;
       break;
     }
     case 'a':
-      o.all = true;
+      o->all = true;
       break;
     case 'j':
-      o.json = true;
+      o->json = true;
       break;
     case 'C':
-      o.control = optarg;
+      o->control = optarg;
       break;
     case 'f':
-      o.file = optarg;
+      o->file = optarg;
       break;
     case 'v':
-      o.verbose = true;
+      o->verbose = true;
       break;
     case 'V':
       printf("%s %s\n", progname, PACKAGE_VERSION);
-      return 0;
+      exit(0);
     case 'h':
       usage(0);
     default:
       usage(EXIT_USAGE);
     }
   }
+  return optind;
+}
+
+/* Say that the export at URI is not zoned (and, with --json, give
+ * scripts an empty report on stdout). */
+static void
+report_not_zoned(const struct ctx *c)
+{
+  fprintf(stderr, "%s: %s: not a zoned export\n", progname, uri);
+  if (c->o->json) {
+    print_json_uri();
+    printf("  \"zoned\": false,\n  \"units\": \"512-byte sectors\",\n"
+           "  \"size\": %" PRIu64 ",\n  \"zones\": []\n}\n",
+           c->g->size / SECTOR);
+  }
+}
+
+int
+main(int argc, char **argv)
+{
+  struct opts o = {0};
+  struct ctx c = {0};
+  char err[512];
+  int r;
+
+  optind = parse_options(argc, argv, &o);
   /* getopt_long moved COMMAND and URI behind the options. */
   if (argc - optind != 2) {
     fprintf(stderr, "%s: expected COMMAND and URI\n", progname);
@@ -655,13 +680,7 @@ main(int argc, char **argv)
     die(EXIT_USAGE, "%s", err);
   c.g = znbdc_geom(c.h);
   if (!c.g->zoned) {
-    fprintf(stderr, "%s: %s: not a zoned export\n", progname, uri);
-    if (o.json) { /* scripts get an answer on stdout too */
-      print_json_uri();
-      printf("  \"zoned\": false,\n  \"units\": \"512-byte sectors\",\n"
-             "  \"size\": %" PRIu64 ",\n  \"zones\": []\n}\n",
-             c.g->size / SECTOR);
-    }
+    report_not_zoned(&c);
     znbdc_close(c.h);
     return EXIT_REFUSED;
   }

@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "znbd/control.h"
@@ -240,12 +241,24 @@ op_error_msg(struct znbd_dev *d, const char *what, uint32_t idx,
   }
 }
 
+/* zone_open_nsec...: the operation takes that much longer (this
+ * client's thread sleeps; others go on). */
+static void
+op_latency(struct znbd_dev *d, enum znbd_zone_op op)
+{
+  uint64_t ns = znbd_dev_zone_op_nsec(d, op);
+  struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+  while (ns && nanosleep(&ts, &ts) < 0 && errno == EINTR)
+    ;
+}
+
 /* One operation on one zone; on success "ok " + the zone's new state. */
 static int
 op_one(struct znbd_dev *d, enum znbd_zone_op op, uint32_t idx, FILE *out)
 {
   struct znbd_zone_info before, after;
 
+  op_latency(d, op);
   if (get_zone(d, idx, &before) == -1)
     return reply_error(out, EINVAL, "zone %" PRIu32 " out of range", idx);
   if (znbd_dev_zone_op(d, op, idx) == -1) {
@@ -313,6 +326,7 @@ pred_closed(enum znbd_zone_cond c)
 static int
 op_all(struct znbd_dev *d, enum znbd_zone_op op, FILE *out)
 {
+  op_latency(d, op);
   uint32_t nr = znbd_dev_nr_zones(d), done = 0, i, j, got;
   struct znbd_zone_info zones[REPORT_BATCH];
   struct znbd_dev_stats st;
@@ -412,10 +426,12 @@ cmd_stats(struct znbd_dev *d, FILE *out, znbd_control_stats_fn *fn,
           " imp_open=%" PRIu32 " exp_open=%" PRIu32 " closed=%" PRIu32
           " full=%" PRIu32 " readonly=%" PRIu32 " offline=%" PRIu32
           " active=%" PRIu32 " max_open=%" PRIu32 " max_active=%" PRIu32
-          " allocated=%" PRIu64,
+          " allocated=%" PRIu64 " badblock_errors=%" PRIu64
+          " dropped_replies=%" PRIu64,
           nr, conv, empty, st.nr_imp_open, st.nr_exp_open, st.nr_closed, full,
           ro, off, st.nr_imp_open + st.nr_exp_open + st.nr_closed,
-          nr ? p->zone_max_open : 0, nr ? p->zone_max_active : 0, st.allocated);
+          nr ? p->zone_max_open : 0, nr ? p->zone_max_active : 0, st.allocated,
+          st.badblock_errors, st.dropped_replies);
   if (fn)
     fn(opaque, out);
   fputc('\n', out);
@@ -511,6 +527,92 @@ znbd_control_append(struct znbd_dev *d, const char *line, const void *data,
   return 0;
 }
 
+/* ---- fault injection ------------------------------------------------ */
+
+/* "badblocks add LIST" | "badblocks del LIST" | "badblocks list". */
+static int
+cmd_badblocks(struct znbd_dev *d, int nw, char **w, FILE *out)
+{
+  char err[256];
+  if (nw == 2 && strcmp(w[1], "list") == 0) {
+    size_t n = znbd_dev_badblocks_list(d, NULL, 0);
+    char *buf = malloc(n + 1);
+    if (!buf)
+      return reply_error(out, ENOMEM, "out of memory");
+    znbd_dev_badblocks_list(d, buf, n + 1);
+    fprintf(out, "ok%s%s\n", n ? " " : "", buf);
+    free(buf);
+    return 0;
+  }
+  bool add = nw == 3 && strcmp(w[1], "add") == 0;
+  if (nw != 3 || (!add && strcmp(w[1], "del") != 0))
+    return reply_error(out, EINVAL,
+                       "usage: badblocks add|del LIST | "
+                       "badblocks list");
+  if (znbd_dev_badblocks_edit(d, w[2], add, err, sizeof err) < 0)
+    return reply_error(out, errno, "%s", err);
+  fputs("ok\n", out);
+  return 0;
+}
+
+static const struct {
+  const char *word;
+  unsigned kind;
+} io_kinds[] = {
+    {"read", ZNBD_IO_READ}, {"write", ZNBD_IO_WRITE}, {"flush", ZNBD_IO_FLUSH},
+    {"trim", ZNBD_IO_TRIM}, {"other", ZNBD_IO_OTHER}, {"all", ZNBD_IO_ALL},
+};
+
+/* KINDS "read,write" into ZNBD_IO_* bits; 0 if a word is unknown. */
+static unsigned
+parse_kinds(const char *s)
+{
+  unsigned bits = 0;
+  while (*s) {
+    size_t n = strcspn(s, ","), i;
+    for (i = 0; i < sizeof io_kinds / sizeof io_kinds[0]; i++)
+      if (strlen(io_kinds[i].word) == n && strncmp(s, io_kinds[i].word, n) == 0)
+        break;
+    if (n == 0 || i == sizeof io_kinds / sizeof io_kinds[0])
+      return 0;
+    bits |= io_kinds[i].kind;
+    s += n + (s[n] == ',');
+  }
+  return bits;
+}
+
+/* "drop-reply every N [KINDS]" | "drop-reply off" | "drop-reply". */
+static int
+cmd_drop_reply(struct znbd_dev *d, int nw, char **w, FILE *out)
+{
+  uint32_t every;
+  unsigned kinds = ZNBD_IO_ALL;
+  struct znbd_dev_stats st;
+  if (nw == 2 && strcmp(w[1], "off") == 0) {
+    znbd_dev_drop_reply_set(d, 0, 0);
+  } else if (nw >= 3 && nw <= 4 && strcmp(w[1], "every") == 0 &&
+             parse_u32(w[2], &every) == 0 && every > 0 &&
+             (nw == 3 || (kinds = parse_kinds(w[3])) != 0)) {
+    znbd_dev_drop_reply_set(d, every, kinds);
+  } else if (nw != 1) {
+    return reply_error(out, EINVAL,
+                       "usage: drop-reply every N [read,write,flush,trim,"
+                       "other|all] | drop-reply off | drop-reply");
+  }
+  znbd_dev_drop_reply_get(d, &every, &kinds);
+  znbd_dev_stats(d, &st);
+  fprintf(out, "ok every=%" PRIu32 " kinds=", every);
+  bool first = true;
+  for (size_t i = 0; i + 1 < sizeof io_kinds / sizeof io_kinds[0]; i++)
+    if (kinds & io_kinds[i].kind) {
+      fprintf(out, "%s%s", first ? "" : ",", io_kinds[i].word);
+      first = false;
+    }
+  fprintf(out, "%s dropped_replies=%" PRIu64 "\n", first ? "none" : "",
+          st.dropped_replies);
+  return 0;
+}
+
 static const struct {
   const char *word;
   enum znbd_zone_op op;
@@ -582,6 +684,10 @@ znbd_control_exec_stats(struct znbd_dev *d, const char *line, FILE *out,
       return reply_error(out, EINVAL, "usage: stats");
     return cmd_stats(d, out, fn, opaque);
   }
+  if (strcmp(w[0], "badblocks") == 0)
+    return cmd_badblocks(d, nw, w, out);
+  if (strcmp(w[0], "drop-reply") == 0)
+    return cmd_drop_reply(d, nw, w, out);
   for (i = 0; i < sizeof ops / sizeof ops[0]; i++) {
     uint32_t zone;
 
@@ -608,7 +714,7 @@ znbd_control_exec_stats(struct znbd_dev *d, const char *line, FILE *out,
   return reply_error(out, EINVAL,
                      "unknown request '%.32s': expected report, open, close, "
                      "finish, reset, readonly, offline, online, append, "
-                     "power-cut or stats",
+                     "badblocks, drop-reply, power-cut or stats",
                      w[0]);
 }
 

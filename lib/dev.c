@@ -22,12 +22,16 @@
 #include "wcache.h"
 #include "zone.h"
 #include "err.h"
+#include "faults.h"
 
 struct znbd_dev {
   struct znbd_params p; /* a private copy (own strings) */
   struct znbd_store *store;
   struct znbd_zones zs;   /* ZONED: the zone engine (when p.zoned) */
   struct znbd_wcache *wc; /* write_cache=true, else NULL */
+  struct znbd_faults f;   /* bad blocks, lost replies, mbps */
+  void (*fault_log)(void *opaque, const char *msg);
+  void *fault_log_opaque;
 };
 
 static char *
@@ -235,8 +239,17 @@ znbd_dev_new(const struct znbd_params *p, char *err, size_t errlen)
   d->p.zone_offline = dup_or_null(p->zone_offline, &fail);
   d->p.zone_control = dup_or_null(p->zone_control, &fail);
   d->p.dir = dup_or_null(p->dir, &fail);
+  d->p.badblocks = dup_or_null(p->badblocks, &fail);
+  znbd_faults_init(&d->f, p->size / 512, p->mbps);
   if (fail)
     goto nomem;
+  if (p->badblocks &&
+      znbd_faults_bb_edit(&d->f, p->badblocks, true, err, errlen) < 0) {
+    int e = errno;
+    znbd_dev_free(d);
+    errno = e;
+    return NULL;
+  }
 
   if (p->dir) {
     d->store = znbd_store_dir_open(p, err, errlen);
@@ -297,6 +310,7 @@ znbd_dev_free(struct znbd_dev *d)
   znbd_zones_destroy(&d->zs);
   znbd_store_free(d->store);
   znbd_params_free(&d->p);
+  znbd_faults_destroy(&d->f);
   free(d);
 }
 
@@ -400,10 +414,59 @@ zoned_read(struct znbd_dev *d, uint8_t *buf, uint64_t len, uint64_t off)
   return znbd_zones_spans(&d->zs, off, len, read_span, &c) ? -1 : 0;
 }
 
+static void __attribute__((format(printf, 2, 3)))
+fault_log(struct znbd_dev *d, const char *fmt, ...)
+{
+  char msg[256];
+  va_list ap;
+  if (!d->fault_log)
+    return;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  d->fault_log(d->fault_log_opaque, msg);
+}
+
+/* Bad blocks, null_handle_badblocks(): whether [OFF, OFF+LEN) (bytes)
+ * touches a bad sector.  If so the error is counted and logged, and *OK
+ * gets the bytes that badblocks_partial_io lets through: those before the
+ * first bad sector, rounded down to the block size (0 without it). */
+static bool
+badblock_hit(struct znbd_dev *d, const char *what, uint64_t len, uint64_t off,
+             uint64_t *ok)
+{
+  uint64_t first;
+  if (!znbd_faults_bb_hit(&d->f, off / 512, (len + 511) / 512,
+                          d->p.badblocks_once, &first))
+    return false;
+  uint64_t bad = first * 512 / d->p.blocksize * d->p.blocksize;
+  *ok = d->p.badblocks_partial_io && bad > off ? bad - off : 0;
+  atomic_fetch_add(&d->f.bb_errors, 1);
+  fault_log(d,
+            "badblock: %s of %" PRIu64 " bytes at %" PRIu64
+            ": bad sectors from %" PRIu64 "%s; %" PRIu64 " bytes done",
+            what, len, off, first, d->p.badblocks_once ? " (cleared)" : "",
+            *ok);
+  return true;
+}
+
+int
+znbd_dev_read_check(struct znbd_dev *d, uint64_t len, uint64_t off)
+{
+  uint64_t ok;
+  if (check_range(d, len, off) < 0)
+    return -1;
+  if (len && badblock_hit(d, "read", len, off, &ok)) {
+    errno = EIO; /* a partial read carries nothing over NBD */
+    return -1;
+  }
+  return 0;
+}
+
 int
 znbd_dev_read(struct znbd_dev *d, void *buf, uint64_t len, uint64_t off)
 {
-  if (check_range(d, len, off) < 0)
+  if (znbd_dev_read_check(d, len, off) < 0)
     return -1;
   if (is_zoned(d))
     return zoned_read(d, buf, len, off);
@@ -427,6 +490,20 @@ store_data(void *opaque, const void *data, uint64_t len, uint64_t off)
   if (data)
     return znbd_store_write(d->store, data, len, off);
   return znbd_store_zero(d->store, len, off, 0);
+}
+
+/* An append's store callback: the offset is known only here, under the
+ * zone's lock, so bad blocks are checked here; a failure makes the engine
+ * abort the append (nothing written, no partial append). */
+static int
+store_append(void *opaque, const void *data, uint64_t len, uint64_t off)
+{
+  struct znbd_dev *d = opaque;
+  if (badblock_hit(d, "append", len, off, &(uint64_t){0})) {
+    errno = EIO;
+    return -1;
+  }
+  return store_data(opaque, data, len, off);
 }
 
 /* ZONED: a parked write of znbd_dev_write_async(): the engine's entry
@@ -507,6 +584,11 @@ zoned_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
 static int dev_write(struct znbd_dev *d, const void *buf, uint64_t len,
                      uint64_t off, unsigned flags, const struct park_how *h);
 
+/* A write whose range is checked and free of bad blocks. */
+static int write_checked(struct znbd_dev *d, const void *buf, uint64_t len,
+                         uint64_t off, unsigned flags,
+                         const struct park_how *h);
+
 int
 znbd_dev_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
                unsigned flags)
@@ -563,7 +645,7 @@ wc_end(struct znbd_dev *d, int r)
   return r;
 }
 
-static int dev_write_locked(struct znbd_dev *d, const void *buf, uint64_t len,
+static int dev_write_faults(struct znbd_dev *d, const void *buf, uint64_t len,
                             uint64_t off, unsigned flags,
                             const struct park_how *h);
 
@@ -576,15 +658,36 @@ dev_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
 {
   if (check_range(d, len, off) < 0 || wc_begin(d, true, len, off) < 0)
     return -1;
-  int r = dev_write_locked(d, buf, len, off, flags, h);
+  int r = dev_write_faults(d, buf, len, off, flags, h);
   if (r < 0 && errno == EAGAIN && d->wc)
     znbd_wcache_refund(d->wc); /* not run: it counts when it is sent again */
   return wc_end(d, r);
 }
 
+/* Bad blocks are checked before the zone rules (lib/faults.c); with
+ * badblocks_partial_io the part before the first bad block is written as
+ * a write of its own (the wp moves that far; ahead of the wp it is not
+ * parked but refused), then EIO. */
 static int
-dev_write_locked(struct znbd_dev *d, const void *buf, uint64_t len,
+dev_write_faults(struct znbd_dev *d, const void *buf, uint64_t len,
                  uint64_t off, unsigned flags, const struct park_how *h)
+{
+  uint64_t ok;
+  if (len && badblock_hit(d, buf ? "write" : "write zeroes", len, off, &ok)) {
+    struct park_how now = {0};
+    if (ok &&
+        write_checked(d, buf, ok, off, flags | ZNBD_WRITE_NOWAIT, &now) < 0 &&
+        errno != EAGAIN)
+      return -1;
+    errno = EIO;
+    return -1;
+  }
+  return write_checked(d, buf, len, off, flags, h);
+}
+
+static int
+write_checked(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
+              unsigned flags, const struct park_how *h)
 {
   if (is_zoned(d))
     return len ? zoned_write(d, buf, len, off, flags, h) : 0;
@@ -625,7 +728,7 @@ znbd_dev_append(struct znbd_dev *d, const void *buf, uint64_t len,
     return -1;
   /* Always stored before the commit: the offset is known only then. */
   struct znbd_zone_write w = {
-      .len = len, .data = buf, .store = store_data, .opaque = d};
+      .len = len, .data = buf, .store = store_append, .opaque = d};
   if (znbd_zones_append(&d->zs, zno, &w) < 0)
     return wc_end(d, -1);
   *written = w.off;
@@ -817,6 +920,91 @@ znbd_dev_stats(struct znbd_dev *d, struct znbd_dev_stats *out)
     znbd_zones_counters(&d->zs, &out->nr_imp_open, &out->nr_exp_open,
                         &out->nr_closed);
   out->allocated = znbd_store_allocated(d->store);
+  out->badblock_errors = atomic_load(&d->f.bb_errors);
+  out->dropped_replies = atomic_load(&d->f.dropped);
+}
+
+int
+znbd_dev_badblocks_edit(struct znbd_dev *d, const char *list, bool add,
+                        char *err, size_t errlen)
+{
+  return znbd_faults_bb_edit(&d->f, list, add, err, errlen);
+}
+
+size_t
+znbd_dev_badblocks_list(struct znbd_dev *d, char *buf, size_t len)
+{
+  return znbd_faults_bb_format(&d->f, buf, len);
+}
+
+void
+znbd_dev_drop_reply_set(struct znbd_dev *d, uint32_t every, unsigned kinds)
+{
+  atomic_store(&d->f.drop_every, 0);
+  atomic_store(&d->f.drop_kinds, kinds);
+  atomic_store(&d->f.drop_seen, 0);
+  atomic_store(&d->f.drop_every, every);
+}
+
+void
+znbd_dev_drop_reply_get(struct znbd_dev *d, uint32_t *every, unsigned *kinds)
+{
+  *every = (uint32_t)atomic_load(&d->f.drop_every);
+  *kinds = atomic_load(&d->f.drop_kinds);
+}
+
+bool
+znbd_dev_drop_reply(struct znbd_dev *d, unsigned kind)
+{
+  uint32_t every =
+      (uint32_t)atomic_load_explicit(&d->f.drop_every, memory_order_relaxed);
+  if (!every || !(atomic_load(&d->f.drop_kinds) & kind))
+    return false;
+  if ((atomic_fetch_add(&d->f.drop_seen, 1) + 1) % every != 0)
+    return false;
+  atomic_fetch_add(&d->f.dropped, 1);
+  fault_log(d, "drop-reply: the reply to this %s is not sent",
+            kind == ZNBD_IO_READ    ? "read"
+            : kind == ZNBD_IO_WRITE ? "write"
+            : kind == ZNBD_IO_FLUSH ? "flush"
+            : kind == ZNBD_IO_TRIM  ? "trim"
+                                    : "request");
+  return true;
+}
+
+uint64_t
+znbd_dev_delay_nsec(struct znbd_dev *d, unsigned kind, uint64_t len)
+{
+  if (kind == ZNBD_IO_READ || kind == ZNBD_IO_WRITE)
+    return znbd_faults_throttle(&d->f, len);
+  if (kind == ZNBD_IO_TRIM && is_zoned(d))
+    return d->p.zone_reset_nsec;
+  return 0;
+}
+
+uint64_t
+znbd_dev_zone_op_nsec(const struct znbd_dev *d, enum znbd_zone_op op)
+{
+  switch (op) {
+  case ZNBD_ZONE_OP_OPEN:
+    return d->p.zone_open_nsec;
+  case ZNBD_ZONE_OP_CLOSE:
+    return d->p.zone_close_nsec;
+  case ZNBD_ZONE_OP_FINISH:
+    return d->p.zone_finish_nsec;
+  case ZNBD_ZONE_OP_RESET:
+    return d->p.zone_reset_nsec;
+  default:
+    return 0;
+  }
+}
+
+void
+znbd_dev_set_fault_log(struct znbd_dev *d,
+                       void (*fn)(void *opaque, const char *msg), void *opaque)
+{
+  d->fault_log = fn;
+  d->fault_log_opaque = opaque;
 }
 
 int

@@ -100,6 +100,26 @@ static const struct param table[] = {
       "Keep the device in this directory (zloop's file per zone layout)"),
     P(zone_prealloc, BOOL, "BOOL", "true", 0, NULL, ALL, NULL,
       "dir=: preallocate a zone's capacity when it opens"),
+    P(badblocks, SECTOR_LIST, "LIST", NULL, 0, "512-byte sectors", ALL,
+      "badblocks",
+      "Bad sectors at start, e.g. 100-107,2048 (reads and writes "
+      "touching one fail)"),
+    P(badblocks_once, BOOL, "BOOL", "false", 0, NULL, ALL, "badblocks_once",
+      "A bad range clears after its first failure"),
+    P(badblocks_partial_io, BOOL, "BOOL", "false", 0, NULL, ALL,
+      "badblocks_partial_io", "Writes are done up to the first bad block"),
+    P(mbps, UINT, "N", "0", 0, "MiB/s", ALL, "mbps",
+      "Bandwidth limit over all connections, MiB/s; 0 means none"),
+    P(rotational, BOOL, "BOOL", "false", 0, NULL, ALL, "rotational",
+      "Advertise a rotational device (NBD_FLAG_ROTATIONAL)"),
+    P(zone_open_nsec, UINT64, "NS", "0", 0, "nanoseconds", ALL, NULL,
+      "Extra latency of a zone open, in ns"),
+    P(zone_close_nsec, UINT64, "NS", "0", 0, "nanoseconds", ALL, NULL,
+      "Extra latency of a zone close, in ns"),
+    P(zone_finish_nsec, UINT64, "NS", "0", 0, "nanoseconds", ALL, NULL,
+      "Extra latency of a zone finish, in ns"),
+    P(zone_reset_nsec, UINT64, "NS", "0", 0, "nanoseconds", ALL, NULL,
+      "Extra latency of a zone reset (and a TRIM resetting zones), in ns"),
     P(max_memory, SIZE, "SIZE", "0", 0, "bytes", ALL, NULL,
       "RAM store: most bytes of data held; 0 means 80% of physical memory"),
     P(write_cache, BOOL, "BOOL", "false", 0, NULL, ALL, NULL,
@@ -198,7 +218,9 @@ znbd_params_free(struct znbd_params *p)
   free(p->zone_offline);
   free(p->zone_control);
   free(p->dir);
+  free(p->badblocks);
   p->zone_readonly = p->zone_offline = p->zone_control = p->dir = NULL;
+  p->badblocks = NULL;
 }
 
 int
@@ -456,18 +478,23 @@ set_enum(const struct znbd_param_info *i, const char *value, int *dst,
   return 0;
 }
 
-/* ZONE_LIST and PATH: a copy of VALUE replaces *DST. */
+/* ZONE_LIST, SECTOR_LIST and PATH: a copy of VALUE replaces *DST. */
 static int
 set_str(const struct znbd_param_info *i, const char *value, char **dst,
         char *err, size_t errlen)
 {
+  /* Lists: syntax now; zone numbers are checked by znbd_params_finish(),
+   * sectors against the size too. */
+  const char *what = NULL;
   if (i->type == ZNBD_PARAM_T_ZONE_LIST &&
-      znbd_parse_zone_list(value, UINT32_MAX, NULL, NULL) < 0) {
-    /* Syntax now; zone numbers are checked by znbd_params_finish(). */
-    set_err(err, errlen,
-            "%s: '%s' is not a zone list (zone numbers and ranges, e.g. "
-            "3,7-9)",
-            i->name, value);
+      znbd_parse_zone_list(value, UINT32_MAX, NULL, NULL) < 0)
+    what = "zone list (zone numbers and ranges, e.g. 3,7-9)";
+  if (i->type == ZNBD_PARAM_T_SECTOR_LIST &&
+      znbd_parse_sector_list(value, UINT64_MAX, NULL, NULL) < 0)
+    what = "sector list (512-byte sectors and inclusive ranges, e.g. "
+           "100-107,2048)";
+  if (what) {
+    set_err(err, errlen, "%s: '%s' is not a %s", i->name, value, what);
     errno = EINVAL;
     return -1;
   }
@@ -509,6 +536,7 @@ set_value(struct znbd_params *p, const struct param *e, const char *value,
     return set_enum(i, value, field(p, e, sizeof(int)), err, errlen);
   case ZNBD_PARAM_T_ZONE_LIST:
   case ZNBD_PARAM_T_PATH:
+  case ZNBD_PARAM_T_SECTOR_LIST:
     return set_str(i, value, field(p, e, sizeof(char *)), err, errlen);
   }
   set_err(err, errlen, "%s: no parser for its type", i->name);
@@ -811,6 +839,15 @@ znbd_params_finish(struct znbd_params *p, void (*note)(const char *msg),
   }
   if (check_device(p, err, errlen) < 0)
     return -1;
+  if (p->badblocks &&
+      znbd_parse_sector_list(p->badblocks, p->size / 512, NULL, NULL) < 0) {
+    set_err(err, errlen,
+            "badblocks: \"%s\" names a sector past the device's last "
+            "sector %" PRIu64,
+            p->badblocks, p->size / 512 - 1);
+    errno = EINVAL;
+    return -1;
+  }
   if (!p->zoned) {
     p->nr_zones = 0;
     if (p->zone_readonly || p->zone_offline || p->zone_full) {

@@ -66,7 +66,8 @@ load_counts(const struct znbd_zones *zs)
 static void
 store_counts(struct znbd_zones *zs, struct counts c)
 {
-  assert((uint64_t)c.io + c.eo + c.cl <= zs->nr_zones - zs->nr_conv);
+  assert((uint64_t)c.io + c.eo + c.cl <=
+         (uint64_t)zs->nr_zones - zs->nr_conv + zs->nr_fault_stuck);
   assert(!zs->max_open || c.io + c.eo <= zs->max_open);
   /* Only zones restored CLOSED after a power cycle can take the active
    * count past the limit (znbd_zones_restore); it never grows beyond. */
@@ -822,10 +823,16 @@ zone_op_locked(struct znbd_zones *zs, struct znbd_zone *z, enum znbd_zone_op op,
       *discard_from = z->start;
       break;
     }
-    /* Rule fault-frees-slot: null_blk finishes the zone first to free its
-     * slot; the slot is freed here directly (no resource check, no victim
-     * closed). */
-    set_cond(zs, z, fault);
+    /* null_set_zone_cond(): the zone is finished first to free its slot
+     * (null_finish_zone(), with its resource checks and maybe an
+     * implicitly open victim closed), and the finish's result is
+     * ignored.  A finish refused on a CLOSED zone (open limit) leaves it
+     * counted as closed: null_blk's counters, kept as they are. */
+    if (!faulty && z->cond != ZNBD_ZONE_COND_FULL &&
+        take_open_slot(zs, z, ZNBD_ZONE_COND_FULL) < 0 &&
+        z->cond == ZNBD_ZONE_COND_CLOSED)
+      zs->nr_fault_stuck++;
+    z->cond = fault; /* no accounting: FULL (or stuck) -> fault */
     z->wp = ZNBD_WP_INVALID;
     break;
 

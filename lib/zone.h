@@ -73,6 +73,9 @@ struct znbd_zones {
   pthread_mutex_t res_lock; /* guards the four fields below */
   uint32_t nr_imp_open, nr_exp_open, nr_closed;
   uint32_t imp_close_zone_no; /* where the next victim scan starts */
+  /* CLOSED zones made READONLY/OFFLINE whose finish failed: they stay
+   * counted in nr_closed, as in null_blk (rule fault-set). */
+  uint32_t nr_fault_stuck;
 
   /* The sweeper: a thread started with the first parked write, failing
    * parked writes whose deadline passed (znbd_zones_write). */

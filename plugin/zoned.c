@@ -88,6 +88,13 @@ zoned_config_complete(void)
 }
 
 /* Build the device before nbdkit forks so a bad size stops start-up. */
+/* Injected faults, in nbdkit's debug log (-v). */
+static void
+fault_log(void *opaque, const char *msg)
+{
+  nbdkit_debug("zoned: fault: %s", msg);
+}
+
 static int
 zoned_get_ready(void)
 {
@@ -97,6 +104,7 @@ zoned_get_ready(void)
     nbdkit_error("%s", err);
     return -1;
   }
+  znbd_dev_set_fault_log(dev, fault_log, NULL);
   /* nbdkit creates its connection and worker threads after this, from
    * this thread: they inherit the policy. */
   if (params.sched_batch && znbd_sched_batch() < 0)
@@ -276,6 +284,12 @@ zoned_can_cache(void *handle)
 
 /* Any connection sees every completed write: it is all one RAM store. */
 static int
+zoned_is_rotational(void *handle)
+{
+  return params.rotational; /* null_blk's rotational */
+}
+
+static int
 zoned_can_multi_conn(void *handle)
 {
   return 1;
@@ -325,13 +339,24 @@ check_aligned(void *handle, const char *op, uint32_t count, uint64_t offset)
   return 0;
 }
 
-/* completion_nsec: null_blk's per-request completion delay. */
+/* How long a dropped reply is held back: nbdkit has no way to leave a
+ * request unanswered, so the thread sleeps in nbdkit_nanosleep, which
+ * returns early when the client disconnects (its timeout fired) or
+ * nbdkit shuts down.  A client that waits longer than this gets the
+ * reply after all. */
+#define DROP_SECONDS (24u * 3600u)
+
+/* completion_nsec (null_blk's per-request completion delay), plus the
+ * mbps bucket and zone_reset_nsec (znbd_dev_delay_nsec) for a request of
+ * KIND moving LEN bytes; then drop-reply, as far as nbdkit allows. */
 static void
-complete_delay(void)
+complete_delay_io(unsigned kind, uint64_t len)
 {
-  uint64_t ns = params.completion_nsec;
+  uint64_t ns = params.completion_nsec + znbd_dev_delay_nsec(dev, kind, len);
   if (ns)
     nbdkit_nanosleep((unsigned)(ns / 1000000000), (unsigned)(ns % 1000000000));
+  if (znbd_dev_drop_reply(dev, kind))
+    nbdkit_nanosleep(DROP_SECONDS, 0);
 }
 
 static int
@@ -342,7 +367,7 @@ zoned_pread(void *handle, void *buf, uint32_t count, uint64_t offset,
     return -1;
   int r = znbd_dev_read(dev, buf, count, offset);
   int e = errno;
-  complete_delay();
+  complete_delay_io(ZNBD_IO_READ, count);
   return r < 0 ? fail("pread", count, offset, e) : 0;
 }
 
@@ -366,7 +391,7 @@ zoned_pwrite(void *handle, const void *buf, uint32_t count, uint64_t offset,
   int r = bounded_write(handle, buf, count, offset, 0);
   r = fua(r, flags, count, offset);
   int e = errno;
-  complete_delay();
+  complete_delay_io(ZNBD_IO_WRITE, count);
   return r < 0 ? fail("pwrite", count, offset, e) : 0;
 }
 
@@ -382,7 +407,7 @@ zoned_zero(void *handle, uint32_t count, uint64_t offset, uint32_t flags)
   int r = bounded_write(handle, NULL, count, offset, wflags);
   r = fua(r, flags, count, offset);
   int e = errno;
-  complete_delay();
+  complete_delay_io(ZNBD_IO_WRITE, 0);
   return r < 0 ? fail("zero", count, offset, e) : 0;
 }
 
@@ -394,7 +419,7 @@ zoned_trim(void *handle, uint32_t count, uint64_t offset, uint32_t flags)
   int r = znbd_dev_trim(dev, count, offset);
   r = fua(r, flags, count, offset);
   int e = errno;
-  complete_delay();
+  complete_delay_io(ZNBD_IO_TRIM, count);
   return r < 0 ? fail("trim", count, offset, e) : 0;
 }
 
@@ -408,7 +433,7 @@ zoned_flush(void *handle, uint32_t flags)
     return -1;
   int r = znbd_dev_flush(dev);
   int e = errno;
-  complete_delay();
+  complete_delay_io(ZNBD_IO_FLUSH, 0);
   if (r < 0) {
     nbdkit_error("flush: %s", strerror(e));
     errno = znbd_dev_wire_errno(e);
@@ -480,6 +505,7 @@ static struct nbdkit_plugin plugin = {
     .can_fua = zoned_can_fua,
     .can_cache = zoned_can_cache,
     .can_multi_conn = zoned_can_multi_conn,
+    .is_rotational = zoned_is_rotational,
     .pread = zoned_pread,
     .pwrite = zoned_pwrite,
     .flush = zoned_flush,

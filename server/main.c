@@ -216,11 +216,20 @@ parse_params(int nargs, char **args, struct znbd_params *p)
   return dev;
 }
 
+/* -v: say when an injected fault fires. */
+static void
+fault_log(void *opaque, const char *msg)
+{
+  fprintf(stderr, "znbd: fault: %s\n", msg);
+}
+
 /* What every connection shares, from the device and its parameters. */
 static void
 setup_cfg(struct server *s, struct znbd_dev *dev, const struct znbd_params *p)
 {
   s->cfg.dev = dev;
+  if (s->cfg.verbose)
+    znbd_dev_set_fault_log(dev, fault_log, NULL);
   s->cfg.params = p;
   s->cfg.size = znbd_dev_size(dev);
   s->cfg.blocksize = p->blocksize ? p->blocksize : 512;

@@ -574,10 +574,15 @@ queue_rq(struct hwq *q, struct rq *rq)
   }
   for (struct rq *b = rq->merged; b; b = b->next)
     exec_rq(b, EXEC_NOWAIT);
-done:
-  if (m->completion_nsec)
-    arm_timeout(&q->ring, &rq->ts, m->completion_nsec,
-                tag_ptr(TAG_RQ_DONE, rq));
+done:;
+  /* The bucket hands out times in order: the last merged write's delay
+   * covers them all. */
+  uint64_t extra = nbd_req_delay(rq->proto, &rq->req);
+  for (struct rq *b = rq->merged; b; b = b->next)
+    extra = nbd_req_delay(b->proto, &b->req);
+  uint64_t ns = m->completion_nsec + extra;
+  if (ns)
+    arm_timeout(&q->ring, &rq->ts, ns, tag_ptr(TAG_RQ_DONE, rq));
   else
     complete(q, rq);
 }

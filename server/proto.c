@@ -31,6 +31,8 @@ nbdc_tflags(const struct nbdc *c)
          NBD_FLAG_SEND_FAST_ZERO;
   if (c->structured)
     f |= NBD_FLAG_SEND_DF;
+  if (c->cfg->params && c->cfg->params->rotational)
+    f |= NBD_FLAG_ROTATIONAL; /* null_blk's rotational */
   return f;
 }
 
@@ -782,6 +784,11 @@ exec_read(const struct nbdc *c, const struct nbd_req *r, struct buf *out,
     return;
   }
   size_t last = out->len;
+  /* Holes are answered without reading: bad blocks are checked first. */
+  if (c->cfg->holes_ok && znbd_dev_read_check(d, r->len, r->off) == -1) {
+    reply_errno(c, r, errno, out);
+    return;
+  }
   if (!c->cfg->holes_ok) {
     if (read_data_chunk(c, r, r->off, r->len, out, &last, xflags) == -1)
       goto fail;
@@ -1021,8 +1028,70 @@ finish_exec(const struct nbdc *c, const struct nbd_req *r, int rc,
   return 0;
 }
 
+unsigned
+nbd_req_kind(const struct nbd_req *r)
+{
+  switch (r->type) {
+  case NBD_CMD_READ:
+    return ZNBD_IO_READ;
+  case NBD_CMD_WRITE:
+  case NBD_CMD_WRITE_ZEROES:
+    return ZNBD_IO_WRITE;
+  case NBD_CMD_FLUSH:
+    return ZNBD_IO_FLUSH;
+  case NBD_CMD_TRIM:
+    return ZNBD_IO_TRIM;
+  default:
+    return ZNBD_IO_OTHER;
+  }
+}
+
+uint64_t
+nbd_req_delay(const struct nbdc *c, const struct nbd_req *r)
+{
+  unsigned kind = nbd_req_kind(r);
+  /* WRITE_ZEROES moves no data over the link. */
+  uint64_t len = r->type == NBD_CMD_WRITE_ZEROES ? 0 : r->len;
+  return znbd_dev_delay_nsec(c->cfg->dev, kind, len);
+}
+
+static int exec_one(const struct nbdc *c, const struct nbd_req *r,
+                    unsigned xflags, struct buf *out);
+
+/* drop-reply for a request of KIND that is not a READ, whose reply was
+ * appended to OUT from BEFORE on: take it back if it is to be dropped. */
+static void
+drop_after(const struct nbdc *c, unsigned kind, struct buf *out, size_t before)
+{
+  if (znbd_dev_drop_reply(c->cfg->dev, kind))
+    out->len = before;
+}
+
+/* drop-reply (znbd_dev_drop_reply): the request is executed, then what
+ * it appended to OUT is taken back, so the client never hears of it.
+ * Zero-copy READ data cannot be taken back, so a READ is chosen before
+ * it executes (and copied); other requests after, so that a write sent
+ * back for requeueing (EXEC_AGAIN) is not counted. */
 int
 nbd_exec(const struct nbdc *c, const struct nbd_req *r, unsigned xflags,
+         struct buf *out)
+{
+  struct znbd_dev *d = c->cfg->dev;
+  unsigned kind = nbd_req_kind(r);
+  bool drop = kind == ZNBD_IO_READ && znbd_dev_drop_reply(d, kind);
+  size_t before = out->len;
+  int rc = exec_one(c, r, drop ? xflags & ~(unsigned)EXEC_REF : xflags, out);
+  if (rc == EXEC_AGAIN)
+    return rc;
+  if (drop)
+    out->len = before;
+  else if (kind != ZNBD_IO_READ)
+    drop_after(c, kind, out, before);
+  return rc;
+}
+
+static int
+exec_one(const struct nbdc *c, const struct nbd_req *r, unsigned xflags,
          struct buf *out)
 {
   struct znbd_dev *d = c->cfg->dev;
@@ -1065,8 +1134,10 @@ static void
 park_done(void *opaque, int err)
 {
   struct nbd_park *p = opaque;
+  size_t before = p->out->len;
   errno = err;
   finish_exec(p->c, &p->req, err ? -1 : 0, 0, p->out);
+  drop_after(p->c, ZNBD_IO_WRITE, p->out, before);
   p->done(p);
 }
 
@@ -1074,8 +1145,12 @@ int
 nbd_exec_park(struct nbd_park *p, unsigned xflags)
 {
   unsigned wflags = (xflags & EXEC_NOWAIT) ? ZNBD_WRITE_NOWAIT : 0;
+  size_t before = p->out->len;
   int rc = exec_write(p->c, &p->req, wflags, park_done, p);
   if (rc == ZNBD_WRITE_PARKED)
     return EXEC_PARKED;
-  return finish_exec(p->c, &p->req, rc, xflags, p->out);
+  rc = finish_exec(p->c, &p->req, rc, xflags, p->out);
+  if (rc != EXEC_AGAIN)
+    drop_after(p->c, ZNBD_IO_WRITE, p->out, before);
+  return rc;
 }

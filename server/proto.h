@@ -120,6 +120,14 @@ size_t nbdc_refuse_pending(struct nbdc *c, const uint8_t *in, size_t len,
 int nbd_exec(const struct nbdc *c, const struct nbd_req *r, unsigned xflags,
              struct buf *out);
 
+/* R's kind as a ZNBD_IO_* bit (drop-reply, delays). */
+unsigned nbd_req_kind(const struct nbd_req *r);
+
+/* Extra completion delay of R, ns (znbd_dev_delay_nsec: mbps,
+ * zone_reset_nsec); call once per request (it takes from the mbps
+ * bucket). */
+uint64_t nbd_req_delay(const struct nbdc *c, const struct nbd_req *r);
+
 /* A WRITE or WRITE_ZEROES the zone engine may park (nbd_exec_park):
  * filled by the caller, who keeps it, the request's payload and OUT
  * until DONE is called. */

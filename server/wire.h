@@ -57,6 +57,7 @@
 #define NBD_FLAG_READ_ONLY (1u << 1)
 #define NBD_FLAG_SEND_FLUSH (1u << 2)
 #define NBD_FLAG_SEND_FUA (1u << 3)
+#define NBD_FLAG_ROTATIONAL (1u << 4)
 #define NBD_FLAG_SEND_TRIM (1u << 5)
 #define NBD_FLAG_SEND_WRITE_ZEROES (1u << 6)
 #define NBD_FLAG_SEND_DF (1u << 7)

@@ -711,7 +711,8 @@ submit_bio(struct conn *c, const struct nbd_req *r)
 {
   struct server *s = c->w->s;
   unsigned park = parkable(c, r) ? EXEC_REQUEUE : 0;
-  if (s->completion_nsec == 0) {
+  uint64_t ns = s->completion_nsec + nbd_req_delay(&c->proto, r);
+  if (ns == 0) {
     if (nbd_exec(&c->proto, r, EXEC_NOWAIT | EXEC_REF | park,
                  &c->out[c->fill]) == EXEC_AGAIN)
       bio_park(c, r, NULL);
@@ -736,8 +737,7 @@ submit_bio(struct conn *c, const struct nbd_req *r)
     return 0;
   }
   c->inflight++;
-  arm_timeout(&c->w->ring, &rq->ts, s->completion_nsec,
-              tag_ptr(TAG_RQ_DONE, rq));
+  arm_timeout(&c->w->ring, &rq->ts, ns, tag_ptr(TAG_RQ_DONE, rq));
   return 0;
 }
 

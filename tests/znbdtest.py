@@ -23,7 +23,7 @@ import nbd
 __all__ = [
     "nbd", "errno", "os", "random", "sys", "uri", "connect", "check", "check_eq",
     "expect_errno", "extents", "pattern", "say", "TestFailure", "HOLE",
-    "ZERO", "KiB", "MiB", "control",
+    "ZERO", "KiB", "MiB", "control", "control_stats", "zone_counts",
 ]
 
 uri = os.environ.get("uri", "")
@@ -162,3 +162,18 @@ def control(path, line, timeout=5.0):
     finally:
         s.close()
     return out.decode()
+
+
+def control_stats(path):
+    """The control socket's `stats` reply as a dict of ints."""
+    reply = control(path, "stats")
+    if not reply.startswith("ok "):
+        raise TestFailure("stats: %s" % reply.strip())
+    return {k: int(v) for k, v in
+            (w.split("=", 1) for w in reply.split()[1:])}
+
+
+def zone_counts(path):
+    """(imp_open, exp_open, closed) from the control socket's stats."""
+    st = control_stats(path)
+    return st["imp_open"], st["exp_open"], st["closed"]

@@ -6,6 +6,8 @@
  *   report [ZONE [COUNT]] | open|close|finish|reset ZONE|all |
  *   readonly ZONE | offline ZONE | online ZONE | stats |
  *   append ZONE LEN (followed by LEN bytes of data) |
+ *   badblocks add|del LIST | badblocks list |
+ *   drop-reply every N [KINDS] | drop-reply off | drop-reply |
  *   power-cut [after N] (write_cache=true)
  * Replies start "ok" or "error ERRNO-NAME message".  No NBD code here.
  */

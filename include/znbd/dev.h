@@ -61,6 +61,8 @@ enum znbd_zone_op {
 struct znbd_dev_stats {
   uint32_t nr_imp_open, nr_exp_open, nr_closed; /* active = sum */
   uint64_t allocated;                           /* store bytes held */
+  uint64_t badblock_errors; /* requests failed by a bad block */
+  uint64_t dropped_replies; /* replies dropped (znbd_dev_drop_reply) */
 };
 
 struct znbd_dev;
@@ -85,8 +87,15 @@ uint32_t znbd_dev_nr_zones(const struct znbd_dev *d); /* 0: not zoned */
 int znbd_dev_describe(const struct znbd_dev *d, char *buf, size_t len);
 
 /* Read LEN bytes at OFF.  Errors: EINVAL (range/alignment), EIO (OFFLINE
- * zone; past the wp with zone_read_past_wp=error). */
+ * zone; past the wp with zone_read_past_wp=error; a bad sector, see
+ * znbd_dev_badblocks_edit). */
 int znbd_dev_read(struct znbd_dev *d, void *buf, uint64_t len, uint64_t off);
+
+/* The bad-block check of znbd_dev_read alone, for a front-end that
+ * answers a read without calling it (holes from znbd_dev_extents).
+ * Returns 0, or -1 with errno EIO (a bad block: counted, logged, cleared
+ * with badblocks_once) or EINVAL (range). */
+int znbd_dev_read_check(struct znbd_dev *d, uint64_t len, uint64_t off);
 
 /* Zero-copy read of a plain RAM disk (zoned=false): a pointer to the LEN
  * bytes at OFF inside the store when all of them are allocated data (see
@@ -111,7 +120,10 @@ const void *znbd_dev_read_ref(struct znbd_dev *d, uint64_t len, uint64_t off);
  * changes no byte, wp, condition or counter.  Errors: EINVAL, EIO (wp,
  * capacity or condition), ETOOMANYREFS (open limit), EOVERFLOW (active
  * limit), EAGAIN (NOWAIT and ahead of wp), ETIMEDOUT is not returned (a
- * timed-out wait is EIO), ENOMEM. */
+ * timed-out wait is EIO), ENOMEM.  A write touching a bad sector fails
+ * with EIO before the zone rules are applied; with badblocks_partial_io
+ * the blocks before it are written first, as a write of their own
+ * (null_handle_badblocks()). */
 int znbd_dev_write(struct znbd_dev *d, const void *buf, uint64_t len,
                    uint64_t off, unsigned flags);
 
@@ -243,5 +255,60 @@ const char *znbd_errno_name(int err);
  * string otherwise.  Used by the plugin's and znbd -v's refusal lines. */
 void znbd_dev_zone_note(struct znbd_dev *d, uint64_t off, char *buf,
                         size_t len);
+
+/* ---- Fault and timing injection ---------------------------------------
+ * null_blk's badblocks / badblocks_once / badblocks_partial_io, its
+ * timeout injection (as lost NBD replies) and mbps.  Man pages: PARAMETERS
+ * and FAULT INJECTION; control socket: badblocks, drop-reply. */
+
+/* Add or remove (ADD false) bad sectors given as LIST ("100-107,2048":
+ * 512-byte sectors, inclusive ranges).  All or nothing.  Returns 0, or -1
+ * with errno EINVAL (malformed, a sector past the end; message in ERR) or
+ * ENOMEM. */
+int znbd_dev_badblocks_edit(struct znbd_dev *d, const char *list, bool add,
+                            char *err, size_t errlen);
+
+/* The bad sectors as LIST (merged ranges, "" when none) into BUF (LEN
+ * bytes incl. NUL); returns the length needed (snprintf-style). */
+size_t znbd_dev_badblocks_list(struct znbd_dev *d, char *buf, size_t len);
+
+/* Kinds of request, for drop-reply and delays (bits). */
+#define ZNBD_IO_READ 0x1u
+#define ZNBD_IO_WRITE 0x2u /* WRITE and WRITE_ZEROES */
+#define ZNBD_IO_FLUSH 0x4u
+#define ZNBD_IO_TRIM 0x8u
+#define ZNBD_IO_OTHER 0x10u /* block status, cache */
+#define ZNBD_IO_ALL 0x1fu
+
+/* Drop the reply of every EVERY-th request of the KINDS (ZNBD_IO_* bits),
+ * counting from now; EVERY 0 stops dropping.  The request itself is
+ * executed.  Never fails. */
+void znbd_dev_drop_reply_set(struct znbd_dev *d, uint32_t every,
+                             unsigned kinds);
+void znbd_dev_drop_reply_get(struct znbd_dev *d, uint32_t *every,
+                             unsigned *kinds);
+
+/* Called by a front-end once per request of kind KIND (one ZNBD_IO_*
+ * bit), before sending its reply: true if the reply must never be sent
+ * (counted in dropped_replies and logged).  No lock; one atomic load
+ * when dropping is off. */
+bool znbd_dev_drop_reply(struct znbd_dev *d, unsigned kind);
+
+/* Extra completion delay of one request, nanoseconds, on top of
+ * completion_nsec: the mbps bucket for READ/WRITE of LEN bytes (all
+ * connections share it), zone_reset_nsec for a TRIM on a zoned device.
+ * Front-ends wait that long before replying.  0 when nothing is set. */
+uint64_t znbd_dev_delay_nsec(struct znbd_dev *d, unsigned kind, uint64_t len);
+
+/* Extra latency of zone management operation OP (zone_open_nsec ...),
+ * nanoseconds; 0 for the others. */
+uint64_t znbd_dev_zone_op_nsec(const struct znbd_dev *d, enum znbd_zone_op op);
+
+/* Where the device says that a fault fired ("badblock: read of 4096
+ * bytes at 51200: sector 100 is bad"): FN(OPAQUE, MSG), NULL: silent.
+ * Set it before serving. */
+void znbd_dev_set_fault_log(struct znbd_dev *d,
+                            void (*fn)(void *opaque, const char *msg),
+                            void *opaque);
 
 #endif

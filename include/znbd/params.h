@@ -56,6 +56,17 @@ struct znbd_params {
    * with ENOSPC; 0: 80 % of the physical memory at start-up. */
   uint64_t max_memory;
 
+  /* Fault and timing injection (null_blk names). */
+  char *badblocks;           /* sector list "100-107,2048", or NULL */
+  bool badblocks_once;       /* a bad range clears after its first failure */
+  bool badblocks_partial_io; /* transfer up to the first bad block */
+  uint32_t mbps;             /* bandwidth limit, MiB/s; 0: none */
+  bool rotational;           /* advertise a rotational device */
+  uint64_t zone_open_nsec;   /* extra latency of zone management, ns */
+  uint64_t zone_close_nsec;
+  uint64_t zone_finish_nsec;
+  uint64_t zone_reset_nsec;
+
   /* Only the server's mq queue model uses these (null_blk names). */
   uint32_t hw_queue_depth;  /* tags per tag set (default 64) */
   uint32_t submit_queues;   /* hardware queues (default 1) */
@@ -112,6 +123,16 @@ int znbd_parse_bool(const char *s, bool *out);
 int znbd_parse_zone_list(const char *s, uint32_t nr_zones,
                          int (*fn)(void *opaque, uint32_t zone), void *opaque);
 
+/* Parse a bad-block list "100-107,2048": decimal 512-byte sectors and
+ * inclusive ranges, comma-separated, every sector < NR_SECTORS, and call
+ * FN(OPAQUE, FIRST, LAST) for each range in order (after checking the
+ * whole list).  Returns 0, the first non-zero FN result, or -1 with errno
+ * EINVAL (malformed, empty, out of range). */
+int znbd_parse_sector_list(const char *s, uint64_t nr_sectors,
+                           int (*fn)(void *opaque, uint64_t first,
+                                     uint64_t last),
+                           void *opaque);
+
 /* What a parameter's value is (lib/params.c parses each kind one way). */
 enum znbd_param_type {
   ZNBD_PARAM_T_SIZE,   /* uint64_t bytes, nbdkit size syntax */
@@ -120,8 +141,9 @@ enum znbd_param_type {
   ZNBD_PARAM_T_UINT64, /* uint64_t, decimal */
   ZNBD_PARAM_T_CHOICE, /* uint32_t, one of the numbers of META ("512|4096") */
   ZNBD_PARAM_T_ENUM,   /* enum: index of the word in META ("zero|ones") */
-  ZNBD_PARAM_T_ZONE_LIST, /* char *, znbd_parse_zone_list() syntax */
-  ZNBD_PARAM_T_PATH,      /* char *, non-empty */
+  ZNBD_PARAM_T_ZONE_LIST,   /* char *, znbd_parse_zone_list() syntax */
+  ZNBD_PARAM_T_PATH,        /* char *, non-empty */
+  ZNBD_PARAM_T_SECTOR_LIST, /* char *, znbd_parse_sector_list() syntax */
 };
 
 /* Who uses a parameter (bits of znbd_param_info.users). */

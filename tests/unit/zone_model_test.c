@@ -199,7 +199,11 @@ m_mgmt(struct model *m, enum znbd_zone_op op, unsigned i)
       m_set(m, i, M_EMPTY);
       z->wp = z->start;
     } else {
-      m_set(m, i, fault);
+      /* null_set_zone_cond(): finish first, result ignored; a CLOSED
+       * zone whose finish failed stays counted as closed. */
+      if (z->cond != M_RO && z->cond != M_OFF)
+        m_mgmt(m, ZNBD_ZONE_OP_FINISH, i);
+      z->cond = fault;
     }
     return 0;
   }

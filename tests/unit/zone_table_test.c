@@ -173,6 +173,18 @@ static const struct row rows[] = {
      "neeeeeee", 0, 0, 0, "- 0 0 0 0 0 0 0"},
     {"fault-set: offline: CLOSED -> OFFLINE, CL released", 0, "w1+1 c1", "off1",
      0, "noeeeeee", 0, 0, 0, "- - 0 0 0 0 0 0"},
+    /* At the limits: the finish null_set_zone_cond() runs first. */
+    {"fault-set: EMPTY at the open limit: finish closes an IMP_OPEN victim", 5,
+     "w0+1 w1+1", "ro2", 0, "cireee", 1, 0, 1, "1 1 - 0 0 0"},
+    {"fault-set: CLOSED at the open limit, no IMP_OPEN: finish refused, CL "
+     "stays",
+     5, "w0+1 c0 o1 o2", "ro0", 0, "rxxeee", 0, 2, 1, "- 0 0 0 0 0"},
+    {"fault-set: EMPTY at the active limit: finish refused, nothing counted", 1,
+     "w1+1 c1 w2+1 c2 o3", "off4", 0, "nccxoeee", 0, 1, 2, NULL},
+    {"fault-set: CLOSED at the active limit: finish passes the open check", 1,
+     "w1+1 c1 w2+1 c2 o3", "ro1", 0, "nrcxeeee", 0, 1, 1, NULL},
+    {"fault-set: IMP_OPEN at both limits: its slot is freed", 1,
+     "w1+1 c1 w2+1 o3", "ro2", 0, "ncrxeeee", 0, 1, 1, NULL},
     {"fault-set: offline: READONLY -> OFFLINE", 0, "ro1", "off1", 0, "noeeeeee",
      0, 0, 0, NULL},
     {"fault-set: offline again -> EMPTY", 0, "off1", "off1", 0, "neeeeeee", 0,
@@ -418,7 +430,9 @@ check_row(const struct row *r)
             io, eo, cl, r->io, r->eo, r->cl);
     ok = 0;
   }
-  if (io != cnt[0] || eo != cnt[1] || cl != cnt[2]) {
+  /* A CLOSED zone made READONLY/OFFLINE whose finish failed stays
+   * counted (null_blk): the one way the counters exceed the zones. */
+  if (io != cnt[0] || eo != cnt[1] || cl != cnt[2] + zs.nr_fault_stuck) {
     fprintf(stderr, "FAIL [%s]: counters %u/%u/%u disagree with conditions\n",
             r->rule, io, eo, cl);
     ok = 0;

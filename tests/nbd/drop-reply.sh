@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Lost replies (control socket `drop-reply`, null_blk's timeout injection
+# seen from NBD): with `drop-reply every 1 read` a read is executed but
+# never answered, so the client's timeout (libnbd: nbd_poll with a
+# timeout) is what notices it; meanwhile a second connection, and the
+# first connection's other requests, are served; `stats` counts the
+# dropped reply, and after `drop-reply off` reads are answered again.
+# `every 2 write`: exactly every second write is lost (and was done).
+# The plugin parks the request in nbdkit_nanosleep until the client hangs
+# up (nbdkit cannot drop a reply).  -v logs each drop.
+. "$(dirname "$0")/../functions.sh"
+require_znbd_frontend "drop-reply"
+
+ctl=$tmpdir/ctl
+# -v: znbd and nbdkit (debug log) say when a reply is dropped.
+ZNBD_FRONTEND_OPTS=-v start_frontend size=4M zoned=false zone_control="$ctl"
+ctl=$ctl nbd_py <<'EOF'
+from znbdtest import *
+ctl = os.environ["ctl"]
+data = pattern(64 * KiB, 5)
+h1, h2 = connect(), connect()
+h1.pwrite(data, 0)
+check_eq(control(ctl, "drop-reply every 1 read"),
+         "ok every=1 kinds=read dropped_replies=0\n", "drop every read")
+buf = nbd.Buffer(64 * KiB)
+cookie = h1.aio_pread(buf, 0)
+# The client's timeout: poll for up to 2 s, the reply must not come.
+for _ in range(20):
+    h1.poll(100)
+check(not h1.aio_command_completed(cookie), "dropped read still pending after the client's 2 s timeout")
+check_eq(control_stats(ctl)["dropped_replies"], 1, "stats counts the dropped reply")
+check_eq(control(ctl, "drop-reply off"), "ok every=0 kinds=none dropped_replies=1\n", "drop-reply off")
+# The server keeps serving: another connection, and the same one.
+h2.pwrite(b"z" * 4096, 64 * KiB)
+check_eq(h2.pread(4096, 64 * KiB), b"z" * 4096, "second connection served")
+check_eq(h1.pread(64 * KiB, 0), data, "first connection's next read answered")
+check(not h1.aio_command_completed(cookie), "the dropped read never completes")
+
+check_eq(control(ctl, "drop-reply every 2 write"), "ok every=2 kinds=write dropped_replies=1\n", "every 2nd write")
+cookies = [h2.aio_pwrite(bytes([k]) * 4096, k * 4096 + 1 * MiB) for k in range(4)]
+for _ in range(20):
+    h2.poll(100)
+check_eq([h2.aio_command_completed(c) for c in cookies], [True, False, True, False],
+         "writes 2 and 4 unanswered")
+control(ctl, "drop-reply off")
+check_eq(h1.pread(4 * 4096, 1 * MiB), b"".join(bytes([k]) * 4096 for k in range(4)),
+         "every write was executed, answered or not")
+check_eq(control_stats(ctl)["dropped_replies"], 3, "three replies dropped in all")
+check(control(ctl, "drop-reply every 0").startswith("error EINVAL"), "every 0 refused")
+check(control(ctl, "drop-reply every 1 bogus").startswith("error EINVAL"), "unknown kind refused")
+del h1, h2  # hang up with the dropped requests pending
+EOF
+frontend_alive || die "the server died"
+stop_frontend
+n=$(grep -c 'fault: drop-reply: the reply to this \(read\|write\) is not sent' "$server_log" || true)
+[ "$n" = 3 ] || { cat "$server_log" >&2; die "-v logged $n dropped replies, want 3"; }
+pass "dropped replies are executed, never answered, and counted"
