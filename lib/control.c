@@ -627,6 +627,32 @@ static const struct {
     {"online", ZNBD_ZONE_OP_ONLINE, false},
 };
 
+/* power-cut [after N]: znbd_dev_power_cut(). */
+static int
+cmd_power_cut(struct znbd_dev *d, int nw, char **w, FILE *out)
+{
+  uint32_t after = 0;
+  if (!(nw == 1 || (nw == 3 && strcmp(w[1], "after") == 0 &&
+                    parse_u32(w[2], &after) == 0 && after > 0)))
+    return reply_error(out, EINVAL,
+                       "usage: power-cut [after N] (N from 1 to %u)",
+                       UINT32_MAX - 1);
+  if (znbd_dev_power_cut(d, after) < 0) {
+    if (errno == EINVAL)
+      return reply_error(out, EINVAL,
+                         "power-cut needs write_cache=true (without a "
+                         "volatile write cache every acknowledged write is "
+                         "durable: nothing to lose)");
+    return reply_error(out, errno, "power-cut: the rollback failed: %s",
+                       strerror(errno));
+  }
+  if (after)
+    fprintf(out, "ok armed after %" PRIu32 " writes\n", after);
+  else
+    fputs("ok\n", out);
+  return 0;
+}
+
 int
 znbd_control_exec(struct znbd_dev *d, const char *line, FILE *out)
 {
@@ -680,13 +706,15 @@ znbd_control_exec_stats(struct znbd_dev *d, const char *line, FILE *out,
       return -1;
     return op_one(d, ops[i].op, zone, out);
   }
+  if (strcmp(w[0], "power-cut") == 0)
+    return cmd_power_cut(d, nw, w, out);
   if (strcmp(w[0], "append") == 0)
     return reply_error(out, EINVAL,
                        "append carries data: only the socket serves it");
   return reply_error(out, EINVAL,
                      "unknown request '%.32s': expected report, open, close, "
                      "finish, reset, readonly, offline, online, append, "
-                     "badblocks, drop-reply or stats",
+                     "badblocks, drop-reply, power-cut or stats",
                      w[0]);
 }
 

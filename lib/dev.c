@@ -14,10 +14,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "znbd/dev.h"
 #include "store.h"
 #include "store_dir.h"
+#include "wcache.h"
 #include "zone.h"
 #include "err.h"
 #include "faults.h"
@@ -25,8 +27,9 @@
 struct znbd_dev {
   struct znbd_params p; /* a private copy (own strings) */
   struct znbd_store *store;
-  struct znbd_zones zs; /* ZONED: the zone engine (when p.zoned) */
-  struct znbd_faults f; /* bad blocks, lost replies, mbps */
+  struct znbd_zones zs;   /* ZONED: the zone engine (when p.zoned) */
+  struct znbd_wcache *wc; /* write_cache=true, else NULL */
+  struct znbd_faults f;   /* bad blocks, lost replies, mbps */
   void (*fault_log)(void *opaque, const char *msg);
   void *fault_log_opaque;
 };
@@ -59,6 +62,10 @@ discard(void *opaque, const struct znbd_zone *z, uint64_t from)
   if (r < 0)
     fprintf(stderr, "znbd: zone %" PRIu32 ": %s store: %s\n", zno,
             d->store->ops->name, strerror(errno));
+  /* Zone management is durable when it completes (lib/wcache.c). */
+  if (d->wc)
+    znbd_wcache_zone_durable(d->wc, zno,
+                             z->cond == ZNBD_ZONE_COND_FULL ? z->capacity : 0);
 }
 
 /* ZONED: tell the store a zone's condition changed to or from READONLY /
@@ -179,6 +186,38 @@ zoned_setup(struct znbd_dev *d, char *err, size_t errlen)
   return 0;
 }
 
+/* max_memory=0: 80 % of the physical memory (sysconf), so that a RAM
+ * disk larger than the machine fails writes with ENOSPC before the OOM
+ * killer ends the server; no limit if the size is unknown. */
+static uint64_t
+default_max_memory(void)
+{
+  long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || psize <= 0)
+    return UINT64_MAX;
+  return (uint64_t)pages / 5 * 4 * (uint64_t)psize;
+}
+
+/* A persistent store's write cache journal left by a crash: apply it
+ * before the zones are restored from the files (lib/wcache.c). */
+static int
+replay_journal(struct znbd_dev *d, char *err, size_t errlen)
+{
+  struct znbd_store *st = d->store;
+  int fd = st->ops->journal ? st->ops->journal(st, false) : -1;
+  if (fd < 0)
+    return 0;
+  if (znbd_wcache_replay(st, fd, d->p.size, d->p.zoned ? d->p.zone_size : 0) <
+      0) {
+    int e = errno;
+    set_err(err, errlen, "write_cache: dir=%s: cannot apply the journal: %s",
+            d->p.dir, strerror(e));
+    errno = e;
+    return -1;
+  }
+  return 0;
+}
+
 struct znbd_dev *
 znbd_dev_new(const struct znbd_params *p, char *err, size_t errlen)
 {
@@ -230,9 +269,20 @@ znbd_dev_new(const struct znbd_params *p, char *err, size_t errlen)
       errno = e;
       return NULL;
     }
+    znbd_store_ram_limit(d->store,
+                         p->max_memory ? p->max_memory : default_max_memory());
   }
-  if (p->zoned && zoned_setup(d, err, errlen) < 0) {
+  if (replay_journal(d, err, errlen) < 0 ||
+      (p->zoned && zoned_setup(d, err, errlen) < 0)) {
     int e = errno;
+    znbd_dev_free(d);
+    errno = e;
+    return NULL;
+  }
+  if (p->write_cache &&
+      !(d->wc = znbd_wcache_new(d->store, p->zoned ? &d->zs : NULL, p->size))) {
+    int e = errno;
+    set_err(err, errlen, "write_cache: cannot set up: %s", strerror(e));
     znbd_dev_free(d);
     errno = e;
     return NULL;
@@ -251,6 +301,12 @@ znbd_dev_free(struct znbd_dev *d)
 {
   if (!d)
     return;
+  if (d->wc) {
+    /* Shutting down: flush as a drive does before power goes. */
+    if (znbd_wcache_flush(d->wc) < 0)
+      fprintf(stderr, "znbd: shutdown flush: %s\n", strerror(errno));
+    znbd_wcache_free(d->wc);
+  }
   znbd_zones_destroy(&d->zs);
   znbd_store_free(d->store);
   znbd_params_free(&d->p);
@@ -515,7 +571,7 @@ zoned_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
       .data = buf,
       .store = store_data,
       .opaque = d,
-      .store_may_fail = d->store->ops->write_may_fail,
+      .store_may_fail = znbd_store_write_may_fail(d->store),
       .pipeline = d->p.pipeline_zoned_writes,
       .timeout_ms = d->p.zone_write_timeout,
   };
@@ -559,17 +615,64 @@ znbd_dev_write_bounded(struct znbd_dev *d, const void *buf, uint64_t len,
   return dev_write(d, buf, len, off, flags, &h);
 }
 
+/* write_cache: enter (a due power cut: ESHUTDOWN) and keep the durable
+ * contents of [OFF, OFF+LEN) before changing them. */
+static int
+wc_begin(struct znbd_dev *d, bool write, uint64_t len, uint64_t off)
+{
+  if (!d->wc)
+    return 0;
+  if (znbd_wcache_enter(d->wc, write) < 0)
+    return -1;
+  if (znbd_wcache_save(d->wc, len, off) < 0) {
+    int e = errno;
+    znbd_wcache_leave(d->wc);
+    errno = e;
+    return -1;
+  }
+  return 0;
+}
+
+/* Returns R with errno kept. */
+static int
+wc_end(struct znbd_dev *d, int r)
+{
+  if (d->wc) {
+    int e = errno;
+    znbd_wcache_leave(d->wc);
+    errno = e;
+  }
+  return r;
+}
+
+static int dev_write_faults(struct znbd_dev *d, const void *buf, uint64_t len,
+                            uint64_t off, unsigned flags,
+                            const struct park_how *h);
+
+/* With write_cache, between wc_begin and wc_end.  A parked write runs
+ * later inside the write that fills its gap (which holds the write
+ * cache's lock shared then). */
+static int
+dev_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
+          unsigned flags, const struct park_how *h)
+{
+  if (check_range(d, len, off) < 0 || wc_begin(d, true, len, off) < 0)
+    return -1;
+  int r = dev_write_faults(d, buf, len, off, flags, h);
+  if (r < 0 && errno == EAGAIN && d->wc)
+    znbd_wcache_refund(d->wc); /* not run: it counts when it is sent again */
+  return wc_end(d, r);
+}
+
 /* Bad blocks are checked before the zone rules (lib/faults.c); with
  * badblocks_partial_io the part before the first bad block is written as
  * a write of its own (the wp moves that far; ahead of the wp it is not
  * parked but refused), then EIO. */
 static int
-dev_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
-          unsigned flags, const struct park_how *h)
+dev_write_faults(struct znbd_dev *d, const void *buf, uint64_t len,
+                 uint64_t off, unsigned flags, const struct park_how *h)
 {
   uint64_t ok;
-  if (check_range(d, len, off) < 0)
-    return -1;
   if (len && badblock_hit(d, buf ? "write" : "write zeroes", len, off, &ok)) {
     struct park_how now = {0};
     if (ok &&
@@ -621,13 +724,15 @@ znbd_dev_append(struct znbd_dev *d, const void *buf, uint64_t len,
     errno = EINVAL;
     return -1;
   }
+  if (wc_begin(d, true, 0, 0) < 0)
+    return -1;
   /* Always stored before the commit: the offset is known only then. */
   struct znbd_zone_write w = {
       .len = len, .data = buf, .store = store_append, .opaque = d};
   if (znbd_zones_append(&d->zs, zno, &w) < 0)
-    return -1;
+    return wc_end(d, -1);
   *written = w.off;
-  return 0;
+  return wc_end(d, 0);
 }
 
 /* ZONED: NBD TRIM.  Whole sequential zones are reset (failures, e.g.
@@ -658,16 +763,18 @@ zoned_trim(struct znbd_dev *d, uint64_t len, uint64_t off)
 int
 znbd_dev_trim(struct znbd_dev *d, uint64_t len, uint64_t off)
 {
-  if (check_range(d, len, off) < 0)
+  if (check_range(d, len, off) < 0 || wc_begin(d, false, len, off) < 0)
     return -1;
   if (is_zoned(d))
-    return zoned_trim(d, len, off);
-  return znbd_store_zero(d->store, len, off, 0);
+    return wc_end(d, zoned_trim(d, len, off));
+  return wc_end(d, znbd_store_zero(d->store, len, off, 0));
 }
 
 int
 znbd_dev_flush(struct znbd_dev *d)
 {
+  if (d->wc)
+    return znbd_wcache_flush(d->wc);
   return znbd_store_flush(d->store);
 }
 
@@ -676,7 +783,33 @@ znbd_dev_sync(struct znbd_dev *d, uint64_t len, uint64_t off)
 {
   if (check_range(d, len, off) < 0)
     return -1;
+  if (d->wc)
+    return znbd_wcache_sync(d->wc, len, off);
   return znbd_store_sync(d->store, len, off);
+}
+
+int
+znbd_dev_power_cut(struct znbd_dev *d, uint64_t after)
+{
+  if (!d->wc) {
+    errno = EINVAL;
+    return -1;
+  }
+  return znbd_wcache_cut(d->wc, after);
+}
+
+uint64_t
+znbd_dev_generation(struct znbd_dev *d)
+{
+  return d->wc ? znbd_wcache_generation(d->wc) : 0;
+}
+
+void
+znbd_dev_on_power_cut(struct znbd_dev *d, void (*fn)(void *opaque),
+                      void *opaque)
+{
+  if (d->wc)
+    znbd_wcache_on_cut(d->wc, fn, opaque);
 }
 
 struct extents_ctx {
@@ -747,13 +880,15 @@ znbd_dev_zone_op(struct znbd_dev *d, enum znbd_zone_op op, uint32_t zone)
     errno = EINVAL;
     return -1;
   }
-  if (znbd_zone_mgmt(&d->zs, op, zone, discard, d) < 0)
+  if (wc_begin(d, false, 0, 0) < 0)
     return -1;
+  if (znbd_zone_mgmt(&d->zs, op, zone, discard, d) < 0)
+    return wc_end(d, -1);
   if (op == ZNBD_ZONE_OP_OPEN && d->store->ops->zone_open)
     d->store->ops->zone_open(d->store, zone);
   if (op >= ZNBD_ZONE_OP_SET_READONLY)
-    return keep_fault(d, zone);
-  return 0;
+    return wc_end(d, keep_fault(d, zone));
+  return wc_end(d, 0);
 }
 
 uint32_t
@@ -887,6 +1022,7 @@ znbd_dev_wire_errno(int err)
   case ENOMEM:
   case ENOSPC:
   case EPERM:
+  case ESHUTDOWN: /* a power cut (NBD_ESHUTDOWN) */
     return err;
   default:
     return EIO;

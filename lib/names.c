@@ -67,6 +67,8 @@ znbd_errno_name(int err)
     return "ETIMEDOUT";
   case ENOENT:
     return "ENOENT";
+  case ESHUTDOWN:
+    return "ESHUTDOWN";
   }
   return NULL;
 }

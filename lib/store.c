@@ -43,7 +43,12 @@
  *
  * - Allocation failure: with NORESERVE the kernel cannot refuse a page
  *   fault with an error; when memory runs out the OOM killer acts instead.
- *   znbd_store_write() therefore never fails with ENOMEM in practice.
+ *   So the store keeps its own limit (max_memory, znbd_store_ram_limit):
+ *   a write first reserves the pages it will allocate (those whose bit is
+ *   clear) against the limit, fails with ENOSPC before touching anything
+ *   when they do not fit, and drops the reservation once its bits are
+ *   set.  The count of allocated pages stays exact; the reservation only
+ *   makes concurrent writes near the limit conservative.
  *
  * - memory_backed=false: no mapping at all; writes are dropped, reads give
  *   zeros, nothing is ever allocated.
@@ -64,11 +69,13 @@ struct ram_store {
   uint64_t size;   /* bytes */
   uint64_t npages; /* ceil(size / PAGE) */
   bool memory_backed;
-  uint8_t *data;           /* npages * PAGE bytes, or NULL */
-  size_t data_len;         /* bytes mapped at data */
-  _Atomic uint64_t *bits;  /* npages bits, or NULL */
-  size_t bits_len;         /* bytes mapped at bits */
-  _Atomic uint64_t nalloc; /* pages whose bit is set */
+  uint8_t *data;             /* npages * PAGE bytes, or NULL */
+  size_t data_len;           /* bytes mapped at data */
+  _Atomic uint64_t *bits;    /* npages bits, or NULL */
+  size_t bits_len;           /* bytes mapped at bits */
+  _Atomic uint64_t nalloc;   /* pages whose bit is set */
+  uint64_t limit;            /* pages at most (znbd_store_ram_limit) */
+  _Atomic uint64_t reserved; /* pages of writes under way, when limited */
 };
 
 static void *
@@ -100,7 +107,9 @@ znbd_store_new(uint64_t size, bool memory_backed)
   s->size = size;
   s->npages = size / PAGE + (size % PAGE != 0);
   s->memory_backed = memory_backed;
+  s->limit = UINT64_MAX;
   atomic_init(&s->nalloc, 0);
+  atomic_init(&s->reserved, 0);
   if (!memory_backed)
     return &s->base;
 
@@ -219,17 +228,26 @@ ram_ref(struct znbd_store *base, uint64_t len, uint64_t off)
   return s->data + off;
 }
 
+/* The bitmap word *WI holding page FIRST, and in *M the bits of pages
+ * [FIRST, LAST) in it; returns the first page past them. */
+static inline uint64_t
+word_part(uint64_t first, uint64_t last, uint64_t *wi, uint64_t *m)
+{
+  *wi = first / WORD_BITS;
+  unsigned lo = first % WORD_BITS;
+  uint64_t hi64 = last - *wi * WORD_BITS;
+  unsigned hi = hi64 > WORD_BITS ? WORD_BITS : (unsigned)hi64;
+  *m = bit_mask(lo, hi);
+  return *wi * WORD_BITS + hi;
+}
+
 /* Set the bits of pages [first, last) and count the newly set ones. */
 static void
 set_bits(struct ram_store *s, uint64_t first, uint64_t last)
 {
-  uint64_t added = 0;
+  uint64_t added = 0, wi, m;
   while (first < last) {
-    uint64_t wi = first / WORD_BITS;
-    unsigned lo = first % WORD_BITS;
-    uint64_t hi64 = last - wi * WORD_BITS;
-    unsigned hi = hi64 > WORD_BITS ? WORD_BITS : (unsigned)hi64;
-    uint64_t m = bit_mask(lo, hi);
+    first = word_part(first, last, &wi, &m);
     /* Skip the atomic RMW when all bits are already set (rewrites). */
     uint64_t cur = atomic_load_explicit(&s->bits[wi], memory_order_relaxed);
     if ((cur & m) != m) {
@@ -237,23 +255,78 @@ set_bits(struct ram_store *s, uint64_t first, uint64_t last)
           atomic_fetch_or_explicit(&s->bits[wi], m, memory_order_release);
       added += (uint64_t)__builtin_popcountll(~old & m);
     }
-    first = wi * WORD_BITS + hi;
   }
   if (added)
     atomic_fetch_add_explicit(&s->nalloc, added, memory_order_relaxed);
+}
+
+/* Store without checking the limit. */
+static void
+put(struct ram_store *s, const void *buf, uint64_t len, uint64_t off)
+{
+  /* Data first, then the bits (release): a reader that sees the bit sees
+   * the data.  The page fault of the first touch allocates the page. */
+  memcpy(s->data + off, buf, len);
+  set_bits(s, off / PAGE, (off + len - 1) / PAGE + 1);
+}
+
+/* Pages of [first, last) whose bit is clear. */
+static uint64_t
+count_clear(const struct ram_store *s, uint64_t first, uint64_t last)
+{
+  uint64_t n = 0, wi, m;
+  while (first < last) {
+    first = word_part(first, last, &wi, &m);
+    uint64_t w = atomic_load_explicit(&s->bits[wi], memory_order_relaxed);
+    n += (uint64_t)__builtin_popcountll(~w & m);
+  }
+  return n;
+}
+
+/* With a limit: reserve the new pages [OFF, OFF+LEN) needs (their count
+ * in *NEED), or fail with ENOSPC. */
+static int
+reserve(struct ram_store *s, uint64_t len, uint64_t off, uint64_t *need)
+{
+  *need = 0;
+  if (s->limit == UINT64_MAX)
+    return 0;
+  uint64_t n = count_clear(s, off / PAGE, (off + len - 1) / PAGE + 1);
+  uint64_t r = atomic_fetch_add(&s->reserved, n) + n;
+  if (atomic_load(&s->nalloc) + r > s->limit) {
+    atomic_fetch_sub(&s->reserved, n);
+    errno = ENOSPC;
+    return -1;
+  }
+  *need = n;
+  return 0;
 }
 
 static int
 ram_write(struct znbd_store *base, const void *buf, uint64_t len, uint64_t off)
 {
   struct ram_store *s = (struct ram_store *)base;
+  uint64_t need;
   if (!s->memory_backed || len == 0)
     return 0;
-  /* Data first, then the bits (release): a reader that sees the bit sees
-   * the data.  The page fault of the first touch allocates the page. */
-  memcpy(s->data + off, buf, len);
-  set_bits(s, off / PAGE, (off + len - 1) / PAGE + 1);
+  if (reserve(s, len, off, &need) < 0)
+    return -1;
+  put(s, buf, len, off);
+  if (need)
+    atomic_fetch_sub(&s->reserved, need);
   return 0;
+}
+
+void
+znbd_store_ram_limit(struct znbd_store *base, uint64_t bytes)
+{
+  if (base->ops != &ram_ops)
+    return;
+  struct ram_store *s = (struct ram_store *)base;
+  if (!s->memory_backed)
+    return;
+  s->limit = bytes / PAGE;
+  base->may_fail = s->limit < s->npages;
 }
 
 /* Clear the bits of pages [first, last), give back the pages that were
@@ -308,15 +381,20 @@ zero_partial(struct ram_store *s, uint64_t off, uint64_t len)
  * (doc/proto.md, NBD_CMD_FLAG_NO_HOLE), so store real zeros, a block at a
  * time. */
 static int
-write_zeros_allocated(struct znbd_store *base, uint64_t len, uint64_t off)
+write_zeros_allocated(struct ram_store *s, uint64_t len, uint64_t off)
 {
   static const uint8_t zeros[64 * 1024];
+  uint64_t need;
 
+  if (reserve(s, len, off, &need) < 0) /* the whole range, or nothing */
+    return -1;
   for (uint64_t pos = 0; pos < len;) {
     uint64_t n = len - pos < sizeof zeros ? len - pos : sizeof zeros;
-    ram_write(base, zeros, n, off + pos);
+    put(s, zeros, n, off + pos);
     pos += n;
   }
+  if (need)
+    atomic_fetch_sub(&s->reserved, need);
   return 0;
 }
 
@@ -327,7 +405,7 @@ ram_zero(struct znbd_store *base, uint64_t len, uint64_t off, unsigned flags)
   if (!s->memory_backed || len == 0)
     return 0;
   if (flags & ZNBD_STORE_ZERO_ALLOCATE)
-    return write_zeros_allocated(base, len, off);
+    return write_zeros_allocated(s, len, off);
   uint64_t end = off + len;
   /* A page counts as covered whole when the range reaches its end or the
    * end of the store (the last page may be short). */
@@ -398,6 +476,14 @@ ram_zone_finish(struct znbd_store *s, uint32_t zno, uint64_t from, uint64_t end)
   return ram_zero(s, end - from, from, 0);
 }
 
+static int
+ram_zone_truncate(struct znbd_store *s, uint32_t zno, uint64_t start,
+                  uint64_t len, uint64_t size)
+{
+  (void)zno;
+  return size < len ? ram_zero(s, len - size, start + size, 0) : 0;
+}
+
 static const struct znbd_store_ops ram_ops = {
     .name = "ram",
     .write_may_fail = false,
@@ -408,6 +494,7 @@ static const struct znbd_store_ops ram_ops = {
     .extents = ram_extents,
     .zone_reset = ram_zone_reset,
     .zone_finish = ram_zone_finish,
+    .zone_truncate = ram_zone_truncate,
     .allocated = ram_allocated,
     .ref = ram_ref,
 };

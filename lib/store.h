@@ -72,6 +72,18 @@ struct znbd_store_ops {
    * or 0.  NULL: the store starts empty (RAM).  Errors: EIO. */
   int (*zone_load)(struct znbd_store *s, uint32_t zno, uint64_t *written,
                    unsigned *fault);
+  /* Power cut (write_cache=true, lib/wcache.c): sequential zone ZNO,
+   * bytes [START, START+LEN), keeps only its first SIZE bytes, the rest
+   * reads as zeros (RAM: freed; dir: the file is truncated to SIZE when
+   * longer, as zloop's discard_write_cache does).  Errors: EIO. */
+  int (*zone_truncate)(struct znbd_store *s, uint32_t zno, uint64_t start,
+                       uint64_t len, uint64_t size);
+  /* The write cache's undo journal file (dir: PATH/znbd.wcache), opened
+   * once and kept (and closed) by the store; CREATE makes it when absent.
+   * NULL op: no journal (RAM, where a power cut ends with the process).
+   * Returns the descriptor, or -1 with errno (ENOENT: absent, not
+   * CREATE). */
+  int (*journal)(struct znbd_store *s, bool create);
   /* Bytes of data held now. */
   uint64_t (*allocated)(struct znbd_store *s);
   /* The LEN bytes at OFF in place (zero-copy send), or NULL: the caller
@@ -82,7 +94,27 @@ struct znbd_store_ops {
 /* Every store starts with this. */
 struct znbd_store {
   const struct znbd_store_ops *ops;
+  /* Writes can fail although ops->write_may_fail is false (RAM with a
+   * memory limit below its size: znbd_store_ram_limit). */
+  bool may_fail;
 };
+
+/* Whether a write or zero may fail (then a zoned write stores its data
+ * before it commits the write pointer, lib/dev.c). */
+static inline bool
+znbd_store_write_may_fail(const struct znbd_store *s)
+{
+  return s->ops->write_may_fail || s->may_fail;
+}
+
+/* RAM store S holds at most BYTES of data (rounded down to whole pages):
+ * a write or an allocating zero that needs new pages beyond it fails with
+ * ENOSPC and changes nothing; trims and zeros that free pages make room.
+ * Pages being written count from the start of their write, so near the
+ * limit concurrent writes to the same new pages may be refused although
+ * one of them would fit.  No effect on other stores or with
+ * memory_backed=false. */
+void znbd_store_ram_limit(struct znbd_store *s, uint64_t bytes);
 
 /* The sparse RAM store of SIZE bytes (lib/store.c).  Pages
  * (ZNBD_STORE_PAGE_SIZE bytes) are allocated on their first write and
@@ -116,8 +148,9 @@ znbd_store_ref(struct znbd_store *s, uint64_t len, uint64_t off)
   return s->ops->ref ? s->ops->ref(s, len, off) : NULL;
 }
 
-/* RAM: never fails (page faults on a NORESERVE mapping cannot return an
- * error; out of memory is the OOM killer's business). */
+/* RAM: fails only with ENOSPC beyond znbd_store_ram_limit() (page
+ * faults on a NORESERVE mapping cannot return an error; out of memory
+ * beyond the limit is the OOM killer's business). */
 static inline int
 znbd_store_write(struct znbd_store *s, const void *buf, uint64_t len,
                  uint64_t off)

@@ -60,6 +60,7 @@
 #define META_NAME "znbd.meta"
 #define META_TMP "znbd.meta.tmp"
 #define LOCK_NAME "znbd.lock"
+#define JOURNAL_NAME "znbd.wcache"
 #define META_MAGIC "znbd-dir 1"
 #define META_MAX (16u << 20) /* bytes: a corrupt file is not read whole */
 
@@ -85,6 +86,7 @@ struct dir_store {
   struct znbd_store base;
   char *path;
   int dirfd, lockfd;
+  int jfd; /* PATH/znbd.wcache (write_cache's undo journal), or -1 */
   bool prealloc;
   struct meta m;
   uint32_t nr_zones; /* zoned=false: one "zone", the data file */
@@ -721,6 +723,8 @@ dir_free(struct znbd_store *base)
       pthread_mutex_destroy(&s->z[i].sync_lock);
     }
   free(s->z);
+  if (s->jfd >= 0)
+    close(s->jfd);
   if (s->lockfd >= 0)
     close(s->lockfd); /* drops the flock */
   if (s->dirfd >= 0)
@@ -741,7 +745,7 @@ znbd_store_dir_open(const struct znbd_params *p, char *err, size_t errlen)
     return NULL;
   }
   s->base.ops = &dir_ops;
-  s->dirfd = s->lockfd = -1;
+  s->dirfd = s->lockfd = s->jfd = -1;
   s->prealloc = p->zone_prealloc;
   pthread_mutex_init(&s->meta_lock, NULL);
   s->path = strdup(p->dir);
@@ -1083,6 +1087,41 @@ dir_zone_finish(struct znbd_store *base, uint32_t zno, uint64_t from,
   return truncate_zone(s, zno, s->z[zno].cap);
 }
 
+/* Power cut: the file keeps its first SIZE bytes (zloop's
+ * discard_write_cache truncates to the size at the last flush). */
+static int
+dir_zone_truncate(struct znbd_store *base, uint32_t zno, uint64_t start,
+                  uint64_t len, uint64_t size)
+{
+  struct dir_store *s = (struct dir_store *)base;
+  struct stat st;
+  (void)start;
+  (void)len;
+  if (fstat(s->z[zno].fd, &st) < 0 ||
+      ((uint64_t)st.st_size > size && truncate_zone(s, zno, size) < 0)) {
+    errno = EIO;
+    return -1;
+  }
+  if (size < (uint64_t)st.st_size)
+    atomic_store(&s->z[zno].prealloc, false); /* truncate dropped it */
+  if (s->z[zno].loaded > size)
+    s->z[zno].loaded = size;
+  return 0;
+}
+
+static int
+dir_journal(struct znbd_store *base, bool create)
+{
+  struct dir_store *s = (struct dir_store *)base;
+  if (s->jfd < 0) {
+    s->jfd = openat(s->dirfd, JOURNAL_NAME,
+                    O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
+    if (s->jfd >= 0 && create)
+      (void)fsync(s->dirfd);
+  }
+  return s->jfd;
+}
+
 static void
 dir_zone_open(struct znbd_store *base, uint32_t zno)
 {
@@ -1148,6 +1187,8 @@ static const struct znbd_store_ops dir_ops = {
     .zone_reset = dir_zone_reset,
     .zone_finish = dir_zone_finish,
     .zone_open = dir_zone_open,
+    .zone_truncate = dir_zone_truncate,
+    .journal = dir_journal,
     .zone_fault = dir_zone_fault,
     .zone_load = dir_zone_load,
     .allocated = dir_allocated,

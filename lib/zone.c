@@ -318,24 +318,39 @@ sweep(struct znbd_zones *zs, uint64_t now)
   }
 }
 
+/* Fail every parked write with EIO, zone by zone (zones with nothing
+ * parked skipped without their lock when SKIP_EMPTY). */
+static void
+fail_all_parked(struct znbd_zones *zs, bool skip_empty)
+{
+  struct done_list dl = DONE_LIST_INIT(dl);
+  for (uint32_t i = zs->nr_conv; i < zs->nr_zones; i++) {
+    struct znbd_zone *z = &zs->zone[i];
+    if (skip_empty && atomic_load(&z->nparked) == 0)
+      continue;
+    pthread_mutex_lock(&z->lock);
+    unpark_all(zs, z, &dl);
+    pthread_mutex_unlock(&z->lock);
+    call_done(&dl);
+  }
+}
+
 void
 znbd_zones_close_parking(struct znbd_zones *zs)
 {
-  struct done_list dl = DONE_LIST_INIT(dl);
-
   pthread_mutex_lock(&zs->sweep_lock);
   zs->park_closed = true;
   pthread_mutex_unlock(&zs->sweep_lock);
   /* Every zone under its lock, without a look at nparked first: a write
    * that found parking open holds its zone's lock until it is in the
    * list, so it is either there now or will find parking closed. */
-  for (uint32_t i = zs->nr_conv; i < zs->nr_zones; i++) {
-    struct znbd_zone *z = &zs->zone[i];
-    pthread_mutex_lock(&z->lock);
-    unpark_all(zs, z, &dl);
-    pthread_mutex_unlock(&z->lock);
-    call_done(&dl);
-  }
+  fail_all_parked(zs, false);
+}
+
+void
+znbd_zones_fail_parked(struct znbd_zones *zs)
+{
+  fail_all_parked(zs, true); /* no write can be parking now */
 }
 
 /* How often the sweeper looks while writes are parked: zone_write_timeout
@@ -924,6 +939,75 @@ znbd_zones_restore(struct znbd_zones *zs, uint32_t zno, uint64_t written)
   }
   pthread_mutex_unlock(&zs->res_lock);
   return 0;
+}
+
+/* Bytes written from Z's start: its capacity when FULL (finish put the
+ * wp at the zone end).  Z is a sequential zone, locked. */
+static uint64_t
+written_locked(const struct znbd_zone *z)
+{
+  return z->cond == ZNBD_ZONE_COND_FULL ? z->capacity : z->wp - z->start;
+}
+
+/* A sequential zone with a wp (not READONLY or OFFLINE). */
+static bool
+has_wp(const struct znbd_zone *z)
+{
+  return z->type == ZNBD_ZONE_TYPE_SEQWRITE_REQ &&
+         z->cond != ZNBD_ZONE_COND_READONLY &&
+         z->cond != ZNBD_ZONE_COND_OFFLINE;
+}
+
+bool
+znbd_zone_written(struct znbd_zones *zs, uint32_t zno, uint64_t *written)
+{
+  struct znbd_zone *z = &zs->zone[zno];
+  pthread_mutex_lock(&z->lock);
+  bool r = has_wp(z);
+  if (r)
+    *written = written_locked(z);
+  pthread_mutex_unlock(&z->lock);
+  return r;
+}
+
+int
+znbd_zone_power_cycle(struct znbd_zones *zs, uint32_t zno, uint64_t *keep,
+                      znbd_zone_cut_fn cut, void *opaque)
+{
+  struct znbd_zone *z = &zs->zone[zno];
+  int r = 0;
+  pthread_mutex_lock(&z->lock);
+  if (!has_wp(z))
+    goto out;
+  uint64_t now = written_locked(z);
+  if (*keep > now)
+    *keep = now;
+  uint64_t kept = *keep;
+  if (kept < now) {
+    wait_copies(z);
+    r = cut(opaque, zno, z, kept);
+  }
+  enum znbd_zone_cond to = kept == 0             ? ZNBD_ZONE_COND_EMPTY
+                           : kept == z->capacity ? ZNBD_ZONE_COND_FULL
+                                                 : ZNBD_ZONE_COND_CLOSED;
+  pthread_mutex_lock(&zs->res_lock);
+  /* Not through store_counts(): a zone FULL before the cut may come back
+   * CLOSED and take the active count past max_active, as after a restart
+   * (znbd_zones_restore). */
+  struct counts c = load_counts(zs);
+  account(&c, z->cond, to);
+  zs->nr_imp_open = c.io;
+  zs->nr_exp_open = c.eo;
+  zs->nr_closed = c.cl;
+  /* A zone FULL before and after keeps its wp (finish put it at the zone
+   * end); else the wp is what was kept, as znbd_zones_restore sets it. */
+  if (!(to == ZNBD_ZONE_COND_FULL && z->cond == ZNBD_ZONE_COND_FULL))
+    z->wp = z->start + kept;
+  z->cond = to;
+  pthread_mutex_unlock(&zs->res_lock);
+out:
+  pthread_mutex_unlock(&z->lock);
+  return r;
 }
 
 void

@@ -294,6 +294,11 @@ int znbd_zones_write_wait(struct znbd_zones *zs,
  * answers without waiting for zone_write_timeout. */
 void znbd_zones_close_parking(struct znbd_zones *zs);
 
+/* A power cut (lib/wcache.c, every write excluded): every parked write
+ * fails with EIO now (DONE called from this thread); parking stays open.
+ * Its client's connection is gone, and its wp may never come back. */
+void znbd_zones_fail_parked(struct znbd_zones *zs);
+
 /* Zone append at the wp of zone ZNO (null_zone_write() with append): the
  * engine locks the zone, prepares (znbd_zone_append_prepare), stores the
  * data of W->len bytes with the zone locked, then commits, or aborts if
@@ -358,6 +363,31 @@ int znbd_zone_mgmt(struct znbd_zones *zs, enum znbd_zone_op op, uint32_t zno,
  * it drops below.  Returns 0, or -1 with errno EINVAL (conventional zone,
  * not EMPTY, WRITTEN beyond the capacity). */
 int znbd_zones_restore(struct znbd_zones *zs, uint32_t zno, uint64_t written);
+
+/* Sequential zone ZNO (not READONLY or OFFLINE), under its lock: the
+ * bytes written from its start in *WRITTEN (its capacity when FULL) and
+ * true; false for any other zone. */
+bool znbd_zone_written(struct znbd_zones *zs, uint32_t zno, uint64_t *written);
+
+/* Called by znbd_zone_power_cycle with zone Z (index ZNO) locked and no
+ * copy in flight: drop its data past its first KEEP bytes from the store.
+ * Returns 0, or -1 with errno. */
+typedef int (*znbd_zone_cut_fn)(void *opaque, uint32_t zno,
+                                const struct znbd_zone *z, uint64_t keep);
+
+/* A power cut (write_cache=true, lib/wcache.c; every write excluded by
+ * the caller): sequential zone ZNO keeps min(*KEEP, bytes written) bytes
+ * from its start (the state of the last FLUSH; the result in *KEEP), CUT
+ * dropping the rest from the store, and takes the condition a drive
+ * gives it when power returns: 0 -> EMPTY, its capacity -> FULL, else
+ * CLOSED; open zones are never open after a power cycle (ZBC-2 and ZNS
+ * 1.1 keep no open zone across a power loss; doc/zone-rules.md,
+ * power-cut).  READONLY, OFFLINE and conventional zones are left alone
+ * (*KEEP unchanged).  The counters follow; as after a restart, CLOSED
+ * zones may exceed zone_max_active.  Returns 0, or CUT's -1 with errno
+ * (the condition is set all the same). */
+int znbd_zone_power_cycle(struct znbd_zones *zs, uint32_t zno, uint64_t *keep,
+                          znbd_zone_cut_fn cut, void *opaque);
 
 /* The counters, read together under the resource lock. */
 void znbd_zones_counters(struct znbd_zones *zs, uint32_t *imp_open,

@@ -164,6 +164,7 @@ zoned_dump_plugin(void)
 
 struct handle {
   _Atomic unsigned waiting; /* threads of this connection waiting */
+  uint64_t gen;             /* znbd_dev_generation() when it connected */
 };
 
 static void *
@@ -172,7 +173,26 @@ zoned_open(int readonly)
   struct handle *h = calloc(1, sizeof *h);
   if (!h)
     nbdkit_error("open: out of memory");
+  else
+    h->gen = znbd_dev_generation(dev);
   return h;
+}
+
+/* After a power cut (write_cache=true) a connection made before it is
+ * dead: nbdkit 1.32 cannot drop one connection from a plugin, so every
+ * request on it fails with ESHUTDOWN (NBD_ESHUTDOWN) until the client
+ * disconnects. */
+static int
+cut_off(void *handle, const char *op)
+{
+  struct handle *h = handle;
+  if (h->gen == znbd_dev_generation(dev))
+    return 0;
+  nbdkit_error("%s: the device lost power since this connection began "
+               "(power-cut): reconnect",
+               op);
+  errno = ESHUTDOWN;
+  return -1;
 }
 
 static void
@@ -305,8 +325,10 @@ fail(const char *op, uint32_t count, uint64_t offset, int e)
 
 /* nbdkit 1.32 advertises .block_size but does not enforce it. */
 static int
-check_aligned(const char *op, uint32_t count, uint64_t offset)
+check_aligned(void *handle, const char *op, uint32_t count, uint64_t offset)
 {
+  if (cut_off(handle, op) < 0)
+    return -1;
   if ((offset | count) % params.blocksize) {
     nbdkit_error("%s: %" PRIu32 " bytes at %" PRIu64
                  ": not aligned to blocksize %" PRIu32,
@@ -341,7 +363,7 @@ static int
 zoned_pread(void *handle, void *buf, uint32_t count, uint64_t offset,
             uint32_t flags)
 {
-  if (check_aligned("pread", count, offset) < 0)
+  if (check_aligned(handle, "pread", count, offset) < 0)
     return -1;
   int r = znbd_dev_read(dev, buf, count, offset);
   int e = errno;
@@ -364,7 +386,7 @@ static int
 zoned_pwrite(void *handle, const void *buf, uint32_t count, uint64_t offset,
              uint32_t flags)
 {
-  if (check_aligned("pwrite", count, offset) < 0)
+  if (check_aligned(handle, "pwrite", count, offset) < 0)
     return -1;
   int r = bounded_write(handle, buf, count, offset, 0);
   r = fua(r, flags, count, offset);
@@ -376,7 +398,7 @@ zoned_pwrite(void *handle, const void *buf, uint32_t count, uint64_t offset,
 static int
 zoned_zero(void *handle, uint32_t count, uint64_t offset, uint32_t flags)
 {
-  if (check_aligned("zero", count, offset) < 0)
+  if (check_aligned(handle, "zero", count, offset) < 0)
     return -1;
   /* Zeroing is always fast, so FAST_ZERO needs nothing special.  With
    * MAY_TRIM the pages are freed (they read back as zeros); without it
@@ -392,7 +414,7 @@ zoned_zero(void *handle, uint32_t count, uint64_t offset, uint32_t flags)
 static int
 zoned_trim(void *handle, uint32_t count, uint64_t offset, uint32_t flags)
 {
-  if (check_aligned("trim", count, offset) < 0)
+  if (check_aligned(handle, "trim", count, offset) < 0)
     return -1;
   int r = znbd_dev_trim(dev, count, offset);
   r = fua(r, flags, count, offset);
@@ -407,6 +429,8 @@ zoned_trim(void *handle, uint32_t count, uint64_t offset, uint32_t flags)
 static int
 zoned_flush(void *handle, uint32_t flags)
 {
+  if (cut_off(handle, "flush") < 0)
+    return -1;
   int r = znbd_dev_flush(dev);
   int e = errno;
   complete_delay_io(ZNBD_IO_FLUSH, 0);
@@ -421,7 +445,7 @@ static int
 zoned_cache(void *handle, uint32_t count, uint64_t offset, uint32_t flags)
 {
   /* Everything is in RAM already. */
-  return check_aligned("cache", count, offset);
+  return check_aligned(handle, "cache", count, offset);
 }
 
 static int
@@ -439,7 +463,7 @@ static int
 zoned_extents(void *handle, uint32_t count, uint64_t offset, uint32_t flags,
               struct nbdkit_extents *extents)
 {
-  if (check_aligned("extents", count, offset) < 0)
+  if (check_aligned(handle, "extents", count, offset) < 0)
     return -1;
   /* With REQ_ONE nbdkit keeps only the first extent; we still report all
    * of [offset, offset+count) as it is cheap (a bitmap scan). */

@@ -245,6 +245,15 @@ setup_cfg(struct server *s, struct znbd_dev *dev, const struct znbd_params *p)
 
 /* Queues and workers, before the sockets: a limit they meet stops
  * start-up with the option's name, before anything is served. */
+/* A power cut (write_cache=true): every worker drops its connections. */
+static void
+on_power_cut(void *opaque)
+{
+  struct server *s = opaque;
+  for (unsigned i = 0; i < s->nworkers; i++)
+    worker_power_cut(s->workers[i]);
+}
+
 static void
 build_server(struct server *s, unsigned nworkers)
 {
@@ -260,6 +269,7 @@ build_server(struct server *s, unsigned nworkers)
   for (unsigned i = 0; i < s->nworkers; i++)
     if (!(s->workers[i] = worker_new(s, i, err, sizeof err)))
       die("%s", err);
+  znbd_dev_on_power_cut(s->cfg.dev, on_power_cut, s);
 }
 
 static void
@@ -278,6 +288,7 @@ start_threads(struct server *s)
 static void
 stop_server(struct server *s)
 {
+  znbd_dev_on_power_cut(s->cfg.dev, NULL, NULL);
   for (unsigned i = 0; i < s->nworkers; i++)
     worker_stop(s->workers[i]);
   /* Parked writes answer EIO now, not after zone_write_timeout, and the

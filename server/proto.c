@@ -41,6 +41,7 @@ nbdc_init(struct nbdc *c, const struct srv_cfg *cfg, struct buf *out)
 {
   memset(c, 0, sizeof *c);
   c->cfg = cfg;
+  c->gen = znbd_dev_generation(cfg->dev);
   c->phase = PH_CFLAGS;
   uint8_t *p = buf_reserve(out, 18);
   put64(p, NBD_MAGIC);
@@ -1096,6 +1097,10 @@ exec_one(const struct nbdc *c, const struct nbd_req *r, unsigned xflags,
   struct znbd_dev *d = c->cfg->dev;
   unsigned wflags = (xflags & EXEC_NOWAIT) ? ZNBD_WRITE_NOWAIT : 0;
   int rc = 0;
+  if (c->gen != znbd_dev_generation(d)) { /* power cut: the device is gone */
+    reply_errno(c, r, ESHUTDOWN, out);
+    return 0;
+  }
   switch (r->type) {
   case NBD_CMD_READ:
     exec_read(c, r, out, xflags);

@@ -55,6 +55,10 @@ struct nbdc {
     uint32_t len;
   } after_req;
   uint64_t requests; /* requests answered or submitted */
+  /* znbd_dev_generation() when the connection began: after a power cut
+   * (write_cache=true) the connection is dropped, and requests still
+   * executed for it fail with ESHUTDOWN. */
+  uint64_t gen;
   /* Zero-copy READ data (nbd_exec with EXEC_REF): queue the LEN bytes at P
    * (inside the store) to be sent right after what OUT holds now, without
    * copying them.  Set by the caller that owns OUT's send path. */

@@ -186,6 +186,9 @@ struct worker *worker_new(struct server *s, unsigned idx, char *err,
 int worker_start(struct worker *w, char *err, size_t errlen);
 void worker_add_conn(struct worker *w, int fd);
 void worker_stop(struct worker *w); /* ask: finish, close, exit */
+/* After a power cut (write_cache=true): drop every connection made
+ * before it, as a device losing power drops its links. */
+void worker_power_cut(struct worker *w);
 void worker_join(struct worker *w);
 void worker_free(struct worker *w); /* after worker_join; W may be NULL */
 /* Called by hardware queue threads: RQ is finished; its reply goes out on

@@ -109,6 +109,7 @@ struct worker {
   unsigned npool;
   atomic_bool stop;
   bool stopping, grace_armed, grace_over;
+  uint64_t gen; /* znbd_dev_generation() its connections were checked at */
   struct __kernel_timespec grace_ts;
   struct conn *conns;
   unsigned nconns;
@@ -328,6 +329,12 @@ void
 worker_retry_stalled(struct worker *w, struct io_uring *from)
 {
   waker_kick(&w->wk, from);
+}
+
+void
+worker_power_cut(struct worker *w)
+{
+  waker_kick_efd(&w->wk); /* on_wake sees the new generation */
 }
 
 void
@@ -807,6 +814,10 @@ conn_process(struct conn *c)
     conn_maybe_free(c);
     return;
   }
+  if (c->proto.gen != znbd_dev_generation(c->w->s->cfg.dev)) {
+    conn_kill(c); /* a power cut since it connected */
+    return;
+  }
   c->stalled = false;
   while (c->in_tail > c->in_head && !c->flush_close && !c->dead) {
     size_t need;
@@ -988,6 +999,15 @@ on_wake(struct worker *w)
     n = c->next;
     if (c->stalled)
       conn_process(c);
+  }
+  uint64_t gen = znbd_dev_generation(w->s->cfg.dev);
+  if (gen != w->gen) { /* a power cut: drop the connections made before */
+    w->gen = gen;
+    for (struct conn *c = w->conns, *n; c; c = n) {
+      n = c->next;
+      if (c->proto.gen != gen)
+        conn_kill(c);
+    }
   }
   if (atomic_load(&w->stop) && !w->stopping)
     begin_stop(w);

@@ -7,7 +7,8 @@
  *   readonly ZONE | offline ZONE | online ZONE | stats |
  *   append ZONE LEN (followed by LEN bytes of data) |
  *   badblocks add|del LIST | badblocks list |
- *   drop-reply every N [KINDS] | drop-reply off | drop-reply
+ *   drop-reply every N [KINDS] | drop-reply off | drop-reply |
+ *   power-cut [after N] (write_cache=true)
  * Replies start "ok" or "error ERRNO-NAME message".  No NBD code here.
  */
 #ifndef ZNBD_CONTROL_H

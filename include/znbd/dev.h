@@ -172,12 +172,37 @@ int znbd_dev_trim(struct znbd_dev *d, uint64_t len, uint64_t off);
 
 /* NBD FLUSH: every write completed so far is on stable storage (dir=:
  * fdatasync of the zone files written since the last flush; RAM: nothing
- * to do).  Errors: EIO. */
+ * to do) and, with write_cache=true, survives a power cut.  Errors: EIO,
+ * ESHUTDOWN (an armed power cut happened instead). */
 int znbd_dev_flush(struct znbd_dev *d);
 
 /* NBD FUA: [OFF, OFF+LEN) (bytes) is on stable storage (dir=: fdatasync
- * of the files holding it).  Errors: EINVAL (range), EIO. */
+ * of the files holding it); with write_cache=true its 4 KiB pages in
+ * conventional zones, and each sequential zone up to the end of the
+ * range, survive a power cut.  Errors: EINVAL (range), EIO. */
 int znbd_dev_sync(struct znbd_dev *d, uint64_t len, uint64_t off);
+
+/* Power cut of a device with write_cache=true (lib/wcache.h): every
+ * write not covered by a completed FLUSH or FUA is lost; sequential zones
+ * go back to their wp at the last flush (then EMPTY, CLOSED or FULL: open
+ * zones close, as after a ZBC/ZNS power cycle), conventional blocks to
+ * their flushed contents, and the generation (znbd_dev_generation) moves
+ * on: front-ends drop every connection made before.  AFTER 0: now.
+ * AFTER N: the next N writes (WRITE, WRITE_ZEROES, append; counted when
+ * they start) execute, and the cut happens when the next write, trim,
+ * flush or zone operation arrives, which fails with ESHUTDOWN.  Errors:
+ * EINVAL (write_cache=false: nothing is cached, nothing to lose), EIO (a
+ * store error while rolling back). */
+int znbd_dev_power_cut(struct znbd_dev *d, uint64_t after);
+
+/* How many power cuts happened (0 without write_cache). */
+uint64_t znbd_dev_generation(struct znbd_dev *d);
+
+/* FN(OPAQUE) is called after each power cut, from the thread that made it
+ * (a front-end wakes its connections there).  Does nothing without
+ * write_cache. */
+void znbd_dev_on_power_cut(struct znbd_dev *d, void (*fn)(void *opaque),
+                           void *opaque);
 
 /* base:allocation flags: NBD_STATE_HOLE and NBD_STATE_ZERO of NBD's
  * doc/proto.md, same values. */
@@ -212,7 +237,7 @@ void znbd_dev_stats(struct znbd_dev *d, struct znbd_dev_stats *out);
 
 /* Map a Linux errno from this API to what NBD can carry: ETOOMANYREFS and
  * EOVERFLOW (zone resources) -> ENOSPC, EAGAIN/ETIMEDOUT -> EIO,
- * EIO/EINVAL/ENOMEM/ENOSPC/EPERM unchanged, else EIO. */
+ * EIO/EINVAL/ENOMEM/ENOSPC/EPERM/ESHUTDOWN unchanged, else EIO. */
 int znbd_dev_wire_errno(int err);
 
 /* Standard names, for logs, reports and the control protocol:

@@ -49,6 +49,12 @@ struct znbd_params {
   bool sched_batch;   /* serve from SCHED_BATCH threads (default true) */
   char *dir;          /* persistent store directory (zloop layout), or NULL */
   bool zone_prealloc; /* dir=: fallocate a zone's capacity when it opens */
+  /* A volatile write cache: writes not covered by a FLUSH or FUA are lost
+   * on a power cut (control socket power-cut, or kill -9 with dir=). */
+  bool write_cache;
+  /* RAM store: writes needing pages beyond this many bytes of data fail
+   * with ENOSPC; 0: 80 % of the physical memory at start-up. */
+  uint64_t max_memory;
 
   /* Fault and timing injection (null_blk names). */
   char *badblocks;           /* sector list "100-107,2048", or NULL */

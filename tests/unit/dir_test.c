@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "testdev.h"
 #include "znbd/dev.h"
 #include "znbd/params.h"
 
@@ -59,30 +60,14 @@ static const char *const geo[] = {"size",          "512K",         "zone_size",
                                   "64K",           "zone_nr_conv", "1",
                                   "zone_capacity", "48K",          NULL};
 
-static struct znbd_zone_info
-zone(struct znbd_dev *d, uint32_t i)
-{
-  struct znbd_zone_info z;
-  memset(&z, 0, sizeof z);
-  znbd_dev_report(d, i, 1, &z);
-  return z;
-}
-
-static void
-fill(uint8_t *b, size_t n, unsigned seed)
-{
-  for (size_t i = 0; i < n; i++)
-    b[i] = (uint8_t)(seed * 131 + i * 7 + (i >> 9));
-}
-
-/* Bytes [OFF, OFF+N) read back as fill(SEED). */
+/* Bytes [OFF, OFF+N) read back as test_fill(SEED). */
 static bool
 reads_back(struct znbd_dev *d, uint64_t off, size_t n, unsigned seed)
 {
   uint8_t *a = malloc(n), *b = malloc(n);
   bool ok = a && b && znbd_dev_read(d, a, n, off) == 0;
   if (ok) {
-    fill(b, n, seed);
+    test_fill(b, n, seed);
     ok = memcmp(a, b, n) == 0;
   }
   free(a);
@@ -94,7 +79,7 @@ static void
 put(struct znbd_dev *d, uint64_t off, size_t n, unsigned seed)
 {
   uint8_t *b = malloc(n);
-  fill(b, n, seed);
+  test_fill(b, n, seed);
   CHECK(znbd_dev_write(d, b, n, off, 0) == 0);
   free(b);
 }
@@ -162,34 +147,35 @@ test_format_and_restart(void)
   CHECK_EQ(znbd_dev_size(d), 512 * K);
   CHECK_EQ(znbd_dev_nr_zones(d), 8);
   CHECK(reads_back(d, 4 * K, 8 * K, 1));
-  CHECK_EQ(zone(d, 1).cond, ZNBD_ZONE_COND_CLOSED);
-  CHECK_EQ(zone(d, 1).wp, 1 * ZS + 12 * K);
+  CHECK_EQ(test_zone(d, 1).cond, ZNBD_ZONE_COND_CLOSED);
+  CHECK_EQ(test_zone(d, 1).wp, 1 * ZS + 12 * K);
   CHECK(reads_back(d, 1 * ZS, 12 * K, 2));
-  CHECK_EQ(zone(d, 2).cond, ZNBD_ZONE_COND_FULL);
+  CHECK_EQ(test_zone(d, 2).cond, ZNBD_ZONE_COND_FULL);
   CHECK(reads_back(d, 2 * ZS, 48 * K, 3));
-  CHECK_EQ(zone(d, 3).cond, ZNBD_ZONE_COND_FULL);
+  CHECK_EQ(test_zone(d, 3).cond, ZNBD_ZONE_COND_FULL);
   CHECK(reads_back(d, 3 * ZS, 4 * K, 4));
-  CHECK_EQ(zone(d, 4).cond, ZNBD_ZONE_COND_EMPTY);
-  CHECK_EQ(zone(d, 4).wp, 4 * ZS);
-  CHECK_EQ(zone(d, 5).cond, ZNBD_ZONE_COND_EMPTY); /* open, never written */
-  CHECK_EQ(zone(d, 6).cond, ZNBD_ZONE_COND_READONLY);
+  CHECK_EQ(test_zone(d, 4).cond, ZNBD_ZONE_COND_EMPTY);
+  CHECK_EQ(test_zone(d, 4).wp, 4 * ZS);
+  CHECK_EQ(test_zone(d, 5).cond,
+           ZNBD_ZONE_COND_EMPTY); /* open, never written */
+  CHECK_EQ(test_zone(d, 6).cond, ZNBD_ZONE_COND_READONLY);
   CHECK(reads_back(d, 6 * ZS, 8 * K, 6));
-  CHECK_EQ(zone(d, 7).cond, ZNBD_ZONE_COND_OFFLINE);
+  CHECK_EQ(test_zone(d, 7).cond, ZNBD_ZONE_COND_OFFLINE);
   struct znbd_dev_stats st;
   znbd_dev_stats(d, &st);
   CHECK_EQ(st.nr_closed, 1);
   CHECK_EQ(st.nr_imp_open + st.nr_exp_open, 0);
   /* Writing on at the wp of the restored CLOSED zone works. */
   put(d, 1 * ZS + 12 * K, 4 * K, 7);
-  CHECK_EQ(zone(d, 1).cond, ZNBD_ZONE_COND_IMP_OPEN);
+  CHECK_EQ(test_zone(d, 1).cond, ZNBD_ZONE_COND_IMP_OPEN);
   /* Back online: EMPTY, and kept so. */
   CHECK(znbd_dev_zone_op(d, ZNBD_ZONE_OP_ONLINE, 7) == 0);
   znbd_dev_free(d);
   d = open_dev(dir, geo, err, sizeof err); /* the same geometry: fine */
   CHECK(d != NULL);
   if (d) {
-    CHECK_EQ(zone(d, 7).cond, ZNBD_ZONE_COND_EMPTY);
-    CHECK_EQ(zone(d, 6).cond, ZNBD_ZONE_COND_READONLY);
+    CHECK_EQ(test_zone(d, 7).cond, ZNBD_ZONE_COND_EMPTY);
+    CHECK_EQ(test_zone(d, 6).cond, ZNBD_ZONE_COND_READONLY);
     CHECK(reads_back(d, 1 * ZS + 12 * K, 4 * K, 7));
     znbd_dev_free(d);
   }
@@ -203,9 +189,9 @@ test_format_and_restart(void)
   d = open_dev(dir, none, err, sizeof err);
   CHECK(d != NULL);
   if (d) {
-    CHECK_EQ(zone(d, 4).cond, ZNBD_ZONE_COND_OFFLINE);
-    CHECK_EQ(zone(d, 6).cond, ZNBD_ZONE_COND_READONLY);
-    CHECK_EQ(zone(d, 5).cond, ZNBD_ZONE_COND_EMPTY); /* not made FULL */
+    CHECK_EQ(test_zone(d, 4).cond, ZNBD_ZONE_COND_OFFLINE);
+    CHECK_EQ(test_zone(d, 6).cond, ZNBD_ZONE_COND_READONLY);
+    CHECK_EQ(test_zone(d, 5).cond, ZNBD_ZONE_COND_EMPTY); /* not made FULL */
     znbd_dev_free(d);
   }
   printf("format, restart: conditions, wps and bytes come back\n");
@@ -399,10 +385,10 @@ test_refused_write(void)
   signal(SIGXFSZ, SIG_IGN);
   CHECK(setrlimit(RLIMIT_FSIZE, &rl) == 0);
   uint8_t *b = malloc(32 * K);
-  fill(b, 32 * K, 9);
+  test_fill(b, 32 * K, 9);
   /* 8K fit below the limit, the rest does not: undone. */
   CHECK(znbd_dev_write(d, b, 32 * K, 1 * ZS + 8 * K, 0) < 0);
-  CHECK_EQ(zone(d, 1).wp, 1 * ZS + 8 * K);
+  CHECK_EQ(test_zone(d, 1).wp, 1 * ZS + 8 * K);
   CHECK_EQ(fsize(dir, "seq-000001"), 8 * K);
   CHECK(reads_back(d, 1 * ZS, 8 * K, 1));
   /* Conventional: nothing written either. */
@@ -415,7 +401,7 @@ test_refused_write(void)
   CHECK(zero);
   CHECK(setrlimit(RLIMIT_FSIZE, &old) == 0);
   CHECK(znbd_dev_write(d, b, 32 * K, 1 * ZS + 8 * K, 0) == 0);
-  CHECK_EQ(zone(d, 1).wp, 1 * ZS + 40 * K);
+  CHECK_EQ(test_zone(d, 1).wp, 1 * ZS + 40 * K);
   free(b);
   znbd_dev_free(d);
   printf("refused write: undone, wp and bytes unchanged\n");

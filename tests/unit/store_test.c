@@ -386,6 +386,38 @@ test_ref(void)
   printf("ref: in-place only for allocated ranges, follows writes and trims\n");
 }
 
+/* znbd_store_ram_limit: a write needing pages beyond the limit fails
+ * with ENOSPC and changes nothing; the count stays exact; freeing makes
+ * room; an allocating zero is refused whole. */
+static void
+test_limit(void)
+{
+  struct znbd_store *s = znbd_store_new(16 * PS, true);
+  uint8_t a[2 * PS], b[2 * PS];
+  memset(a, 0xa5, sizeof a);
+  CHECK(!znbd_store_write_may_fail(s));
+  znbd_store_ram_limit(s, 4 * PS + 100); /* whole pages: 4 */
+  CHECK(znbd_store_write_may_fail(s));
+  CHECK(znbd_store_write(s, a, 2 * PS, 0) == 0);
+  CHECK(znbd_store_write(s, a, 2 * PS, 4 * PS) == 0);
+  CHECK_EQ(znbd_store_allocated(s), 4 * PS);
+  errno = 0;
+  CHECK(znbd_store_write(s, a, 2 * PS, PS) == -1 && errno == ENOSPC);
+  CHECK(znbd_store_read(s, b, 2 * PS, PS) == 0);
+  CHECK(memcmp(b, a, PS) == 0); /* page 1 held, page 2 untouched */
+  CHECK(b[PS] == 0 && b[2 * PS - 1] == 0);
+  errno = 0;
+  CHECK(znbd_store_zero(s, 2 * PS, 8 * PS, ZNBD_STORE_ZERO_ALLOCATE) == -1 &&
+        errno == ENOSPC);
+  CHECK_EQ(znbd_store_allocated(s), 4 * PS);
+  CHECK(znbd_store_write(s, a, PS, 0) == 0); /* overwrite: no new page */
+  CHECK(znbd_store_zero(s, 2 * PS, 4 * PS, 0) == 0);
+  CHECK_EQ(znbd_store_allocated(s), 2 * PS);
+  CHECK(znbd_store_write(s, a, 2 * PS, PS) == 0); /* room again */
+  CHECK_EQ(znbd_store_allocated(s), 3 * PS);
+  znbd_store_free(s);
+}
+
 int
 main(void)
 {
@@ -396,5 +428,6 @@ main(void)
   test_ref();
   test_huge_and_rss();
   test_concurrent();
+  test_limit();
   return check_done("store_test");
 }

@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "znbd/dev.h"
 #include "znbd/params.h"
@@ -63,6 +64,24 @@ ext_add(void *opaque, uint64_t off, uint64_t len, uint32_t flags)
   }
   e->n++;
   return 0;
+}
+
+/* Zone I of D as reported (zeros past the end). */
+static inline struct znbd_zone_info
+test_zone(struct znbd_dev *d, uint32_t i)
+{
+  struct znbd_zone_info z;
+  memset(&z, 0, sizeof z);
+  znbd_dev_report(d, i, 1, &z);
+  return z;
+}
+
+/* N bytes of a pattern that differs with SEED and along the bytes. */
+static inline void
+test_fill(uint8_t *b, size_t n, unsigned seed)
+{
+  for (size_t i = 0; i < n; i++)
+    b[i] = (uint8_t)(seed * 131 + i * 7 + (i >> 9));
 }
 
 #endif

@@ -1,0 +1,295 @@
+/* The volatile write cache (write_cache=true, lib/wcache.c) through
+ * lib/dev.c: a power cut keeps exactly what FLUSH, FUA and zone
+ * management made durable (bytes, wp, conditions, counters, allocated
+ * bytes), on the RAM store and on dir=; "power cut after N" cuts before
+ * the write after the N-th; on dir= a crash (a child process that ends
+ * without closing the device, as kill -9) is rolled back the same way at
+ * the next open, and a clean close flushes.  write_cache=false refuses a
+ * power cut. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "testdev.h"
+#include "znbd/dev.h"
+#include "znbd/params.h"
+
+#define K 1024ULL
+#define ZS (64 * K)
+
+static char base[4096];
+static int ndirs;
+
+/* A device from KV (key, value, ..., NULL) and DIR (NULL: RAM). */
+static struct znbd_dev *
+open_dev(const char *dir, const char *const *kv)
+{
+  struct znbd_params p;
+  char err[512] = "";
+  struct znbd_dev *d = NULL;
+  znbd_params_init(&p);
+  if (dir && znbd_params_set(&p, "dir", dir, err, sizeof err) < 0)
+    goto out;
+  for (; kv[0]; kv += 2)
+    if (znbd_params_set(&p, kv[0], kv[1], err, sizeof err) < 0)
+      goto out;
+  if (znbd_params_finish(&p, NULL, err, sizeof err) < 0)
+    goto out;
+  d = znbd_dev_new(&p, err, sizeof err);
+out:
+  znbd_params_free(&p);
+  if (!d) {
+    fprintf(stderr, "open_dev: %s\n", err);
+    exit(1);
+  }
+  return d;
+}
+
+static const char *const geo_wc[] = {
+    "size", "512K",          "zone_size", "64K",         "zone_nr_conv",
+    "1",    "zone_capacity", "48K",       "write_cache", "true",
+    NULL};
+static const char *const geo_nowc[] = {
+    "size", "512K",          "zone_size", "64K",         "zone_nr_conv",
+    "1",    "zone_capacity", "48K",       "write_cache", "false",
+    NULL};
+
+static int
+put(struct znbd_dev *d, uint64_t off, size_t n, unsigned seed)
+{
+  uint8_t *b = malloc(n);
+  test_fill(b, n, seed);
+  int r = znbd_dev_write(d, b, n, off, 0);
+  free(b);
+  return r;
+}
+
+/* [OFF, OFF+N) reads as test_fill(SEED), or zeros with SEED 0. */
+static bool
+reads(struct znbd_dev *d, uint64_t off, size_t n, unsigned seed)
+{
+  uint8_t *want = calloc(1, n), *got = malloc(n);
+  if (seed)
+    test_fill(want, n, seed);
+  bool ok = znbd_dev_read(d, got, n, off) == 0 && memcmp(want, got, n) == 0;
+  free(want);
+  free(got);
+  return ok;
+}
+
+#define WP(d, i) (test_zone(d, i).wp - test_zone(d, i).start)
+
+/* The durable state: written and flushed. */
+static void
+before_flush(struct znbd_dev *d)
+{
+  CHECK(put(d, 0, 8 * K, 1) == 0);       /* conv pages 0, 1 */
+  CHECK(put(d, ZS, 8 * K, 2) == 0);      /* zone 1 */
+  CHECK(put(d, 2 * ZS, 48 * K, 3) == 0); /* zone 2 FULL */
+  CHECK(put(d, 6 * ZS, 4 * K, 11) == 0); /* zone 6 */
+  CHECK(znbd_dev_flush(d) == 0);
+}
+
+/* What a power cut must undo, and what it must keep. */
+static void
+after_flush(struct znbd_dev *d)
+{
+  CHECK(put(d, 4 * K, 8 * K, 4) == 0);      /* conv page 1 over, page 2 new */
+  CHECK(put(d, ZS + 8 * K, 8 * K, 5) == 0); /* zone 1 on */
+  CHECK(znbd_dev_zone_op(d, ZNBD_ZONE_OP_OPEN, 3) == 0);
+  CHECK(put(d, 3 * ZS, 4 * K, 6) == 0); /* zone 3: opened, written */
+  CHECK(put(d, 4 * ZS, 4 * K, 7) == 0); /* zone 4: FUA */
+  CHECK(znbd_dev_sync(d, 4 * K, 4 * ZS) == 0);
+  CHECK(put(d, 5 * ZS, 4 * K, 8) == 0); /* zone 5: then reset */
+  CHECK(znbd_dev_zone_op(d, ZNBD_ZONE_OP_RESET, 5) == 0);
+  CHECK(znbd_dev_zone_op(d, ZNBD_ZONE_OP_FINISH, 6) == 0); /* durable */
+  CHECK(put(d, 16 * K, 4 * K, 9) == 0); /* conv page 4: FUA */
+  CHECK(znbd_dev_sync(d, 4 * K, 16 * K) == 0);
+}
+
+static void
+check_rolled_back(struct znbd_dev *d, bool ram)
+{
+  CHECK(reads(d, 0, 8 * K, 1));
+  CHECK(reads(d, 8 * K, 8 * K, 0));
+  CHECK(reads(d, 16 * K, 4 * K, 9));
+  CHECK_EQ(WP(d, 1), 8 * K);
+  CHECK_EQ(test_zone(d, 1).cond, ZNBD_ZONE_COND_CLOSED);
+  CHECK(reads(d, ZS, 8 * K, 2));
+  CHECK(reads(d, ZS + 8 * K, 8 * K, 0));
+  CHECK_EQ(test_zone(d, 2).cond, ZNBD_ZONE_COND_FULL);
+  CHECK(reads(d, 2 * ZS, 48 * K, 3));
+  CHECK_EQ(test_zone(d, 3).cond, ZNBD_ZONE_COND_EMPTY);
+  CHECK_EQ(WP(d, 3), 0);
+  CHECK_EQ(test_zone(d, 4).cond, ZNBD_ZONE_COND_CLOSED);
+  CHECK_EQ(WP(d, 4), 4 * K);
+  CHECK(reads(d, 4 * ZS, 4 * K, 7));
+  CHECK_EQ(test_zone(d, 5).cond, ZNBD_ZONE_COND_EMPTY);
+  CHECK_EQ(test_zone(d, 6).cond, ZNBD_ZONE_COND_FULL);
+  CHECK(reads(d, 6 * ZS, 4 * K, 11));
+  struct znbd_dev_stats st;
+  znbd_dev_stats(d, &st);
+  CHECK_EQ(st.nr_imp_open + st.nr_exp_open, 0);
+  CHECK_EQ(st.nr_closed, 2);
+  if (ram) /* conv 0-8K and 16-20K, zones 1 8K, 2 48K, 4 4K, 6 4K */
+    CHECK_EQ(st.allocated, (8 + 4 + 8 + 48 + 4 + 4) * K);
+}
+
+/* power-cut after 2: two writes run, the third is refused (ESHUTDOWN)
+ * after the cut, which keeps the FUA write and what it covers. */
+static void
+cut_after(struct znbd_dev *d)
+{
+  uint64_t gen = znbd_dev_generation(d);
+  CHECK(znbd_dev_power_cut(d, 2) == 0);
+  CHECK(put(d, ZS + 8 * K, 4 * K, 20) == 0);
+  CHECK(put(d, 0, 4 * K, 21) == 0); /* conv, not flushed */
+  CHECK_EQ(znbd_dev_generation(d), gen);
+  errno = 0;
+  CHECK(put(d, ZS + 12 * K, 4 * K, 22) == -1 && errno == ESHUTDOWN);
+  CHECK_EQ(znbd_dev_generation(d), gen + 1);
+  CHECK_EQ(WP(d, 1), 8 * K);
+  CHECK(reads(d, 0, 8 * K, 1));
+  /* Again, with FUA on the second write. */
+  CHECK(znbd_dev_power_cut(d, 2) == 0);
+  CHECK(put(d, ZS + 8 * K, 4 * K, 23) == 0);
+  CHECK(put(d, ZS + 12 * K, 4 * K, 24) == 0);
+  CHECK(znbd_dev_sync(d, 4 * K, ZS + 12 * K) == 0);
+  errno = 0;
+  CHECK(znbd_dev_flush(d) == -1 && errno == ESHUTDOWN);
+  CHECK_EQ(WP(d, 1), 16 * K);
+  CHECK(reads(d, ZS + 8 * K, 4 * K, 23));
+  CHECK(reads(d, ZS + 12 * K, 4 * K, 24));
+  CHECK_EQ(znbd_dev_generation(d), gen + 2);
+  /* After the cut, the device works again. */
+  CHECK(put(d, ZS + 16 * K, 4 * K, 25) == 0);
+  CHECK(reads(d, ZS + 16 * K, 4 * K, 25));
+}
+
+static void
+ram(void)
+{
+  struct znbd_dev *d = open_dev(NULL, geo_wc);
+  before_flush(d);
+  after_flush(d);
+  CHECK(znbd_dev_power_cut(d, 0) == 0);
+  CHECK_EQ(znbd_dev_generation(d), 1);
+  check_rolled_back(d, true);
+  cut_after(d);
+  znbd_dev_free(d);
+
+  /* Non-zoned: every block is rolled back. */
+  static const char *const plain[] = {"size",        "64K",  "zoned", "false",
+                                      "write_cache", "true", NULL};
+  d = open_dev(NULL, plain);
+  CHECK(put(d, 0, 8 * K, 1) == 0);
+  CHECK(znbd_dev_flush(d) == 0);
+  CHECK(put(d, 4 * K, 8 * K, 2) == 0);
+  CHECK(znbd_dev_write(d, NULL, 4 * K, 0, 0) == 0);
+  CHECK(znbd_dev_power_cut(d, 0) == 0);
+  CHECK(reads(d, 0, 8 * K, 1));
+  CHECK(reads(d, 8 * K, 8 * K, 0));
+  struct znbd_dev_stats st;
+  znbd_dev_stats(d, &st);
+  CHECK_EQ(st.allocated, 8 * K);
+  znbd_dev_free(d);
+
+  /* write_cache=false: refused, nothing lost. */
+  d = open_dev(NULL, geo_nowc);
+  CHECK(put(d, ZS, 4 * K, 1) == 0);
+  errno = 0;
+  CHECK(znbd_dev_power_cut(d, 0) == -1 && errno == EINVAL);
+  CHECK_EQ(WP(d, 1), 4 * K);
+  CHECK(reads(d, ZS, 4 * K, 1));
+  znbd_dev_free(d);
+}
+
+static void
+dir(void)
+{
+  char path[4200];
+  snprintf(path, sizeof path, "%s/d%d", base, ndirs++);
+
+  /* Power cut while running. */
+  struct znbd_dev *d = open_dev(path, geo_wc);
+  before_flush(d);
+  after_flush(d);
+  CHECK(znbd_dev_power_cut(d, 0) == 0);
+  check_rolled_back(d, false);
+  znbd_dev_free(d);
+  d = open_dev(path, geo_wc); /* and the files say the same */
+  check_rolled_back(d, false);
+  znbd_dev_free(d);
+
+  /* A crash: the child ends without closing the device. */
+  snprintf(path, sizeof path, "%s/d%d", base, ndirs++);
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    struct znbd_dev *c = open_dev(path, geo_wc);
+    before_flush(c);
+    after_flush(c);
+    _exit(check_failures ? 2 : 0);
+  }
+  int status = 0;
+  CHECK(waitpid(pid, &status, 0) == pid);
+  CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %#x",
+         (unsigned)status);
+  d = open_dev(path, geo_nowc); /* the rollback does not need write_cache */
+  check_rolled_back(d, false);
+  CHECK(put(d, ZS + 8 * K, 4 * K, 30) == 0);
+  znbd_dev_free(d);
+  d = open_dev(path, geo_wc); /* nothing is rolled back twice */
+  CHECK_EQ(WP(d, 1), 12 * K);
+  CHECK(reads(d, ZS + 8 * K, 4 * K, 30));
+  /* A clean close flushes. */
+  CHECK(put(d, ZS + 12 * K, 4 * K, 31) == 0);
+  CHECK(put(d, 8 * K, 4 * K, 32) == 0);
+  znbd_dev_free(d);
+  d = open_dev(path, geo_wc);
+  CHECK_EQ(WP(d, 1), 16 * K);
+  CHECK(reads(d, ZS + 12 * K, 4 * K, 31));
+  CHECK(reads(d, 8 * K, 4 * K, 32));
+  znbd_dev_free(d);
+
+  /* zoned=false: a crash rolls every block back. */
+  static const char *const plain[] = {"size",        "64K",  "zoned", "false",
+                                      "write_cache", "true", NULL};
+  snprintf(path, sizeof path, "%s/d%d", base, ndirs++);
+  fflush(NULL);
+  pid = fork();
+  if (pid == 0) {
+    struct znbd_dev *c = open_dev(path, plain);
+    int r = put(c, 0, 8 * K, 1) | znbd_dev_flush(c) | put(c, 4 * K, 8 * K, 2);
+    _exit(r ? 2 : 0);
+  }
+  CHECK(waitpid(pid, &status, 0) == pid);
+  CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %#x",
+         (unsigned)status);
+  d = open_dev(path, plain);
+  CHECK(reads(d, 0, 8 * K, 1));
+  CHECK(reads(d, 8 * K, 8 * K, 0));
+  znbd_dev_free(d);
+}
+
+int
+main(void)
+{
+  const char *tmp = getenv("TMPDIR");
+  snprintf(base, sizeof base, "%s/wcache_test.XXXXXX", tmp ? tmp : "/tmp");
+  if (!mkdtemp(base)) {
+    perror("mkdtemp");
+    return 1;
+  }
+  ram();
+  dir();
+  char cmd[4200];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
+  if (system(cmd) != 0)
+    fprintf(stderr, "could not remove %s\n", base);
+  return check_done("wcache_test");
+}
