@@ -321,6 +321,7 @@ rq_take(struct rq *rq, const struct rq *bio)
   rq->zone = bio->zone;
   rq->merged = bio->merged;
   rq->reply.len = 0;
+  rq->nref = 0;
   rq->parked = false;
   rq->zone_locked = false;
 }
@@ -526,15 +527,31 @@ complete(struct hwq *q, struct rq *rq)
   worker_complete(rq, &q->ring);
 }
 
-/* Execute RQ unless its connection is gone (nobody to answer). */
+/* nbd_add_ref_fn of an rq (OPAQUE): remember the store bytes, or copy
+ * them into the reply when RQ_REFS are taken. */
+static void
+rq_add_ref(void *opaque, const void *p, size_t len)
+{
+  struct rq *rq = opaque;
+  if (rq->nref == RQ_REFS) {
+    buf_append(&rq->reply, p, len);
+    return;
+  }
+  rq->ref[rq->nref++] = (struct rq_ref){rq->reply.len, p, len};
+}
+
+/* Execute RQ unless its connection is gone (nobody to answer).  READ
+ * data of a plain RAM disk is not copied (rq_add_ref). */
 static int
 exec_rq(struct rq *rq, unsigned xf)
 {
+  rq->nref = 0;
   if (atomic_load(&rq->proto->gone)) {
     rq->reply.len = 0;
     return 0;
   }
-  return nbd_exec(rq->proto, &rq->req, xf, &rq->reply);
+  return nbd_exec_ref(rq->proto, &rq->req, xf | EXEC_REF, &rq->reply,
+                      rq_add_ref, rq);
 }
 
 /* A parked write's reply is ready (any thread): complete it through its
@@ -562,6 +579,7 @@ queue_rq(struct hwq *q, struct rq *rq)
   }
   if (atomic_load(&c->gone) && !rq->merged) { /* do not execute it */
     rq->reply.len = 0;
+    rq->nref = 0;
     complete(q, rq);
     return;
   }

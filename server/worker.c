@@ -914,13 +914,30 @@ on_send(struct conn *c, int res)
   conn_process(c);
 }
 
+/* RQ's reply with READ data borrowed from the store (rq->ref): its own
+ * bytes (chunk headers) are copied, the data is queued as it is. */
+static void
+queue_refs(struct conn *c, const struct rq *rq)
+{
+  struct buf *out = &c->out[c->fill];
+  size_t at = 0;
+  for (unsigned k = 0; k < rq->nref; k++) {
+    buf_append(out, rq->reply.p + at, rq->ref[k].at - at);
+    at = rq->ref[k].at;
+    side_add_ref(c, rq->ref[k].p, rq->ref[k].len);
+  }
+  buf_append(out, rq->reply.p + at, rq->reply.len - at);
+}
+
 /* An rq came back (mq completion or bio timer): queue its reply, release
  * its tag and payload.  Returns its connection, to be processed. */
 static struct conn *
 rq_retire(struct worker *w, struct rq *rq)
 {
   struct conn *c = rq->conn;
-  if (!c->dead) {
+  if (!c->dead && rq->nref) {
+    queue_refs(c, rq);
+  } else if (!c->dead) {
     if (rq->reply.len < REPLY_MOVE_MIN || !side_move_reply(c, &rq->reply))
       buf_append(&c->out[c->fill], rq->reply.p, rq->reply.len);
   }
