@@ -114,6 +114,7 @@ struct worker {
   struct conn *conns;
   unsigned nconns;
   bool dirty, trim_armed; /* served since the last trim; timer set */
+  bool self_done;         /* completed rqs pushed by this thread: on_wake */
   struct __kernel_timespec trim_ts;
 };
 
@@ -291,7 +292,10 @@ worker_complete(struct rq *rq, struct io_uring *from)
 {
   struct worker *w = rq->w;
   rq_stack_push(&w->done, rq);
-  waker_kick(&w->wk, from);
+  if (from == &w->ring) /* its own thread (mq direct issue) */
+    w->self_done = true;
+  else
+    waker_kick(&w->wk, from);
 }
 
 void
@@ -1138,6 +1142,12 @@ worker_main(void *arg)
       int res = cqe->res;
       io_uring_cqe_seen(&w->ring, cqe);
       worker_handle(w, tag, res);
+    }
+    /* Requests this thread issued directly and completed (mq): their
+     * replies go out with this turn's submit, no wakeup needed. */
+    while (w->self_done) {
+      w->self_done = false;
+      on_wake(w);
     }
     if (w->dirty && !w->trim_armed && !w->stopping) {
       arm_timeout(&w->ring, &w->trim_ts, TRIM_NSEC, tag_ptr(TAG_TRIM, w));
