@@ -12,8 +12,19 @@ require fincore
 
 dev=$tmpdir/dev
 geo=(size=8M zone_size=1M zone_nr_conv=1)
+# The bytes every server must read back (python, in both scripts below).
+reads=$(
+  cat <<'EOF'
+check_eq(h.pread(4 * KiB, 8 * KiB), pattern(4 * KiB, 0), "conventional")
+for i in range(4):
+    check_eq(h.pread(128 * KiB, MiB + i * 128 * KiB),
+             pattern(128 * KiB, 10 + i), "zone 1 part %d" % i)
+check_eq(h.pread(4 * KiB, 2 * MiB), pattern(512, 2) + pattern(3584, 3),
+         "zone 2")
+EOF
+)
 start_frontend dir="$dev" "${geo[@]}" buffered_io=false zone_control="$tmpdir/ctl1"
-nbd_py <<'EOF'
+nbd_py <<EOF
 from znbdtest import *
 h = connect()
 h.pwrite(pattern(4 * KiB, 0), 8 * KiB)             # conventional zone 0
@@ -22,12 +33,7 @@ for i in range(4):                                   # zone 1, 512 KiB
 h.pwrite(pattern(512, 2), 2 * MiB)                   # zone 2, one sector
 h.pwrite(pattern(3584, 3), 2 * MiB + 512, nbd.CMD_FLAG_FUA)
 h.flush()
-check_eq(h.pread(4 * KiB, 8 * KiB), pattern(4 * KiB, 0), "conventional")
-for i in range(4):
-    check_eq(h.pread(128 * KiB, MiB + i * 128 * KiB),
-             pattern(128 * KiB, 10 + i), "zone 1 part %d" % i)
-check_eq(h.pread(4 * KiB, 2 * MiB), pattern(512, 2) + pattern(3584, 3),
-         "zone 2")
+$reads
 check_eq(h.pread(4 * KiB, MiB + 512 * KiB), bytes(4 * KiB),
          "past zone 1's wp: zeros")
 h.shutdown()
@@ -41,7 +47,7 @@ wait "$server_pid" 2>/dev/null || true
 server_pid=
 
 check_back() {
-  nbd_py <<'EOF'
+  nbd_py <<EOF
 from znbdtest import *
 import re
 h = connect()
@@ -50,12 +56,7 @@ for n, wp in ((1, 512 * KiB), (2, 4 * KiB)):
     m = re.search(r"wp=(\S+) .*cond=(\S+)", control(ctl, "report %d 1" % n))
     check_eq((int(m.group(1)) - n * MiB, m.group(2)), (wp, "CLOSED"),
              "zone %d after the restart" % n)
-check_eq(h.pread(4 * KiB, 8 * KiB), pattern(4 * KiB, 0), "conventional")
-for i in range(4):
-    check_eq(h.pread(128 * KiB, MiB + i * 128 * KiB),
-             pattern(128 * KiB, 10 + i), "zone 1 part %d" % i)
-check_eq(h.pread(4 * KiB, 2 * MiB), pattern(512, 2) + pattern(3584, 3),
-         "zone 2")
+$reads
 h.shutdown()
 EOF
 }
