@@ -753,7 +753,7 @@ open_direct(struct dir_store *s, char *err, size_t errlen)
         errno = EINVAL;
         goto fail;
       }
-      s->mem_align = stx.stx_dio_mem_align;
+      s->mem_align = stx.stx_dio_mem_align ? stx.stx_dio_mem_align : 1;
       s->off_align = stx.stx_dio_offset_align;
     }
 #endif
