@@ -11,20 +11,19 @@
 # it down, so the server sees the client hang up) and the request is
 # requeued; with one connection and no dead_conn_timeout there is no
 # other socket (nbd_handle_cmd(): "Dead connection, failed to find a
-# fallback"), so the request fails with EIO.  Checked: dd fails with EIO by itself
-# (bounded by its own timeout, not timed), the kernel log says the
-# connection timed out, the server's `stats` counted the dropped reply,
-# new I/O on the dead device fails too, and after `drop-reply off` the
-# server is still serving: a new connection reads the right bytes (for
-# a WRITE: the bytes of the write whose reply was lost, as the request
-# was executed).
+# fallback"), so the request fails with EIO.  Checked: dd fails with EIO
+# by itself (bounded by its own timeout, not timed), the kernel log says
+# so, the server's `stats` counted the dropped reply, new I/O on the dead
+# device fails too, and after `drop-reply off` the server is still
+# serving: a new connection reads the right bytes (for a WRITE: the
+# bytes of the write whose reply was lost, as the request was executed).
 # shellcheck source=guest-lib.sh
 . "$top_srcdir/tests/vm/guest-lib.sh"
 [ $# -gt 0 ] || set -- bio mq plugin
 
 TO=5 # nbd-client -t: the kernel's request timeout, seconds
-# The dd that must fail is stopped after this many seconds (a hang, not a
-# slow guest: the kernel fails it after TO s, twice TO with a requeue).
+# The dd that must fail is stopped after this many seconds: only a hang
+# gets there (the kernel fails it after TO s; it took 6 s under TCG).
 HANG=90
 
 check "modprobe nbd" modprobe nbd nbds_max=2
