@@ -41,8 +41,11 @@ check_eq(control(ctl, "drop-reply every 2 write"), "ok every=2 kinds=write dropp
 cookies = [h2.aio_pwrite(bytes([k]) * 4096, k * 4096 + 1 * MiB) for k in range(4)]
 for _ in range(20):
     h2.poll(100)
-check_eq([h2.aio_command_completed(c) for c in cookies], [True, False, True, False],
-         "writes 2 and 4 unanswered")
+# Every 2nd write in the order the server takes them: nbdkit's worker
+# threads may take the four in any order, so which two is not fixed,
+# only that exactly two are answered.
+check_eq(sum(h2.aio_command_completed(c) for c in cookies), 2,
+         "two of the four writes answered, two unanswered")
 control(ctl, "drop-reply off")
 check_eq(h1.pread(4 * 4096, 1 * MiB), b"".join(bytes([k]) * 4096 for k in range(4)),
          "every write was executed, answered or not")
