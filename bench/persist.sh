@@ -28,6 +28,10 @@
 #   format           seconds from exec to serving for a new 10,000-zone
 #                    directory (1 MiB zones): every zone file is created;
 #   start-up         the same for the formatted directory;
+#   buffered_io=false  (durable only) the same two jobs on znbd with
+#                    direct I/O (zloop's default), beside plain fio with
+#                    direct=1: the same work on both sides; the plain
+#                    buffered rows stay the physical limit;
 #   [cpu]            the row's CPU cost: ms of CPU per MiB written, fio's
 #                    jobs and (znbd) the server together; steadier than
 #                    MiB/s when other work shares the cores;
@@ -143,11 +147,11 @@ fio_nbd() { # OUT ARGS...: also sets SRV_TICKS
   SRV_TICKS=$(($(ticks) - t0))
 }
 
-fio_file() { # OUT ARGS...
+fio_file() { # OUT ARGS...: DIRECT=1 in the environment for O_DIRECT
   local out=$1
   shift
   SRV_TICKS=0
-  rusage "$out.cpu" fio --name=p --ioengine=io_uring --direct=0 --output-format=json \
+  rusage "$out.cpu" fio --name=p --ioengine=io_uring --direct="${DIRECT:-0}" --output-format=json \
     --output="$out" "$@" >/dev/null 2>"$out.err" ||
     { echo "persist: fio failed: $(head -3 "$out.err")" >&2; exit 1; }
 }
@@ -157,49 +161,62 @@ def_args() { # buffered|durable
   [ "$1" = durable ] && echo --end_fsync=1
 }
 
+# Direct I/O rows: BUFFERED_IO=false in the environment makes a znbd
+# row buffered_io=false and DIRECT=1 a plain one direct=1; each znbd row
+# is divided by the plain row doing the same kind of I/O.
+dio_z() { [ "${BUFFERED_IO:-true}" = false ] && echo " buffered_io=false"; }
+dio_p() { [ "${DIRECT:-0}" = 1 ] && echo " direct=1"; }
+dio_base() { [ "${BUFFERED_IO:-true}" = false ] && echo " direct=1"; }
+
 seq_znbd() { # ROUND DEF PREALLOC
-  local d=$work/dev base
+  local d=$work/dev base name
   rm -rf "$d"
-  start "$d" size=4G zone_size=256M zone_prealloc="$3" >/dev/null
+  start "$d" size=4G zone_size=256M zone_prealloc="$3" \
+    buffered_io="${BUFFERED_IO:-true}" >/dev/null
   fio_nbd "$work/s.json" --rw=write --bs=128k --iodepth=32 --size="$SEQ" \
     $(def_args "$2")
   stop
-  base="seq-128k-qd32 $2 plain fallocate=$([ "$3" = true ] && echo keep || echo none)"
-  row "seq-128k-qd32 $2 znbd zone_prealloc=$3" "$1" "$(bw "$work/s.json")" "$base"
-  row "seq-128k-qd32 $2 znbd zone_prealloc=$3 [cpu]" "$1" "$(cpu "$work/s.json")" "$base [cpu]"
+  base="seq-128k-qd32 $2 plain$(dio_base) fallocate=$([ "$3" = true ] && echo keep || echo none)"
+  name="seq-128k-qd32 $2 znbd$(dio_z) zone_prealloc=$3"
+  row "$name" "$1" "$(bw "$work/s.json")" "$base"
+  row "$name [cpu]" "$1" "$(cpu "$work/s.json")" "$base [cpu]"
   rm -rf "$d"
 }
 
 seq_plain() { # ROUND DEF FALLOCATE
+  local name
+  name="seq-128k-qd32 $2 plain$(dio_p) fallocate=$3"
   rm -f "$work/plain"
   fio_file "$work/s.json" --filename="$work/plain" --rw=write --bs=128k \
     --iodepth=32 --size="$SEQ" --fallocate="$3" $(def_args "$2")
-  row "seq-128k-qd32 $2 plain fallocate=$3" "$1" "$(bw "$work/s.json")"
-  row "seq-128k-qd32 $2 plain fallocate=$3 [cpu]" "$1" "$(cpu "$work/s.json")"
+  row "$name" "$1" "$(bw "$work/s.json")"
+  row "$name [cpu]" "$1" "$(cpu "$work/s.json")"
   rm -f "$work/plain"
 }
 
 z8_znbd() { # ROUND DEF
-  local d=$work/dev
+  local d=$work/dev base name
   rm -rf "$d"
-  start "$d" size=4G zone_size=256M >/dev/null
+  start "$d" size=4G zone_size=256M buffered_io="${BUFFERED_IO:-true}" >/dev/null
   fio_nbd "$work/z.json" --rw=write --bs=4k --iodepth=4 --numjobs=8 \
     --offset_increment=256M --size="$Z8" $(def_args "$2")
   stop
-  row "4k-qd32-8zones $2 znbd" "$1" "$(bw "$work/z.json")" \
-    "4k-qd32-8zones $2 plain 8 files"
-  row "4k-qd32-8zones $2 znbd [cpu]" "$1" "$(cpu "$work/z.json")" \
-    "4k-qd32-8zones $2 plain 8 files [cpu]"
+  base="4k-qd32-8zones $2 plain$(dio_base) 8 files"
+  name="4k-qd32-8zones $2 znbd$(dio_z)"
+  row "$name" "$1" "$(bw "$work/z.json")" "$base"
+  row "$name [cpu]" "$1" "$(cpu "$work/z.json")" "$base [cpu]"
   rm -rf "$d"
 }
 
 z8_plain() { # ROUND DEF
+  local name
+  name="4k-qd32-8zones $2 plain$(dio_p) 8 files"
   rm -f "$work"/p8.*
   fio_file "$work/z.json" --filename_format="$work/p8.\$jobnum" --rw=write \
     --bs=4k --iodepth=4 --numjobs=8 --size="$Z8" --fallocate=keep \
     $(def_args "$2")
-  row "4k-qd32-8zones $2 plain 8 files" "$1" "$(bw "$work/z.json")"
-  row "4k-qd32-8zones $2 plain 8 files [cpu]" "$1" "$(cpu "$work/z.json")"
+  row "$name" "$1" "$(bw "$work/z.json")"
+  row "$name [cpu]" "$1" "$(cpu "$work/z.json")"
   rm -f "$work"/p8.*
 }
 
@@ -213,6 +230,10 @@ for ((r = 1; r <= rounds; r++)); do
     z8_znbd "$r" "$def"
     z8_plain "$r" "$def"
   done
+  BUFFERED_IO=false seq_znbd "$r" durable true
+  DIRECT=1 seq_plain "$r" durable keep
+  BUFFERED_IO=false z8_znbd "$r" durable
+  DIRECT=1 z8_plain "$r" durable
   rm -rf "$work/z10k"
   row "format 10000 zones" "$r" "$(start "$work/z10k" size=10000M zone_size=1M; stop)"
   row "start-up 10000 zones" "$r" "$(start "$work/z10k"; stop)"
@@ -240,7 +261,12 @@ def ratio(k):
     b = base.get(k)
     if not b:
         return "1.00x" if k in base.values() else ""
-    return "%.2fx" % (med[k] / med[b]) if med.get(b) else "-"
+    r = "%.2fx" % (med[k] / med[b]) if med.get(b) else "-"
+    # Direct I/O rows: also against the buffered plain row, the limit.
+    lim = b.replace(" direct=1", "")
+    if lim != b and med.get(lim):
+        r += " (%.2fx of %s)" % (med[k] / med[lim], lim)
+    return r
 print("Persistent devices (dir=, znbd --queue-mode=%s), median of %s "
       "interleaved rounds (min-max); each znbd row divided by the plain "
       "row named in its last column; [cpu] rows: CPU milliseconds per MiB "

@@ -100,6 +100,8 @@ static const struct param table[] = {
       "Keep the device in this directory (zloop's file per zone layout)"),
     P(zone_prealloc, BOOL, "BOOL", "true", 0, NULL, ALL, NULL,
       "dir=: preallocate a zone's capacity when it opens"),
+    P(buffered_io, BOOL, "BOOL", "true", 0, NULL, ALL, NULL,
+      "dir=: page cache I/O (false: O_DIRECT, zloop's default)"),
     P(badblocks, SECTOR_LIST, "LIST", NULL, 0, "512-byte sectors", ALL,
       "badblocks",
       "Bad sectors at start, e.g. 100-107,2048 (reads and writes "

@@ -26,7 +26,10 @@
  * file per zone).  Returns NULL with errno and a message naming the
  * parameter or the file in ERR: EEXIST (another server holds the lock),
  * EINVAL (the directory holds other files, a file of the wrong size,
- * metadata that does not match P), ENOENT, EACCES, EMFILE, EIO. */
+ * metadata that does not match P, buffered_io=false on a file system
+ * without O_DIRECT), ENOENT, EACCES, EMFILE, EIO.  With buffered_io=false
+ * the zone files are opened a second time with O_DIRECT (two descriptors
+ * per zone). */
 struct znbd_store *znbd_store_dir_open(const struct znbd_params *p, char *err,
                                        size_t errlen);
 

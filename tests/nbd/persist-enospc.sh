@@ -4,7 +4,8 @@
 # written zone file is truncated back), earlier data stays, and once a
 # zone reset frees space the same write succeeds.  Runs on a 2 MiB tmpfs,
 # with zone_prealloc=false (each write allocates) and =true (the zone's
-# preallocation does not fit and is skipped).  Mounting needs root: the
+# preallocation does not fit and is skipped), and with direct I/O
+# (buffered_io=false, zone_prealloc=true).  Mounting needs root: the
 # test skips (77) when the mount is refused.
 . "$(dirname "$0")/../functions.sh"
 require_znbd_frontend "persistent devices"
@@ -15,12 +16,14 @@ mount -t tmpfs -o size=2m znbd-test "$fs" 2>/dev/null ||
   skip "cannot mount a 2 MiB tmpfs (needs root)"
 on_exit "umount -l '$fs'"
 
-for prealloc in false true; do
-  dev=$fs/dev-$prealloc
+for mode in false true direct; do
+  prealloc=$mode buffered=true
+  [ "$mode" = direct ] && prealloc=true buffered=false
+  dev=$fs/dev-$mode
   rm -rf "$fs"/dev-*
   start_frontend dir="$dev" size=8M zone_size=1M zone_prealloc=$prealloc \
-    zone_control="$tmpdir/ctl-$prealloc"
-  ctl=$tmpdir/ctl-$prealloc dev=$dev nbd_py <<'EOF'
+    buffered_io=$buffered zone_control="$tmpdir/ctl-$mode"
+  ctl=$tmpdir/ctl-$mode dev=$dev nbd_py <<'EOF'
 from znbdtest import *
 import re
 Z = MiB

@@ -3,6 +3,9 @@
  * condition, wp and bytes after a restart (a power cycle), more CLOSED
  * zones than zone_max_active, corrupt or foreign files, the lock, and a
  * write the file system refuses half-way (RLIMIT_FSIZE) changing nothing.
+ * Every check runs twice: buffered (the default) and with
+ * buffered_io=false (O_DIRECT); test_direct adds what only direct I/O
+ * has (the page cache left alone, unaligned buffers and offsets).
  * Each check makes its own directory under $TMPDIR. */
 #include <errno.h>
 #include <fcntl.h>
@@ -10,11 +13,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "check.h"
+#include "store.h"
+#include "store_dir.h"
 #include "testdev.h"
 #include "znbd/dev.h"
 #include "znbd/params.h"
@@ -24,6 +30,7 @@
 
 static char base[4096];
 static int ndirs;
+static const char *buffered_io = "true"; /* the round: every device's */
 
 /* A new directory path (not created) under BASE. */
 static const char *
@@ -44,6 +51,8 @@ open_dev(const char *dir, const char *const *kv, char *err, size_t errlen)
   err[0] = '\0';
   znbd_params_init(&p);
   if (znbd_params_set(&p, "dir", dir, err, errlen) < 0)
+    goto out;
+  if (znbd_params_set(&p, "buffered_io", buffered_io, err, errlen) < 0)
     goto out;
   for (; kv[0]; kv += 2)
     if (znbd_params_set(&p, kv[0], kv[1], err, errlen) < 0)
@@ -485,6 +494,138 @@ test_plain(void)
   printf("zoned=false: one data file, kept\n");
 }
 
+/* Pages of DIR/NAME in the page cache (mincore over a mapping), or -1. */
+static long
+cached_pages(const char *dir, const char *name)
+{
+  char path[4200];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  int fd = open(path, O_RDONLY);
+  struct stat st;
+  long n = -1;
+  if (fd < 0 || fstat(fd, &st) < 0 || st.st_size == 0) {
+    n = fd < 0 ? -1 : 0;
+    goto out;
+  }
+  long pg = sysconf(_SC_PAGESIZE);
+  size_t np = ((size_t)st.st_size + (size_t)pg - 1) / (size_t)pg;
+  unsigned char *v = malloc(np);
+  void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+  if (v && m != MAP_FAILED && mincore(m, (size_t)st.st_size, v) == 0) {
+    n = 0;
+    for (size_t i = 0; i < np; i++)
+      n += v[i] & 1;
+  }
+  if (m != MAP_FAILED)
+    munmap(m, (size_t)st.st_size);
+  free(v);
+out:
+  if (fd >= 0)
+    close(fd);
+  return n;
+}
+
+/* buffered_io=false: aligned writes bypass the page cache (from an
+ * aligned buffer and, through the bounce buffer, from an unaligned one);
+ * offsets and lengths direct I/O cannot take go buffered and read back
+ * coherently through either path; bytes survive a restart in either
+ * mode; the default keeps using the page cache. */
+static void
+test_direct(void)
+{
+  char dir[4200], err[512];
+  struct znbd_dev *d = open_dev(new_dir(dir, sizeof dir), geo, err, sizeof err);
+  if (!d && strstr(err, "O_DIRECT")) {
+    printf("direct: no O_DIRECT on this file system, skipped (%s)\n", err);
+    return;
+  }
+  CHECK(d != NULL);
+  if (!d)
+    return;
+  uint8_t *al = NULL;
+  CHECK(posix_memalign((void **)&al, 4096, 64 * K + 4096) == 0);
+  test_fill(al, 16 * K, 1);
+  CHECK(znbd_dev_write(d, al, 16 * K, 1 * ZS, 0) == 0); /* aligned */
+  test_fill(al + 1, 16 * K, 2);
+  CHECK(znbd_dev_write(d, al + 1, 16 * K, 1 * ZS + 16 * K, 0) == 0);
+  put(d, 8 * K, 2 * K + 512, 3); /* conventional, 512-byte tail */
+  CHECK_EQ(fsize(dir, "seq-000001"), 32 * K);
+  CHECK_EQ(cached_pages(dir, "seq-000001"), 0);
+  CHECK(reads_back(d, 1 * ZS, 16 * K, 1));
+  CHECK(reads_back(d, 1 * ZS + 16 * K, 16 * K, 2));
+  CHECK(reads_back(d, 8 * K, 2 * K + 512, 3));
+  /* A read into an unaligned buffer, past the wp: zeros after the data. */
+  CHECK(znbd_dev_read(d, al + 3, 48 * K, 1 * ZS) == 0);
+  uint8_t *want = calloc(1, 48 * K);
+  test_fill(want, 16 * K, 1);
+  test_fill(want + 16 * K, 16 * K, 2);
+  CHECK(memcmp(al + 3, want, 48 * K) == 0);
+  CHECK_EQ(cached_pages(dir, "seq-000001"), 0);
+  znbd_dev_free(d);
+
+  /* The store itself at offsets no device request has: the buffered
+   * descriptor, coherent with direct reads and writes over it. */
+  struct znbd_params p;
+  znbd_params_init(&p);
+  CHECK(znbd_params_set(&p, "dir", dir, err, sizeof err) == 0);
+  CHECK(znbd_params_set(&p, "buffered_io", "false", err, sizeof err) == 0);
+  CHECK(znbd_params_finish(&p, NULL, err, sizeof err) == 0);
+  struct znbd_store *st = znbd_store_dir_open(&p, err, sizeof err);
+  CHECK(st != NULL);
+  if (st) {
+    test_fill(al, 4 * K, 4);
+    CHECK(znbd_store_write(st, al, 100, 3) == 0);          /* buffered */
+    CHECK(znbd_store_read(st, al + 8 * K, 4 * K, 0) == 0); /* direct */
+    CHECK(memcmp(al + 8 * K + 3, al, 100) == 0);
+    CHECK(al[8 * K] == 0 && al[8 * K + 103] == 0);
+    test_fill(al, 4 * K, 5);
+    CHECK(znbd_store_write(st, al, 4 * K, 0) == 0); /* direct over it */
+    CHECK(znbd_store_read(st, al + 8 * K + 1, 200, 1) == 0); /* buffered */
+    CHECK(memcmp(al + 8 * K + 1, al + 1, 200) == 0);
+    znbd_store_free(st);
+  }
+  znbd_params_free(&p);
+
+  /* Restart, buffered: the bytes written direct are there. */
+  const char *was = buffered_io;
+  buffered_io = "true";
+  static const char *const none[] = {NULL};
+  d = open_dev(dir, none, err, sizeof err);
+  CHECK(d != NULL);
+  if (d) {
+    CHECK_EQ(test_zone(d, 1).wp, 1 * ZS + 32 * K);
+    CHECK(reads_back(d, 1 * ZS, 16 * K, 1));
+    CHECK(reads_back(d, 1 * ZS + 16 * K, 16 * K, 2));
+    put(d, 1 * ZS + 32 * K, 4 * K, 6);
+    CHECK(cached_pages(dir, "seq-000001") > 0); /* buffered: cached */
+    znbd_dev_free(d);
+  }
+  buffered_io = was;
+  d = open_dev(dir, none, err, sizeof err);
+  CHECK(d != NULL);
+  if (d) {
+    CHECK(reads_back(d, 1 * ZS + 32 * K, 4 * K, 6));
+    znbd_dev_free(d);
+  }
+  free(want);
+  free(al);
+  printf("direct: page cache bypassed, unaligned buffers and offsets, "
+         "restart in either mode\n");
+}
+
+static void
+all_tests(void)
+{
+  test_format_and_restart();
+  test_mismatch();
+  test_corrupt();
+  test_lock();
+  test_too_many_closed();
+  test_refused_write();
+  test_plain();
+  test_prealloc();
+}
+
 int
 main(void)
 {
@@ -494,14 +635,11 @@ main(void)
     perror("mkdtemp");
     return 1;
   }
-  test_format_and_restart();
-  test_mismatch();
-  test_corrupt();
-  test_lock();
-  test_too_many_closed();
-  test_refused_write();
-  test_plain();
-  test_prealloc();
+  all_tests();
+  buffered_io = "false";
+  printf("-- buffered_io=false\n");
+  test_direct();
+  all_tests();
   char cmd[4200];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
   if (system(cmd) != 0)
