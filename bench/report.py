@@ -118,6 +118,9 @@ with open(os.path.join(work, "raw.tsv")) as f:
                         p99 = x.get("clat_ns", {}).get("percentile", {}).get("99.000000", 0) / 1000.0
                 r.update(ios=ios, iops=iops, bw=bw, p99=p99,
                          fio_cpu=j.get("usr_cpu", 0.0) + j.get("sys_cpu", 0.0),
+                         # fio's usr+sys are percent of its job's run time
+                         fio_us=((j.get("usr_cpu", 0.0) + j.get("sys_cpu", 0.0)) / 100.0 *
+                                 j.get("job_runtime", 0) * 1000.0 / ios) if ios else float("nan"),
                          cpu_us=(r["ticks"] / clk * 1e6 / ios) if ios else float("nan"))
                 if ios == 0:
                     r["status"] = "fail"
@@ -236,12 +239,18 @@ def perf_table(part):
     h = ["workload", "server", "IOPS median (min–max)", "×" + DESC.get(anchor, anchor)]
     if second and second in rows:
         h.append("×" + DESC.get(second, second))
-    h += ["MiB/s", "p99 µs", "CPU µs/req (min–max)", "CPU ×anchor", "fio CPU %", "RSS MiB", "n"]
+    h += ["MiB/s", "p99 µs", "CPU µs/req (min–max)", "CPU ×anchor", "fio CPU %"]
+    # The engine part compares clients: their CPU per request too.
+    client = part == "engine"
+    if client:
+        h += ["fio CPU µs/req (min–max)", "fio CPU ×anchor"]
+    h += ["RSS MiB", "n"]
     md.append("| " + " | ".join(h) + " |")
     md.append("|" + "---|" * len(h))
     for wl in wls:
         a = st(part, ANCHOR_WL.get(wl, anchor), wl, "iops")
         ac = st(part, ANCHOR_WL.get(wl, anchor), wl, "cpu_us")
+        af = st(part, ANCHOR_WL.get(wl, anchor), wl, "fio_us")
         s2 = st(part, second, wl, "iops") if second else None
         for row in rows:
             rs = cell(part, row, wl)
@@ -262,8 +271,12 @@ def perf_table(part):
                      fmt(st(part, row, wl, "p99").med, 0),
                      "%s (%s–%s)" % (fmt(c.med, 1), fmt(c.lo, 1), fmt(c.hi, 1)),
                      fmt(ratio(c.med, ac.med), 2),
-                     fmt(st(part, row, wl, "fio_cpu").med, 0),
-                     fmt(st(part, row, wl, "rss").med / 1024.0 if st(part, row, wl, "rss").med else None, 0),
+                     fmt(st(part, row, wl, "fio_cpu").med, 0)]
+            if client:
+                fu = st(part, row, wl, "fio_us")
+                line += ["%s (%s–%s)" % (fmt(fu.med, 1), fmt(fu.lo, 1), fmt(fu.hi, 1)),
+                         fmt(ratio(fu.med, af.med), 2)]
+            line += [fmt(st(part, row, wl, "rss").med / 1024.0 if st(part, row, wl, "rss").med else None, 0),
                      str(i.n)]
             if i.n < len(rs):
                 line[-1] += " (%d failed)" % (len(rs) - i.n)

@@ -12,8 +12,9 @@
 #   BUILD=DIR        build tree (default: <top>/build)
 #   BENCH_QUICK=1    1-2 s runs, 1 round, small ranges; results go to
 #                    bench/results/tmp/ (not committed)
-#   BENCH_PARTS="ram zoned order submit peers scale engine persist"   parts
-#                    to run, in order (persist: bench/persist.sh, its own table)
+#   BENCH_PARTS="ram zoned order submit peers scale engine persist faults"
+#                    parts to run, in order (persist: bench/persist.sh,
+#                    faults: bench/faults.sh; each its own table)
 #   BENCH_TIME_LIMIT=S  skip what is left after S seconds (default 1680)
 #   BENCH_ROUNDS=N   override the number of rounds
 #   BENCH_OUT=DIR    override the results directory
@@ -25,7 +26,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
 build=${BUILD:-$top/build}
 quick=${BENCH_QUICK:-0}
-parts=${BENCH_PARTS:-ram zoned order submit peers scale engine persist}
+parts=${BENCH_PARTS:-ram zoned order submit peers scale engine persist faults}
 
 if [ "$quick" = 1 ]; then
   rounds=${BENCH_ROUNDS:-1}
@@ -500,12 +501,13 @@ for p in $parts; do
       echo "elapsed_$p=$(($(date +%s) - tp))" >>"$work/meta"
       echo "load_$p=$la→$(cut -d' ' -f1 /proc/loadavg)" >>"$work/meta"
       ;;
-    persist) # dir= against plain files: a table of its own
+    persist | faults) # scripts of their own, each printing its own table
+      # (persist: dir= against plain files; faults: mbps and zone_*_nsec)
       if over_time; then
-        echo "bench: part persist skipped (time limit)" >&2
+        echo "bench: part $p skipped (time limit)" >&2
       else
         BENCH_ROUNDS=$rounds BENCH_QUICK=$quick BUILD=$build \
-          "$here/persist.sh" >"$work/persist.md" || : >"$work/persist.md"
+          "$here/$p.sh" >"$work/$p.md" || : >"$work/$p.md"
       fi
       ;;
     *) echo "bench: unknown part $p" >&2; exit 2 ;;
@@ -520,6 +522,8 @@ for k in "${!SRV[@]}"; do echo "srv.$k=${SRV[$k]//@ZONED@/zoned.so}"; done | sor
 
 mkdir -p "$outdir"
 /usr/bin/python3 "$here/report.py" "$work" "$outdir/$stamp-$host"
-if [ -s "$work/persist.md" ]; then
-  { echo; cat "$work/persist.md"; } | tee -a "$outdir/$stamp-$host.md"
-fi
+for p in persist faults; do
+  if [ -s "$work/$p.md" ]; then
+    { echo; cat "$work/$p.md"; } | tee -a "$outdir/$stamp-$host.md"
+  fi
+done

@@ -234,6 +234,12 @@ zf_getevents(struct thread_data *td, unsigned int min, unsigned int max,
           (d->nr_done - d->given) * sizeof *d->done);
   d->nr_done -= d->given;
   d->given = 0;
+  /* libnbd reads one reply per read notification, so this polls once per
+   * completion.  Notifying libnbd again without a poll, to read replies
+   * already waiting, is not safe: finding the socket empty at the start
+   * of a reply, libnbd 1.14 stays in its reply state and holds back the
+   * commands queued meanwhile, which hangs once every sent command has
+   * been answered (bench/README.md, "fio engine cost"). */
   while (d->nr_done < min) {
     int r = nbd_poll(nbd, timeout);
     if (r == -1) {

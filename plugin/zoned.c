@@ -441,11 +441,15 @@ zoned_flush(void *handle, uint32_t flags)
   return r;
 }
 
+/* CACHE: everything is in RAM already; completion_nsec and drop-reply
+ * (kind "other") apply as to any request. */
 static int
 zoned_cache(void *handle, uint32_t count, uint64_t offset, uint32_t flags)
 {
-  /* Everything is in RAM already. */
-  return check_aligned(handle, "cache", count, offset);
+  if (check_aligned(handle, "cache", count, offset) < 0)
+    return -1;
+  complete_delay_io(ZNBD_IO_OTHER, 0);
+  return 0;
 }
 
 static int
@@ -468,8 +472,10 @@ zoned_extents(void *handle, uint32_t count, uint64_t offset, uint32_t flags,
   /* With REQ_ONE nbdkit keeps only the first extent; we still report all
    * of [offset, offset+count) as it is cheap (a bitmap scan). */
   int r = znbd_dev_extents(dev, offset, count, add_extent, extents);
+  int e = errno;
+  /* completion_nsec and drop-reply (kind "other"), as for any request. */
+  complete_delay_io(ZNBD_IO_OTHER, 0);
   if (r < 0) {
-    int e = errno;
     if (e == 0)
       e = EIO;
     return fail("extents", count, offset, e);
