@@ -424,6 +424,19 @@ else:
     checks.append(("zoned.so RSS after 1 GiB / after trim",
                    why_not([r for r in runs if r["part"] == "ram" and r["row"] == "zoned.so-ram" and r["wl"] == "rss-1G"]), None))
 check("zoned.so zoned seq write 4k qd32 ≥ 0.9× null", "zoned", "zoned.so-po2", "write-4k-qd32", "iops", "null", ">=", 0.9)
+# Zoned writes at RAM-disk speed: against zoned.so zoned=false writing the
+# same fresh pages, and steady (every round within ±15 % of the median).
+check("zoned.so zoned seq write 4k qd32 ≥ 0.9× zoned.so zoned=false", "zoned", "zoned.so-po2",
+      "write-4k-qd32", "iops", "zoned.so-ram", ">=", 0.9)
+for row in ("zoned.so-po2", "zoned.so-ram"):
+    v = st("zoned", row, "write-4k-qd32", "iops")
+    t = "%s seq write 4k qd32: min–max within ±15 %% of the median" % DESC.get(row, row)
+    if not v.n:
+        checks.append((t, why_not(cell("zoned", row, "write-4k-qd32")), None))
+    else:
+        dev = max(v.med - v.lo, v.hi - v.med) / v.med
+        checks.append((t, "±%.0f %% (%s–%s around %s, %d rounds)" % (
+            100 * dev, fmt(v.lo), fmt(v.hi), fmt(v.med), v.n), dev <= 0.15))
 for wl in ("write-4k-qd32", "randread-4k-qd32"):
     b = st("zoned", "zoned.so-npo2", wl, "iops")
     a = st("zoned", "zoned.so-po2", wl, "iops")
@@ -438,6 +451,12 @@ for wl in ("write-4k-qd32", "randread-4k-qd32"):
 for wl in ("randread-4k-qd32", "randwrite-4k-qd32"):
     check("znbd bio ≥ 1.15× null IOPS, %s" % wl, "submit", "znbd-bio", wl, "iops", "null", ">=", 1.15)
     check("znbd bio ≤ 0.5× null CPU/request, %s" % wl, "submit", "znbd-bio", wl, "cpu_us", "null", "<=", 0.5)
+# The mq model at the cost of its model: CPU per request against bio.
+for qd in (32, 128):
+    for rw in ("read", "randread", "write", "randwrite"):
+        wl = "%s-4k-qd%d" % (rw, qd)
+        check("znbd mq ≤ 1.2× bio CPU/request, %s" % wl, "submit", "znbd-mq", wl, "cpu_us",
+              "znbd-bio", "<=", 1.2)
 for wl in ("write-4k-qd32", "write-128k-qd32"):
     check("znbd-fio.so --zonemode=zbd ≥ 0.95× nbd engine --zonemode=strided, %s" % wl,
           "engine", "engine-zbd", wl, "iops", "nbd-strided", ">=", 0.95)

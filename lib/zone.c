@@ -1248,12 +1248,18 @@ struct sync_write {
   pthread_cond_t cv;
   bool finished;
   int err;
+  _Atomic unsigned *waiting; /* the bound's count, or NULL */
 };
 
+/* The parked write ran or failed: its thread no longer counts as waiting
+ * from here on, not from when it is scheduled again, so a write that
+ * arrives meanwhile is not refused because of a thread already woken. */
 static void
 sync_done(struct znbd_zone_write *w, int err)
 {
   struct sync_write *sw = (struct sync_write *)w;
+  if (sw->waiting)
+    atomic_fetch_sub(sw->waiting, 1);
   pthread_mutex_lock(&sw->lock);
   sw->finished = true;
   sw->err = err;
@@ -1272,21 +1278,22 @@ znbd_zones_write_wait(struct znbd_zones *zs, const struct znbd_zone_write *w,
   }
   struct sync_write sw = {.w = *w,
                           .lock = PTHREAD_MUTEX_INITIALIZER,
-                          .cv = PTHREAD_COND_INITIALIZER};
+                          .cv = PTHREAD_COND_INITIALIZER,
+                          .waiting = waiting};
   sw.w.done = sync_done;
   int r = znbd_zones_write(zs, &sw.w), e = errno;
-  if (r == ZNBD_ZONE_PARKED) {
+  if (r == ZNBD_ZONE_PARKED) { /* sync_done uncounts it */
     pthread_mutex_lock(&sw.lock);
     while (!sw.finished)
       pthread_cond_wait(&sw.cv, &sw.lock);
     pthread_mutex_unlock(&sw.lock);
     r = sw.err ? -1 : 0;
     e = sw.err;
+  } else if (waiting) {
+    atomic_fetch_sub(waiting, 1);
   }
   pthread_cond_destroy(&sw.cv);
   pthread_mutex_destroy(&sw.lock);
-  if (waiting)
-    atomic_fetch_sub(waiting, 1);
   errno = e;
   return r;
 }

@@ -45,6 +45,10 @@
  * them up to Linux's default request size cap (BLK_DEF_MAX_SECTORS_CAP,
  * 2560 sectors) and max_segments (BLK_MAX_SEGMENTS, 128; one segment per
  * write here). */
+/* Direct issue (direct_ok) up to this many bytes: a worker executing
+ * larger requests itself would stop serving its other connections (and
+ * noticing a stop) for as long as a bio worker does. */
+#define MQ_DIRECT_MAX (256u * 1024)
 #define PLUG_MERGE_MAX_BYTES (2560u * 512)
 #define PLUG_MERGE_MAX_WRITES 128
 
@@ -61,6 +65,7 @@ struct hwq {
   struct rq *rqs;
   unsigned depth, nfree;
   atomic_int stalled; /* readers that found no tag */
+  atomic_uint busy;   /* pushed to LIST and not yet through queue_rq */
   atomic_bool stop;
 };
 
@@ -78,6 +83,7 @@ struct mq {
   unsigned nq;
   struct hwq *q;
   bool zone_lock, pipeline, plug;
+  bool direct; /* issue READ/WRITE from the submitting worker */
   uint64_t completion_nsec;
   pthread_mutex_t zlock; /* zones, ps */
   struct zstate *zones;
@@ -172,6 +178,11 @@ mq_new(struct server *s, char *err, size_t errlen)
    * mq-deadline pipelining patches): both on means no lock. */
   m->zone_lock = s->sched_deadline && !p->no_zone_write_lock && !m->pipeline &&
                  !m->plug && m->nr_zones > 0;
+  /* blk-mq without an elevator issues a request from the submitting
+   * context (blk_mq_try_issue_directly); kept to RAM devices completing
+   * at once, where queue_rq never blocks and needs no timer. */
+  m->direct = !s->sched_deadline && !m->zone_lock && !m->plug &&
+              !m->completion_nsec && !p->dir;
   if ((m->zone_lock || m->plug) &&
       !(m->zones = calloc(m->nr_zones, sizeof *m->zones)))
     goto fail_m;
@@ -266,6 +277,7 @@ mq_trim(struct mq *m, size_t keep)
 static void
 hwq_push(struct hwq *q, struct rq *rq, struct io_uring *from)
 {
+  atomic_fetch_add(&q->busy, 1);
   rq_stack_push(&q->list, rq);
   /* The hardware queue's own thread (zone lock passed on) looks at its
    * list again before it sleeps; others wake it once per batch. */
@@ -282,10 +294,35 @@ seq_write(struct mq *m, struct rq *rq)
   return rq->zone >= m->nr_conv;
 }
 
+static void queue_rq(struct hwq *q, struct rq *rq, struct io_uring *ring);
+
+/* Direct issue of RQ from worker ring FROM (blk_mq_try_issue_directly):
+ * a READ, or a WRITE without FUA (nothing that waits for a disk), of at
+ * most MQ_DIRECT_MAX bytes, while its hardware queue has nothing queued
+ * or dispatching, so that nothing the worker queued before is
+ * overtaken. */
+static bool
+direct_ok(struct mq *m, struct rq *rq, const struct io_uring *from)
+{
+  struct hwq *q = rq->hq;
+  if (!m->direct || !from || from == &q->ring || atomic_load(&q->busy))
+    return false;
+  if (rq->req.len > MQ_DIRECT_MAX)
+    return false;
+  if (rq->req.type == NBD_CMD_READ)
+    return true;
+  return rq->req.type == NBD_CMD_WRITE && !(rq->req.flags & NBD_CMD_FLAG_FUA);
+}
+
 /* Insert RQ (tagged, filled) through the scheduler. */
 static void
 mq_submit(struct mq *m, struct rq *rq, struct io_uring *from)
 {
+  if (direct_ok(m, rq, from)) {
+    rq->zone_locked = false;
+    queue_rq(rq->hq, rq, from);
+    return;
+  }
   rq->zone_locked = false;
   if (m->zone_lock && seq_write(m, rq)) {
     struct zstate *z = &m->zones[rq->zone];
@@ -321,6 +358,7 @@ rq_take(struct rq *rq, const struct rq *bio)
   rq->zone = bio->zone;
   rq->merged = bio->merged;
   rq->reply.len = 0;
+  rq->nref = 0;
   rq->parked = false;
   rq->zone_locked = false;
 }
@@ -453,7 +491,7 @@ mq_issue_plugged(struct mq *m, struct rq *bio, struct io_uring *from)
  * the completing hardware queue thread does, and the write's worker when
  * no tag is free. */
 static void
-plug_next(struct hwq *q, struct rq *rq)
+plug_next(struct hwq *q, struct rq *rq, struct io_uring *ring)
 {
   struct mq *m = q->m;
   struct zstate *z = &m->zones[rq->zone];
@@ -489,18 +527,18 @@ plug_next(struct hwq *q, struct rq *rq)
   }
   pthread_mutex_unlock(&m->zlock);
   rq->zone_locked = false;
-  if (next && !mq_issue_plugged(m, next, &q->ring))
-    worker_unplug(next, &q->ring);
+  if (next && !mq_issue_plugged(m, next, ring))
+    worker_unplug(next, ring);
 }
 
 /* The request is done: release its zone write lock or plug, hand it and
  * the writes merged into it back. */
 static void
-complete(struct hwq *q, struct rq *rq)
+complete(struct hwq *q, struct rq *rq, struct io_uring *ring)
 {
   struct mq *m = q->m;
   if (rq->zone_locked && m->plug) {
-    plug_next(q, rq);
+    plug_next(q, rq, ring);
   } else if (rq->zone_locked) {
     struct zstate *z = &m->zones[rq->zone];
     pthread_mutex_lock(&m->zlock);
@@ -516,25 +554,41 @@ complete(struct hwq *q, struct rq *rq)
     pthread_mutex_unlock(&m->zlock);
     rq->zone_locked = false;
     if (next)
-      hwq_push(next->hq, next, &q->ring);
+      hwq_push(next->hq, next, ring);
   }
   for (struct rq *b = rq->merged, *n; b; b = n) {
     n = b->next;
-    worker_complete(b, &q->ring);
+    worker_complete(b, ring);
   }
   rq->merged = NULL;
-  worker_complete(rq, &q->ring);
+  worker_complete(rq, ring);
 }
 
-/* Execute RQ unless its connection is gone (nobody to answer). */
+/* nbd_add_ref_fn of an rq (OPAQUE): remember the store bytes, or copy
+ * them into the reply when RQ_REFS are taken. */
+static void
+rq_add_ref(void *opaque, const void *p, size_t len)
+{
+  struct rq *rq = opaque;
+  if (rq->nref == RQ_REFS) {
+    buf_append(&rq->reply, p, len);
+    return;
+  }
+  rq->ref[rq->nref++] = (struct rq_ref){rq->reply.len, p, len};
+}
+
+/* Execute RQ unless its connection is gone (nobody to answer).  READ
+ * data of a plain RAM disk is not copied (rq_add_ref). */
 static int
 exec_rq(struct rq *rq, unsigned xf)
 {
+  rq->nref = 0;
   if (atomic_load(&rq->proto->gone)) {
     rq->reply.len = 0;
     return 0;
   }
-  return nbd_exec(rq->proto, &rq->req, xf, &rq->reply);
+  return nbd_exec_ref(rq->proto, &rq->req, xf | EXEC_REF, &rq->reply,
+                      rq_add_ref, rq);
 }
 
 /* A parked write's reply is ready (any thread): complete it through its
@@ -551,7 +605,7 @@ mq_park_done(struct nbd_park *p)
  * complete it if it was parked and its reply is ready.  A write ahead of
  * the wp (pipelining) is parked with its tag. */
 static void
-queue_rq(struct hwq *q, struct rq *rq)
+queue_rq(struct hwq *q, struct rq *rq, struct io_uring *ring)
 {
   struct mq *m = q->m;
   const struct nbdc *c = rq->proto;
@@ -562,7 +616,8 @@ queue_rq(struct hwq *q, struct rq *rq)
   }
   if (atomic_load(&c->gone) && !rq->merged) { /* do not execute it */
     rq->reply.len = 0;
-    complete(q, rq);
+    rq->nref = 0;
+    complete(q, rq, ring);
     return;
   }
   if (m->pipeline)
@@ -582,9 +637,9 @@ done:;
     extra = nbd_req_delay(b->proto, &b->req);
   uint64_t ns = m->completion_nsec + extra;
   if (ns)
-    arm_timeout(&q->ring, &rq->ts, ns, tag_ptr(TAG_RQ_DONE, rq));
+    arm_timeout(ring, &rq->ts, ns, tag_ptr(TAG_RQ_DONE, rq));
   else
-    complete(q, rq);
+    complete(q, rq, ring);
 }
 
 void
@@ -639,7 +694,7 @@ hwq_reap(struct hwq *q)
       waker_kick_efd(tag_get_ptr(tag));
       break;
     case TAG_RQ_DONE:
-      complete(q, tag_get_ptr(tag));
+      complete(q, tag_get_ptr(tag), &q->ring);
       break;
     default: /* not used on a hardware queue's ring */
       break;
@@ -657,7 +712,8 @@ hwq_dispatch(struct hwq *q, struct rq *list)
   while (list) {
     struct rq *rq = list;
     list = rq->next;
-    queue_rq(q, rq);
+    queue_rq(q, rq, &q->ring);
+    atomic_fetch_sub(&q->busy, 1);
   }
 }
 

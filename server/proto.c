@@ -724,26 +724,34 @@ collect_ext(void *opaque, uint64_t off, uint64_t len, uint32_t flags)
   return off + len >= l->end;
 }
 
+/* Where zero-copy READ data goes (nbd_exec_ref). */
+struct ref_sink {
+  nbd_add_ref_fn add_ref; /* NULL: copy */
+  void *opaque;
+};
+
 /* With EXEC_REF, a plain RAM disk's allocated data goes out from the
- * store itself (c->add_ref): one copy fewer (the kernel's into the
+ * store itself (the sink's add_ref): one copy fewer (the kernel's into the
  * socket remains).  What the send reads is what the store holds when the
  * send runs, which may be after requests that came later in the same
  * batch: those overlap the READ (the client had no reply yet), so either
  * content is allowed (doc/proto.md leaves overlapping requests unordered). */
 static const void *
-read_ref(const struct nbdc *c, uint64_t off, uint32_t len, unsigned xflags)
+read_ref(const struct nbdc *c, uint64_t off, uint32_t len, unsigned xflags,
+         const struct ref_sink *rs)
 {
-  if (!(xflags & EXEC_REF) || !c->add_ref || len < REF_MIN)
+  if (!(xflags & EXEC_REF) || !rs->add_ref || len < REF_MIN)
     return NULL;
   return znbd_dev_read_ref(c->cfg->dev, len, off);
 }
 
 static int
 read_data_chunk(const struct nbdc *c, const struct nbd_req *r, uint64_t off,
-                uint32_t len, struct buf *out, size_t *last, unsigned xflags)
+                uint32_t len, struct buf *out, size_t *last, unsigned xflags,
+                const struct ref_sink *rs)
 {
   *last = out->len;
-  const void *ref = read_ref(c, off, len, xflags);
+  const void *ref = read_ref(c, off, len, xflags, rs);
   if (!ref && !buf_try_reserve(out, NBD_CHUNK_HEADER_SIZE + 8 + (size_t)len)) {
     errno = ENOMEM; /* chunk() below then needs no allocation */
     return -1;
@@ -754,7 +762,7 @@ read_data_chunk(const struct nbdc *c, const struct nbd_req *r, uint64_t off,
   if (ref) {
     put32(out->p + *last + 16, 8 + len); /* the chunk's length field */
     buf_commit(out, NBD_CHUNK_HEADER_SIZE + 8);
-    c->add_ref(c->ref_opaque, ref, len);
+    rs->add_ref(rs->opaque, ref, len);
     return 0;
   }
   if (znbd_dev_read(c->cfg->dev, p + 8, len, off) == -1)
@@ -765,7 +773,7 @@ read_data_chunk(const struct nbdc *c, const struct nbd_req *r, uint64_t off,
 
 static void
 exec_read(const struct nbdc *c, const struct nbd_req *r, struct buf *out,
-          unsigned xflags)
+          unsigned xflags, const struct ref_sink *rs)
 {
   struct znbd_dev *d = c->cfg->dev;
   size_t start = out->len;
@@ -790,7 +798,7 @@ exec_read(const struct nbdc *c, const struct nbd_req *r, struct buf *out,
     return;
   }
   if (!c->cfg->holes_ok) {
-    if (read_data_chunk(c, r, r->off, r->len, out, &last, xflags) == -1)
+    if (read_data_chunk(c, r, r->off, r->len, out, &last, xflags, rs) == -1)
       goto fail;
     goto done;
   }
@@ -805,7 +813,7 @@ exec_read(const struct nbdc *c, const struct nbd_req *r, struct buf *out,
       put64(p, r->off);
       put32(p + 8, r->len);
       buf_commit(out, NBD_CHUNK_HEADER_SIZE + 12);
-    } else if (read_data_chunk(c, r, r->off, r->len, out, &last, xflags) ==
+    } else if (read_data_chunk(c, r, r->off, r->len, out, &last, xflags, rs) ==
                -1) {
       goto fail;
     }
@@ -829,12 +837,12 @@ exec_read(const struct nbdc *c, const struct nbd_req *r, struct buf *out,
       n += l.e[++i].len;
     if (i + 1 == l.n)
       n = end - pos; /* collector stopped early: rest is data */
-    if (read_data_chunk(c, r, pos, (uint32_t)n, out, &last, xflags) == -1)
+    if (read_data_chunk(c, r, pos, (uint32_t)n, out, &last, xflags, rs) == -1)
       goto fail;
     pos += n;
   }
   if (pos < end && read_data_chunk(c, r, pos, (uint32_t)(end - pos), out, &last,
-                                   xflags) == -1)
+                                   xflags, rs) == -1)
     goto fail;
 done:
   put16(out->p + last + 4, NBD_REPLY_FLAG_DONE);
@@ -1056,7 +1064,8 @@ nbd_req_delay(const struct nbdc *c, const struct nbd_req *r)
 }
 
 static int exec_one(const struct nbdc *c, const struct nbd_req *r,
-                    unsigned xflags, struct buf *out);
+                    unsigned xflags, struct buf *out,
+                    const struct ref_sink *rs);
 
 /* drop-reply for a request of KIND that is not a READ, whose reply was
  * appended to OUT from BEFORE on: take it back if it is to be dropped. */
@@ -1076,11 +1085,20 @@ int
 nbd_exec(const struct nbdc *c, const struct nbd_req *r, unsigned xflags,
          struct buf *out)
 {
+  return nbd_exec_ref(c, r, xflags, out, c->add_ref, c->ref_opaque);
+}
+
+int
+nbd_exec_ref(const struct nbdc *c, const struct nbd_req *r, unsigned xflags,
+             struct buf *out, nbd_add_ref_fn add_ref, void *opaque)
+{
+  const struct ref_sink rs = {add_ref, opaque};
   struct znbd_dev *d = c->cfg->dev;
   unsigned kind = nbd_req_kind(r);
   bool drop = kind == ZNBD_IO_READ && znbd_dev_drop_reply(d, kind);
   size_t before = out->len;
-  int rc = exec_one(c, r, drop ? xflags & ~(unsigned)EXEC_REF : xflags, out);
+  int rc =
+      exec_one(c, r, drop ? xflags & ~(unsigned)EXEC_REF : xflags, out, &rs);
   if (rc == EXEC_AGAIN)
     return rc;
   if (drop)
@@ -1092,7 +1110,7 @@ nbd_exec(const struct nbdc *c, const struct nbd_req *r, unsigned xflags,
 
 static int
 exec_one(const struct nbdc *c, const struct nbd_req *r, unsigned xflags,
-         struct buf *out)
+         struct buf *out, const struct ref_sink *rs)
 {
   struct znbd_dev *d = c->cfg->dev;
   unsigned wflags = (xflags & EXEC_NOWAIT) ? ZNBD_WRITE_NOWAIT : 0;
@@ -1103,7 +1121,7 @@ exec_one(const struct nbdc *c, const struct nbd_req *r, unsigned xflags,
   }
   switch (r->type) {
   case NBD_CMD_READ:
-    exec_read(c, r, out, xflags);
+    exec_read(c, r, out, xflags, rs);
     return 0;
   case NBD_CMD_WRITE:
   case NBD_CMD_WRITE_ZEROES:

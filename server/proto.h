@@ -31,6 +31,10 @@ struct srv_cfg {
 
 enum nbdc_phase { PH_CFLAGS, PH_OPTS, PH_TRANS, PH_CLOSED };
 
+/* Zero-copy READ data: the LEN bytes at P (inside the store) go out right
+ * after the reply bytes produced so far, without being copied. */
+typedef void (*nbd_add_ref_fn)(void *opaque, const void *p, size_t len);
+
 /* Per-connection protocol state. */
 struct nbdc {
   const struct srv_cfg *cfg;
@@ -62,7 +66,7 @@ struct nbdc {
   /* Zero-copy READ data (nbd_exec with EXEC_REF): queue the LEN bytes at P
    * (inside the store) to be sent right after what OUT holds now, without
    * copying them.  Set by the caller that owns OUT's send path. */
-  void (*add_ref)(void *opaque, const void *p, size_t len);
+  nbd_add_ref_fn add_ref;
   void *ref_opaque;
 };
 
@@ -119,6 +123,12 @@ size_t nbdc_refuse_pending(struct nbdc *c, const uint8_t *in, size_t len,
  * Returns 0, or EXEC_AGAIN (EXEC_REQUEUE only; OUT untouched). */
 int nbd_exec(const struct nbdc *c, const struct nbd_req *r, unsigned xflags,
              struct buf *out);
+/* nbd_exec() with READ data going to ADD_REF(OPAQUE, ...) instead of
+ * c->add_ref (ADD_REF NULL: copied into OUT): for a thread that executes
+ * for C without owning its send path (mq's hardware queues).  ADD_REF is
+ * called after OUT holds the bytes that go before the data. */
+int nbd_exec_ref(const struct nbdc *c, const struct nbd_req *r, unsigned xflags,
+                 struct buf *out, nbd_add_ref_fn add_ref, void *opaque);
 
 /* R's kind as a ZNBD_IO_* bit (drop-reply, delays). */
 unsigned nbd_req_kind(const struct nbd_req *r);

@@ -121,6 +121,7 @@ int main_loop(struct server *s, const struct listeners *l, int sfd, pid_t child,
               bool *child_reaped);
 
 /* A request held by the mq model or by a delayed bio completion. */
+#define RQ_REFS 2
 struct rq {
   _Alignas(TAG_ALIGN) struct nbd_req req; /* tagged: TAG_RQ_DONE */
   struct inbuf *pin; /* input buffer holding the WRITE payload (a ref) */
@@ -139,6 +140,16 @@ struct rq {
    * (pipeline_zoned_writes): PARKED is set when its reply is ready. */
   struct nbd_park park;
   bool parked;
+  /* READ data borrowed from the store (nbd_exec_ref, EXEC_REF): REF[K]'s
+   * bytes go out after reply.p[0, REF[K].at), so the hardware queue does
+   * not copy them; the worker queues them as bio does (none copied
+   * twice).  More than RQ_REFS data chunks are copied into the reply. */
+  struct rq_ref {
+    size_t at;
+    const void *p;
+    size_t len;
+  } ref[RQ_REFS];
+  unsigned nref;
 };
 
 /* The rq holding parked write P. */

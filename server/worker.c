@@ -114,6 +114,7 @@ struct worker {
   struct conn *conns;
   unsigned nconns;
   bool dirty, trim_armed; /* served since the last trim; timer set */
+  bool self_done;         /* completed rqs pushed by this thread: on_wake */
   struct __kernel_timespec trim_ts;
 };
 
@@ -291,7 +292,10 @@ worker_complete(struct rq *rq, struct io_uring *from)
 {
   struct worker *w = rq->w;
   rq_stack_push(&w->done, rq);
-  waker_kick(&w->wk, from);
+  if (from == &w->ring) /* its own thread (mq direct issue) */
+    w->self_done = true;
+  else
+    waker_kick(&w->wk, from);
 }
 
 void
@@ -914,13 +918,30 @@ on_send(struct conn *c, int res)
   conn_process(c);
 }
 
+/* RQ's reply with READ data borrowed from the store (rq->ref): its own
+ * bytes (chunk headers) are copied, the data is queued as it is. */
+static void
+queue_refs(struct conn *c, const struct rq *rq)
+{
+  struct buf *out = &c->out[c->fill];
+  size_t at = 0;
+  for (unsigned k = 0; k < rq->nref; k++) {
+    buf_append(out, rq->reply.p + at, rq->ref[k].at - at);
+    at = rq->ref[k].at;
+    side_add_ref(c, rq->ref[k].p, rq->ref[k].len);
+  }
+  buf_append(out, rq->reply.p + at, rq->reply.len - at);
+}
+
 /* An rq came back (mq completion or bio timer): queue its reply, release
  * its tag and payload.  Returns its connection, to be processed. */
 static struct conn *
 rq_retire(struct worker *w, struct rq *rq)
 {
   struct conn *c = rq->conn;
-  if (!c->dead) {
+  if (!c->dead && rq->nref) {
+    queue_refs(c, rq);
+  } else if (!c->dead) {
     if (rq->reply.len < REPLY_MOVE_MIN || !side_move_reply(c, &rq->reply))
       buf_append(&c->out[c->fill], rq->reply.p, rq->reply.len);
   }
@@ -1121,6 +1142,12 @@ worker_main(void *arg)
       int res = cqe->res;
       io_uring_cqe_seen(&w->ring, cqe);
       worker_handle(w, tag, res);
+    }
+    /* Requests this thread issued directly and completed (mq): their
+     * replies go out with this turn's submit, no wakeup needed. */
+    while (w->self_done) {
+      w->self_done = false;
+      on_wake(w);
     }
     if (w->dirty && !w->trim_armed && !w->stopping) {
       arm_timeout(&w->ring, &w->trim_ts, TRIM_NSEC, tag_ptr(TAG_TRIM, w));
