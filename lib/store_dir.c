@@ -48,6 +48,20 @@
  *   fdatasyncs each (the disk gets them together), FUA the files of its
  *   range.  The directory and the metadata are synced when they change.
  *
+ * - Early writeback (writeback_mb=N, buffered I/O only): once N MiB have
+ *   been written to a zone file since its last kick, the writing thread
+ *   starts writeback of the file's dirty pages (sync_file_range with
+ *   SYNC_FILE_RANGE_WRITE: queues the I/O, waits for none of it), as a
+ *   drive destages its cache while more data comes in; the FLUSH that
+ *   follows then finds most pages clean.  It changes no durability
+ *   promise: FLUSH and FUA still fdatasync, the zone stays marked dirty,
+ *   a write-back error is reported by that fdatasync (sync_file_range
+ *   without a WAIT flag leaves the file's error state alone), and the
+ *   power-cut rollback (lib/wcache.c) truncates and rewrites files, which
+ *   does not depend on which pages happen to be on disk.  A sequential
+ *   zone's kick stops before the page the wp is in (the next append
+ *   would dirty it again).
+ *
  * - PATH/znbd.meta is text, key=value lines between a magic line and an
  *   "end" line (so a truncated file is detected); it is replaced
  *   atomically (write a temporary file, fsync, rename, fsync the
@@ -88,6 +102,7 @@ struct dzone {
   _Atomic bool dirty;        /* written or truncated since the last sync */
   pthread_mutex_t sync_lock; /* held across taking dirty and its fdatasync */
   _Atomic bool prealloc;     /* capacity fallocated since the last reset */
+  _Atomic uint64_t unkicked; /* bytes written since the last writeback kick */
   uint8_t fault;             /* 0, ZNBD_ZONE_COND_READONLY or _OFFLINE */
 };
 
@@ -105,6 +120,8 @@ struct dir_store {
   int jfd; /* PATH/znbd.wcache (write_cache's undo journal), or -1 */
   bool prealloc;
   bool direct;                   /* buffered_io=false */
+  uint64_t wb_bytes;             /* writeback_mb in bytes; 0: no early kick */
+  _Atomic uint64_t kicks;        /* early writeback kicks, for tests */
   uint32_t mem_align, off_align; /* direct I/O alignment, bytes */
   struct meta m;
   uint32_t nr_zones; /* zoned=false: one "zone", the data file */
@@ -809,6 +826,7 @@ znbd_store_dir_open(const struct znbd_params *p, char *err, size_t errlen)
   s->dirfd = s->lockfd = s->jfd = -1;
   s->prealloc = p->zone_prealloc;
   s->direct = !p->buffered_io;
+  s->wb_bytes = s->direct ? 0 : (uint64_t)p->writeback_mb << 20;
   pthread_mutex_init(&s->meta_lock, NULL);
   s->path = strdup(p->dir);
   if (!s->path) {
@@ -1029,6 +1047,25 @@ prealloc(struct dir_store *s, struct dzone *z)
   (void)fallocate(z->fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)z->cap);
 }
 
+/* writeback_mb: N more bytes went into the page cache of zone Z's file,
+ * up to file offset END; each writeback_mb of them starts writeback of
+ * the file's dirty pages (sequential zones: those before END's page).
+ * Best effort: an error here (ENOSPC, EIO) is the fdatasync's to report,
+ * and the pages stay in the cache until then. */
+static void
+kick(struct dir_store *s, struct dzone *z, uint64_t n, uint64_t end)
+{
+  if (!s->wb_bytes || atomic_fetch_add(&z->unkicked, n) + n < s->wb_bytes)
+    return;
+  atomic_store(&z->unkicked, 0);
+  end &= ~(uint64_t)(ZNBD_STORE_PAGE_SIZE - 1);
+  if (z->seq && !end)
+    return;
+  atomic_fetch_add(&s->kicks, 1);
+  (void)sync_file_range(z->fd, 0, z->seq ? (off_t)end : 0,
+                        SYNC_FILE_RANGE_WRITE);
+}
+
 /* Write (BUF) or zero (BUF NULL; FLAGS of zero()) [OFF0, OFF0+LEN).
  * First every conventional piece gets its blocks (fallocate), so a full
  * file system fails here before a byte changes; then the data goes in;
@@ -1066,6 +1103,8 @@ put(struct dir_store *s, const uint8_t *buf, uint64_t len, uint64_t off0,
       r = fallocate(z->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
                     (off_t)zoff, (off_t)plen);
     atomic_store(&z->dirty, true);
+    if (r == 0 && (buf || (!z->seq && (flags & ZNBD_STORE_ZERO_ALLOCATE))))
+      kick(s, z, plen, zoff + plen);
     if (r < 0) {
       e = errno == ENOSPC || errno == EDQUOT ? ENOSPC : EIO;
       /* Undo the sequential pieces written so far, this one included. */
@@ -1301,6 +1340,12 @@ dir_allocated(struct znbd_store *base)
     if (fstat(s->z[i].fd, &st) == 0)
       sum += (uint64_t)st.st_blocks * 512;
   return sum;
+}
+
+uint64_t
+znbd_store_dir_kicks(const struct znbd_store *st)
+{
+  return atomic_load(&((const struct dir_store *)st)->kicks);
 }
 
 static const struct znbd_store_ops dir_ops = {
