@@ -85,6 +85,10 @@ struct znbd_zones {
   bool park_closed; /* znbd_zones_close_parking() */
   pthread_t sweeper;
   _Atomic uint64_t nparked; /* parked writes, all zones */
+
+  /* znbd_zones_write_wait(): parked writes whose thread waited, and how
+   * many of those slept (the rest saw their write run while yielding). */
+  _Atomic uint64_t park_waits, park_sleeps;
 };
 
 /* Lay out zones over G->size bytes: nr_zones = ceil(size / zone_size),
@@ -282,8 +286,10 @@ int znbd_zones_write(struct znbd_zones *zs, struct znbd_zone_write *w);
 /* znbd_zones_write() for a caller that waits on its own thread: a write
  * that would be parked is parked (W->done is the engine's) and this
  * thread waits until it ran or failed, unless MAX threads counted in
- * *WAITING (NULL: no bound) wait already: then EAGAIN at once.  Returns 0,
- * or -1 with errno as znbd_zones_write(). */
+ * *WAITING (NULL: no bound) wait already: then EAGAIN at once.  It waits
+ * by yielding its CPU (sched_yield) for up to 20 microseconds, then
+ * sleeps until woken; ZS->park_waits counts the waits, ZS->park_sleeps
+ * those that slept.  Returns 0, or -1 with errno as znbd_zones_write(). */
 int znbd_zones_write_wait(struct znbd_zones *zs,
                           const struct znbd_zone_write *w,
                           _Atomic unsigned *waiting, unsigned max);
