@@ -1190,9 +1190,14 @@ znbd_zones_write(struct znbd_zones *zs, struct znbd_zone_write *w)
       e = EAGAIN;
     else if (w->timeout_ms == 0)
       e = EIO; /* no time to wait for the wp */
-    else if (park(zs, z, w) < 0)
+    else if (w->waiting && atomic_fetch_add(w->waiting, 1) >= w->wait_max) {
+      atomic_fetch_sub(w->waiting, 1);
+      e = EAGAIN; /* enough writes wait already */
+    } else if (park(zs, z, w) < 0) {
       e = errno;
-    else {
+      if (w->waiting)
+        atomic_fetch_sub(w->waiting, 1);
+    } else {
       pthread_mutex_unlock(&z->lock);
       return ZNBD_ZONE_PARKED;
     }
@@ -1250,7 +1255,6 @@ struct sync_write {
   pthread_cond_t cv;
   _Atomic bool finished; /* set under LOCK, also read without it */
   int err;
-  _Atomic unsigned *waiting; /* the bound's count, or NULL */
 };
 
 /* The parked write ran or failed: its thread no longer counts as waiting
@@ -1260,8 +1264,8 @@ static void
 sync_done(struct znbd_zone_write *w, int err)
 {
   struct sync_write *sw = (struct sync_write *)w;
-  if (sw->waiting)
-    atomic_fetch_sub(sw->waiting, 1);
+  if (w->waiting)
+    atomic_fetch_sub(w->waiting, 1);
   pthread_mutex_lock(&sw->lock);
   sw->err = err;
   atomic_store_explicit(&sw->finished, true, memory_order_release);
@@ -1294,16 +1298,12 @@ int
 znbd_zones_write_wait(struct znbd_zones *zs, const struct znbd_zone_write *w,
                       _Atomic unsigned *waiting, unsigned max)
 {
-  if (waiting && atomic_fetch_add(waiting, 1) >= max) {
-    atomic_fetch_sub(waiting, 1);
-    errno = EAGAIN; /* enough threads wait already */
-    return -1;
-  }
   struct sync_write sw = {.w = *w,
                           .lock = PTHREAD_MUTEX_INITIALIZER,
-                          .cv = PTHREAD_COND_INITIALIZER,
-                          .waiting = waiting};
+                          .cv = PTHREAD_COND_INITIALIZER};
   sw.w.done = sync_done;
+  sw.w.waiting = waiting;
+  sw.w.wait_max = max;
   int r = znbd_zones_write(zs, &sw.w), e = errno;
   if (r == ZNBD_ZONE_PARKED) { /* sync_done uncounts it */
     atomic_fetch_add_explicit(&zs->park_waits, 1, memory_order_relaxed);
@@ -1318,8 +1318,6 @@ znbd_zones_write_wait(struct znbd_zones *zs, const struct znbd_zone_write *w,
     pthread_mutex_unlock(&sw.lock);
     r = sw.err ? -1 : 0;
     e = sw.err;
-  } else if (waiting) {
-    atomic_fetch_sub(waiting, 1);
   }
   pthread_cond_destroy(&sw.cv);
   pthread_mutex_destroy(&sw.lock);
