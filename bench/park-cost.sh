@@ -41,22 +41,12 @@ run() { # ROUND ROW PARAMS...
   fio --name=park --ioengine=nbd --uri="nbd+unix:///?socket=$work/sock" \
     --rw=write --bs=4k --iodepth=32 --size=3G --runtime="$secs" \
     --output-format=json --output="$work/fio.json" >/dev/null 2>&1 || echo "park-cost: fio failed ($row)" >&2
-  st=$(/usr/bin/python3 - "$work/ctl" <<'EOF'
-import socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.connect(sys.argv[1])
-s.sendall(b"stats\n")
-s.shutdown(socket.SHUT_WR)
-d = b""
-while True:
-    c = s.recv(4096)
-    if not c:
-        break
-    d += c
-f = dict(w.split("=", 1) for w in d.decode().split()[1:] if "=" in w)
-print(f.get("park_waits", "0"), f.get("park_sleeps", "0"))
-EOF
-)
+  # The control socket's stats, through the tests' helper.
+  st=$(PYTHONPATH="$here/../tests" /usr/bin/python3 -c '
+import sys
+from znbdtest import control_stats
+st = control_stats(sys.argv[1])
+print(st.get("park_waits", 0), st.get("park_sleeps", 0))' "$work/ctl")
   kill "$(cat "$work/pid")"
   wait "$tpid"
   printf '%s\t%s\t%s\t%s\t%s\n' "$r" "$row" "$(cat "$work/fio.json" | tr -d '\n' | sed 's/^[^{]*//')" \
