@@ -1274,9 +1274,9 @@ sync_done(struct znbd_zone_write *w, int err)
 }
 
 /* How long a parked write's thread yields the CPU before it sleeps, ns
- * (bench/README.md: 20 us turned two thirds to three quarters of the
- * sleeps of zoned.so's sequential writes into yields; 200 us turned
- * nearly all, but cost more CPU per request than it saved). */
+ * (bench/README.md: with 20 us, 15-60 % of the waits of zoned.so's
+ * sequential writes still slept, against all of them without; 200 us
+ * left almost none, but cost more CPU per request than it saved). */
 #define PARK_YIELD_NS 20000u
 
 /* Adaptive wait: the write that fills the gap has usually been read by

@@ -294,10 +294,10 @@ int znbd_zones_write(struct znbd_zones *zs, struct znbd_zone_write *w);
  * that would be parked is parked (W->done is the engine's) and this
  * thread waits until it ran or failed, unless MAX threads counted in
  * *WAITING (NULL: no bound) wait already: then EAGAIN at once (a write
- * in order runs whatever the count).  It waits
- * by yielding its CPU (sched_yield) for up to 20 microseconds, then
- * sleeps until woken; ZS->park_waits counts the waits, ZS->park_sleeps
- * those that slept.  Returns 0, or -1 with errno as znbd_zones_write(). */
+ * in order runs whatever the count).  It waits by yielding its CPU
+ * (sched_yield) for up to 20 microseconds, then sleeps until woken;
+ * ZS->park_waits counts the waits, ZS->park_sleeps those that slept.
+ * Returns 0, or -1 with errno as znbd_zones_write(). */
 int znbd_zones_write_wait(struct znbd_zones *zs,
                           const struct znbd_zone_write *w,
                           _Atomic unsigned *waiting, unsigned max);
