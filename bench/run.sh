@@ -416,7 +416,11 @@ part_zoned() { # zoned.so zoned mode, po2 vs npo2
       "randread-4k-qd32|--rw=randread --bs=4k --iodepth=32 --size=$FILL --time_based --runtime=$R"
   done
   IDLE_GATE=0
-  echo "idle_gate_zoned=$gate_runs runs waited up to ${IDLE_WAIT} s for 80 % idle CPUs, $gate_late started without" >>"$work/meta"
+  if [ "$IDLE_WAIT" -gt 0 ]; then
+    echo "idle_gate_zoned=$gate_runs runs waited up to ${IDLE_WAIT} s for 80 % idle CPUs, $gate_late started without"
+  else
+    echo "idle_gate_zoned=off (BENCH_IDLE_WAIT=0)"
+  fi >>"$work/meta"
   echo >&2
 }
 
