@@ -204,6 +204,8 @@ for k in ("date", "host", "kernel", "commit", "cpus", "loadavg_start", "loadavg_
     md.append("| %s | %s |" % (k, meta.get(k, "")))
 md.append("| 1-min load average at start→end of each part | %s |" % ", ".join(
     "%s %s" % (k[5:], v) for k, v in meta.items() if k.startswith("load_")))
+if "idle_gate_zoned" in meta:
+    md.append("| part zoned, idle gate | %s |" % meta["idle_gate_zoned"])
 md.append("| elapsed per part (s) | %s |" % ", ".join(
     "%s %s" % (k[8:], v) for k, v in meta.items() if k.startswith("elapsed_") and k != "elapsed_s"))
 md.append("")

@@ -916,9 +916,12 @@ void
 znbd_dev_stats(struct znbd_dev *d, struct znbd_dev_stats *out)
 {
   memset(out, 0, sizeof *out);
-  if (is_zoned(d))
+  if (is_zoned(d)) {
     znbd_zones_counters(&d->zs, &out->nr_imp_open, &out->nr_exp_open,
                         &out->nr_closed);
+    out->park_waits = atomic_load(&d->zs.park_waits);
+    out->park_sleeps = atomic_load(&d->zs.park_sleeps);
+  }
   out->allocated = znbd_store_allocated(d->store);
   out->badblock_errors = atomic_load(&d->f.bb_errors);
   out->dropped_replies = atomic_load(&d->f.dropped);

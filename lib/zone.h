@@ -85,6 +85,10 @@ struct znbd_zones {
   bool park_closed; /* znbd_zones_close_parking() */
   pthread_t sweeper;
   _Atomic uint64_t nparked; /* parked writes, all zones */
+
+  /* znbd_zones_write_wait(): parked writes whose thread waited, and how
+   * many of those slept (the rest saw their write run while yielding). */
+  _Atomic uint64_t park_waits, park_sleeps;
 };
 
 /* Lay out zones over G->size bytes: nr_zones = ceil(size / zone_size),
@@ -245,6 +249,13 @@ struct znbd_zone_write {
   bool pipeline;            /* ahead of a writable wp: park (with DONE) */
   bool nowait;              /* ...but fail with EAGAIN instead */
   unsigned timeout_ms;      /* how long a parked write may wait */
+  /* A bound on parked writes (NULL: none): W parks only if fewer than
+   * WAIT_MAX writes counted in *WAITING are parked, and counts itself
+   * there until it ran or failed (DONE's caller uncounts it); else
+   * EAGAIN.  Counted under the zone's lock, when W is really ahead of
+   * the wp, so a write that finds itself in order never counts. */
+  _Atomic unsigned *waiting;
+  unsigned wait_max;
   /* Parked writes: called once, with no zone lock held, by the thread
    * that ran W (ERR 0) or failed it (ERR an errno).  NULL: never parked
    * (EAGAIN instead). */
@@ -282,8 +293,11 @@ int znbd_zones_write(struct znbd_zones *zs, struct znbd_zone_write *w);
 /* znbd_zones_write() for a caller that waits on its own thread: a write
  * that would be parked is parked (W->done is the engine's) and this
  * thread waits until it ran or failed, unless MAX threads counted in
- * *WAITING (NULL: no bound) wait already: then EAGAIN at once.  Returns 0,
- * or -1 with errno as znbd_zones_write(). */
+ * *WAITING (NULL: no bound) wait already: then EAGAIN at once (a write
+ * in order runs whatever the count).  It waits by yielding its CPU
+ * (sched_yield) for up to 20 microseconds, then sleeps until woken;
+ * ZS->park_waits counts the waits, ZS->park_sleeps those that slept.
+ * Returns 0, or -1 with errno as znbd_zones_write(). */
 int znbd_zones_write_wait(struct znbd_zones *zs,
                           const struct znbd_zone_write *w,
                           _Atomic unsigned *waiting, unsigned max);

@@ -112,6 +112,18 @@ zoned_get_ready(void)
   return 0;
 }
 
+/* The control socket's `stats` ends with the parked writes whose nbdkit
+ * thread waited, and how many of those threads slept (the others saw
+ * their write run while they yielded the CPU). */
+static void
+zoned_stats(void *opaque, FILE *out)
+{
+  struct znbd_dev_stats st;
+  znbd_dev_stats(dev, &st);
+  fprintf(out, " park_waits=%" PRIu64 " park_sleeps=%" PRIu64, st.park_waits,
+          st.park_sleeps);
+}
+
 /* The zone control socket runs on a thread of its own: start it after
  * nbdkit's fork (threads do not survive fork). */
 static int
@@ -119,7 +131,8 @@ zoned_after_fork(void)
 {
   if (params.zone_control) {
     char err[256];
-    control = znbd_control_start(dev, params.zone_control, err, sizeof err);
+    control = znbd_control_start_stats(dev, params.zone_control, zoned_stats,
+                                       NULL, err, sizeof err);
     if (!control) {
       nbdkit_error("%s", err);
       return -1;

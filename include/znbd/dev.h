@@ -63,6 +63,10 @@ struct znbd_dev_stats {
   uint64_t allocated;                           /* store bytes held */
   uint64_t badblock_errors; /* requests failed by a bad block */
   uint64_t dropped_replies; /* replies dropped (znbd_dev_drop_reply) */
+  /* Writes parked ahead of the wp whose thread waited for them
+   * (znbd_dev_write, znbd_dev_write_bounded), and how many of those
+   * threads slept because the wp did not come while they yielded. */
+  uint64_t park_waits, park_sleeps;
 };
 
 struct znbd_dev;

@@ -8,7 +8,11 @@
 # `every 2 write`: exactly every second write is lost (and was done).
 # `every 1 other`: a CACHE and a BLOCK_STATUS reply are lost too.
 # The plugin parks the request in nbdkit_nanosleep until the client hangs
-# up (nbdkit cannot drop a reply).  -v logs each drop.
+# up (nbdkit cannot drop a reply).  -v logs each drop.  Every connection
+# hangs up with at most one reply held back: nbdkit 1.32 aborts when two
+# of one connection's threads send to a client that has gone (man
+# nbdkit-zoned-plugin, BUGS), and this test is about lost replies, not
+# that defect.
 . "$(dirname "$0")/../functions.sh"
 require_znbd_frontend "drop-reply"
 
@@ -38,14 +42,25 @@ check_eq(h1.pread(64 * KiB, 0), data, "first connection's next read answered")
 check(not h1.aio_command_completed(cookie), "the dropped read never completes")
 
 check_eq(control(ctl, "drop-reply every 2 write"), "ok every=2 kinds=write dropped_replies=1\n", "every 2nd write")
-cookies = [h2.aio_pwrite(bytes([k]) * 4096, k * 4096 + 1 * MiB) for k in range(4)]
-for _ in range(20):
-    h2.poll(100)
-# Every 2nd write in the order the server takes them: nbdkit's worker
-# threads may take the four in any order, so which two is not fixed,
-# only that exactly two are answered.
-check_eq(sum(h2.aio_command_completed(c) for c in cookies), 2,
-         "two of the four writes answered, two unanswered")
+# Four writes, one after the other, so the server takes them in this
+# order: the 2nd and 4th lose their reply.  Each lost reply is left on a
+# connection of its own (see the header).
+def dropped_now():
+    return control_stats(ctl)["dropped_replies"]
+hw = [connect(), connect()]
+answered, pending = [], []
+for k in range(4):
+    h = hw[k // 2]
+    before = dropped_now()
+    c = h.aio_pwrite(bytes([k]) * 4096, k * 4096 + 1 * MiB)
+    done = False  # aio_command_completed retires the command: ask once
+    for _ in range(20):
+        h.poll(100)
+        done = h.aio_command_completed(c)
+        if done or dropped_now() > before:
+            break
+    (answered if done else pending).append(k)
+check_eq((answered, pending), ([0, 2], [1, 3]), "writes 1 and 3 answered, 2 and 4 not")
 control(ctl, "drop-reply off")
 check_eq(h1.pread(4 * 4096, 1 * MiB), b"".join(bytes([k]) * 4096 for k in range(4)),
          "every write was executed, answered or not")
@@ -55,12 +70,13 @@ check_eq(control_stats(ctl)["dropped_replies"], 3, "three replies dropped in all
 check_eq(control(ctl, "drop-reply every 1 other"), "ok every=1 kinds=other dropped_replies=3\n",
          "drop every other request")
 check(h1.can_cache() and h2.can_meta_context("base:allocation"), "CACHE and block status offered")
-c_cache = h1.aio_cache(4096, 0)
-c_bs = h2.aio_block_status(4096, 0, lambda *a: 0)
+hc, hb = connect(), connect()
+c_cache = hc.aio_cache(4096, 0)
+c_bs = hb.aio_block_status(4096, 0, lambda *a: 0)
 for _ in range(20):
-    h1.poll(50)
-    h2.poll(50)
-check_eq([h1.aio_command_completed(c_cache), h2.aio_command_completed(c_bs)], [False, False],
+    hc.poll(50)
+    hb.poll(50)
+check_eq([hc.aio_command_completed(c_cache), hb.aio_command_completed(c_bs)], [False, False],
          "CACHE and BLOCK_STATUS unanswered")
 check_eq(control_stats(ctl)["dropped_replies"], 5, "both dropped replies counted")
 control(ctl, "drop-reply off")
@@ -71,7 +87,7 @@ check(len(seen) >= 2 and seen[0] >= 4096 and seen[1] == 0,
 check_eq(h1.cache(4096, 0), None, "the next CACHE is answered")
 check(control(ctl, "drop-reply every 0").startswith("error EINVAL"), "every 0 refused")
 check(control(ctl, "drop-reply every 1 bogus").startswith("error EINVAL"), "unknown kind refused")
-del h1, h2  # hang up with the dropped requests pending
+del h1, h2, hw, hc, hb  # hang up with the dropped requests pending
 EOF
 frontend_alive || die "the server died"
 stop_frontend

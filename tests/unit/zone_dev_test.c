@@ -187,8 +187,26 @@ write_ahead(void *opaque)
   return NULL;
 }
 
+/* Poll D's stats (up to 10 s) until its park_waits and park_sleeps
+ * reach WAITS and SLEEPS; returns whether they did. */
+static bool
+park_counts_reach(struct znbd_dev *d, uint64_t waits, uint64_t sleeps)
+{
+  struct timespec nap = {0, 1000000L};
+  struct znbd_dev_stats st;
+  for (unsigned i = 0; i < 10000; i++) {
+    znbd_dev_stats(d, &st);
+    if (st.park_waits >= waits && st.park_sleeps >= sleeps)
+      return st.park_waits == waits && st.park_sleeps == sleeps;
+    nanosleep(&nap, NULL);
+  }
+  return false;
+}
+
 /* A waiting write is woken, not left to time out, when its zone stops
- * being writable (finished by a management op): it fails with EIO. */
+ * being writable (finished by a management op): it fails with EIO.  The
+ * stats count the thread that waited, and its sleep: the finish comes
+ * only once the thread gave up yielding and sleeps. */
 static void
 test_wait_woken_by_finish(void)
 {
@@ -196,12 +214,16 @@ test_wait_woken_by_finish(void)
       "size", "4M", "zone_size", "1M", "zone_write_timeout", "20000", NULL};
   struct znbd_dev *d = make(kv);
   struct ahead a = {d, 0, 0};
-  struct timespec t0, t1, nap = {0, 50 * 1000000L};
+  struct timespec t0, t1;
+  struct znbd_dev_stats st;
   pthread_t th;
 
+  znbd_dev_stats(d, &st);
+  CHECK_EQ(st.park_waits, 0);
+  CHECK_EQ(st.park_sleeps, 0);
   clock_gettime(CLOCK_MONOTONIC, &t0);
   pthread_create(&th, NULL, write_ahead, &a);
-  nanosleep(&nap, NULL);
+  CHECK(park_counts_reach(d, 1, 1));
   CHECK_EQ(znbd_dev_zone_op(d, ZNBD_ZONE_OP_FINISH, 2), 0);
   pthread_join(th, NULL);
   clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -209,6 +231,9 @@ test_wait_woken_by_finish(void)
   /* Woken by the finish, long before the 20 s timeout. */
   CHECK(t1.tv_sec - t0.tv_sec < 15);
   CHECK_EQ(cond(d, 2), ZNBD_ZONE_COND_FULL);
+  znbd_dev_stats(d, &st);
+  CHECK_EQ(st.park_waits, 1);
+  CHECK_EQ(st.park_sleeps, 1);
   znbd_dev_free(d);
 }
 
@@ -510,6 +535,12 @@ test_parked_async(void)
   CHECK(znbd_dev_write_async(d, a[0], 4096, (3 << 20) + 8192, ZNBD_WRITE_NOWAIT,
                              parked_done, &j) < 0 &&
         errno == EAGAIN);
+  /* No thread waited for any of these: the asynchronous writes parked
+   * without one, the refused ones not at all. */
+  struct znbd_dev_stats st;
+  znbd_dev_stats(d, &st);
+  CHECK_EQ(st.park_waits, 0);
+  CHECK_EQ(st.park_sleeps, 0);
   znbd_dev_free(d);
 
   /* The timeout: nobody fills the gap, the sweeper fails it with EIO and

@@ -625,6 +625,48 @@ check_asserts_live(void)
   return 1;
 }
 
+static int
+store_nothing(void *opaque, const void *data, uint64_t len, uint64_t off)
+{
+  return 0;
+}
+
+/* znbd_zones_write_wait()'s bound on parked writes counts only writes
+ * really ahead of the wp: with the bound full, a write in order still
+ * runs (a thread whose write was ahead a moment ago, until the write
+ * before it landed, must not be refused), and one ahead is refused with
+ * EAGAIN, changing nothing. */
+static int
+check_wait_bound(void)
+{
+  struct znbd_zones zs;
+  _Atomic unsigned waiting = 2;
+  int ok = 1;
+
+  if (znbd_zones_init(&zs, &geoms[0]) < 0)
+    return 0;
+  struct znbd_zone_write w = {.off = zs.zone[1].start,
+                              .len = B,
+                              .store = store_nothing,
+                              .pipeline = true,
+                              .timeout_ms = 60000};
+  if (znbd_zones_write_wait(&zs, &w, &waiting, 2) != 0 ||
+      zs.zone[1].wp != zs.zone[1].start + B || waiting != 2) {
+    fprintf(stderr, "FAIL wait bound: a write in order was refused\n");
+    ok = 0;
+  }
+  w.off = zs.zone[1].start + 3 * B;
+  errno = 0;
+  if (znbd_zones_write_wait(&zs, &w, &waiting, 2) != -1 || errno != EAGAIN ||
+      zs.zone[1].wp != zs.zone[1].start + B || waiting != 2 ||
+      zs.nparked != 0 || zs.park_waits != 0) {
+    fprintf(stderr, "FAIL wait bound: a write ahead was not refused\n");
+    ok = 0;
+  }
+  znbd_zones_destroy(&zs);
+  return ok;
+}
+
 int
 main(void)
 {
@@ -635,6 +677,7 @@ main(void)
   pass += check_geometry();
   pass += check_rule_names();
   pass += check_asserts_live();
-  printf("%zu of %zu checks passed\n", pass, n + 3);
-  return pass == n + 3 ? 0 : 1;
+  pass += check_wait_bound();
+  printf("%zu of %zu checks passed\n", pass, n + 4);
+  return pass == n + 4 ? 0 : 1;
 }
