@@ -102,6 +102,9 @@ static const struct param table[] = {
       "dir=: preallocate a zone's capacity when it opens"),
     P(buffered_io, BOOL, "BOOL", "true", 0, NULL, ALL, NULL,
       "dir=: page cache I/O (false: O_DIRECT, zloop's default)"),
+    P(writeback_mb, UINT, "N", "8", 0, "MiB", ALL, NULL,
+      "dir=: start writeback of a zone file every N MiB written; 0 means "
+      "only at FLUSH"),
     P(badblocks, SECTOR_LIST, "LIST", NULL, 0, "512-byte sectors", ALL,
       "badblocks",
       "Bad sectors at start, e.g. 100-107,2048 (reads and writes "

@@ -48,6 +48,25 @@
  *   fdatasyncs each (the disk gets them together), FUA the files of its
  *   range.  The directory and the metadata are synced when they change.
  *
+ * - Early writeback (writeback_mb=N, buffered I/O only): once N MiB have
+ *   been written to a zone file since its last kick, the file is queued
+ *   for the store's writeback thread, which starts writeback of its dirty
+ *   pages (sync_file_range with SYNC_FILE_RANGE_WRITE: queues the I/O,
+ *   waits for none of it), as a drive destages its cache while more data
+ *   comes in; the FLUSH that follows then finds most pages clean.  A
+ *   thread of its own because the call can block while the disk's queue
+ *   is full, and submitting the I/O costs CPU the serving thread would
+ *   otherwise spend before its next request (measured: inline kicks gave
+ *   no gain, bench/README.md).  The thread starts with the first kick, so
+ *   a process that forks after opening the store (a daemon) has it.  It
+ *   changes no durability promise: FLUSH and FUA still fdatasync, the
+ *   zone stays marked dirty, a write-back error is reported by that
+ *   fdatasync (sync_file_range without a WAIT flag leaves the file's
+ *   error state alone), and the power-cut rollback (lib/wcache.c)
+ *   truncates and rewrites files, which does not depend on which pages
+ *   happen to be on disk.  A sequential zone's kick stops before the page
+ *   the wp is in (the next append would dirty it again).
+
  * - PATH/znbd.meta is text, key=value lines between a magic line and an
  *   "end" line (so a truncated file is detected); it is replaced
  *   atomically (write a temporary file, fsync, rename, fsync the
@@ -88,6 +107,9 @@ struct dzone {
   _Atomic bool dirty;        /* written or truncated since the last sync */
   pthread_mutex_t sync_lock; /* held across taking dirty and its fdatasync */
   _Atomic bool prealloc;     /* capacity fallocated since the last reset */
+  _Atomic uint64_t unkicked; /* bytes written since the last writeback kick */
+  _Atomic uint64_t kick_end; /* kick: write back up to here (0: whole file) */
+  _Atomic bool kick_queued;  /* in the writeback thread's queue */
   uint8_t fault;             /* 0, ZNBD_ZONE_COND_READONLY or _OFFLINE */
 };
 
@@ -104,7 +126,16 @@ struct dir_store {
   int dirfd, lockfd;
   int jfd; /* PATH/znbd.wcache (write_cache's undo journal), or -1 */
   bool prealloc;
-  bool direct;                   /* buffered_io=false */
+  bool direct;            /* buffered_io=false */
+  uint64_t wb_bytes;      /* writeback_mb in bytes; 0: no early kick */
+  _Atomic uint64_t kicks; /* early writeback kicks, for tests */
+  /* The writeback thread and its queue of zone numbers (each zone at most
+   * once: kick_queued), under wb_lock. */
+  pthread_mutex_t wb_lock;
+  pthread_cond_t wb_cond;
+  pthread_t wb_th;
+  uint32_t *wb_q, wb_n;
+  bool wb_started, wb_failed, wb_stop;
   uint32_t mem_align, off_align; /* direct I/O alignment, bytes */
   struct meta m;
   uint32_t nr_zones; /* zoned=false: one "zone", the data file */
@@ -775,6 +806,15 @@ static void
 dir_free(struct znbd_store *base)
 {
   struct dir_store *s = (struct dir_store *)base;
+  pthread_mutex_lock(&s->wb_lock);
+  s->wb_stop = true;
+  pthread_cond_signal(&s->wb_cond);
+  pthread_mutex_unlock(&s->wb_lock);
+  if (s->wb_started)
+    pthread_join(s->wb_th, NULL);
+  free(s->wb_q);
+  pthread_cond_destroy(&s->wb_cond);
+  pthread_mutex_destroy(&s->wb_lock);
   if (s->z)
     for (uint32_t i = 0; i < s->nr_zones; i++) {
       if (s->z[i].fd >= 0)
@@ -809,6 +849,9 @@ znbd_store_dir_open(const struct znbd_params *p, char *err, size_t errlen)
   s->dirfd = s->lockfd = s->jfd = -1;
   s->prealloc = p->zone_prealloc;
   s->direct = !p->buffered_io;
+  s->wb_bytes = s->direct ? 0 : (uint64_t)p->writeback_mb << 20;
+  pthread_mutex_init(&s->wb_lock, NULL);
+  pthread_cond_init(&s->wb_cond, NULL);
   pthread_mutex_init(&s->meta_lock, NULL);
   s->path = strdup(p->dir);
   if (!s->path) {
@@ -1029,6 +1072,70 @@ prealloc(struct dir_store *s, struct dzone *z)
   (void)fallocate(z->fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)z->cap);
 }
 
+/* The writeback thread: takes the queued zones and starts the
+ * writeback of each (see the top of this file). */
+static void *
+wb_main(void *arg)
+{
+  struct dir_store *s = arg;
+  pthread_mutex_lock(&s->wb_lock);
+  while (!s->wb_stop) {
+    if (!s->wb_n) {
+      pthread_cond_wait(&s->wb_cond, &s->wb_lock);
+      continue;
+    }
+    struct dzone *z = &s->z[s->wb_q[--s->wb_n]];
+    pthread_mutex_unlock(&s->wb_lock);
+    atomic_store(&z->kick_queued, false);
+    uint64_t end = atomic_load(&z->kick_end);
+    (void)sync_file_range(z->fd, 0, (off_t)end, SYNC_FILE_RANGE_WRITE);
+    pthread_mutex_lock(&s->wb_lock);
+  }
+  pthread_mutex_unlock(&s->wb_lock);
+  return NULL;
+}
+
+/* Queue zone Z for the writeback thread, starting the thread the first
+ * time.  Caller holds wb_lock.  Out of memory or threads: no early
+ * writeback from then on (FLUSH still writes everything). */
+static void
+wb_queue(struct dir_store *s, struct dzone *z)
+{
+  if (!s->wb_started && !s->wb_failed) {
+    s->wb_q = malloc(s->nr_zones * sizeof *s->wb_q);
+    s->wb_started = s->wb_q && pthread_create(&s->wb_th, NULL, wb_main, s) == 0;
+    s->wb_failed = !s->wb_started;
+  }
+  if (s->wb_started) {
+    s->wb_q[s->wb_n++] = (uint32_t)(z - s->z);
+    pthread_cond_signal(&s->wb_cond);
+  }
+}
+
+/* writeback_mb: N more bytes went into the page cache of zone Z's file,
+ * up to file offset END; each writeback_mb of them queues the file for
+ * the writeback thread (sequential zones: the pages before END's page;
+ * others: the whole file).  Best effort: an error of the write-back
+ * (ENOSPC, EIO) is the next fdatasync's to report, and the pages stay in
+ * the cache until then. */
+static void
+kick(struct dir_store *s, struct dzone *z, uint64_t n, uint64_t end)
+{
+  if (!s->wb_bytes || atomic_fetch_add(&z->unkicked, n) + n < s->wb_bytes)
+    return;
+  atomic_store(&z->unkicked, 0);
+  end &= ~(uint64_t)(ZNBD_STORE_PAGE_SIZE - 1);
+  if (z->seq && !end)
+    return;
+  atomic_fetch_add(&s->kicks, 1);
+  atomic_store(&z->kick_end, z->seq ? end : 0);
+  if (atomic_exchange(&z->kick_queued, true))
+    return; /* still queued: the thread reads the new end */
+  pthread_mutex_lock(&s->wb_lock);
+  wb_queue(s, z);
+  pthread_mutex_unlock(&s->wb_lock);
+}
+
 /* Write (BUF) or zero (BUF NULL; FLAGS of zero()) [OFF0, OFF0+LEN).
  * First every conventional piece gets its blocks (fallocate), so a full
  * file system fails here before a byte changes; then the data goes in;
@@ -1066,6 +1173,8 @@ put(struct dir_store *s, const uint8_t *buf, uint64_t len, uint64_t off0,
       r = fallocate(z->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
                     (off_t)zoff, (off_t)plen);
     atomic_store(&z->dirty, true);
+    if (r == 0 && (buf || (!z->seq && (flags & ZNBD_STORE_ZERO_ALLOCATE))))
+      kick(s, z, plen, zoff + plen);
     if (r < 0) {
       e = errno == ENOSPC || errno == EDQUOT ? ENOSPC : EIO;
       /* Undo the sequential pieces written so far, this one included. */
@@ -1301,6 +1410,12 @@ dir_allocated(struct znbd_store *base)
     if (fstat(s->z[i].fd, &st) == 0)
       sum += (uint64_t)st.st_blocks * 512;
   return sum;
+}
+
+uint64_t
+znbd_store_dir_kicks(const struct znbd_store *st)
+{
+  return atomic_load(&((const struct dir_store *)st)->kicks);
 }
 
 static const struct znbd_store_ops dir_ops = {

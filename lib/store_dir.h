@@ -45,4 +45,8 @@ struct znbd_store *znbd_store_dir_open(const struct znbd_params *p, char *err,
 int znbd_store_dir_params(struct znbd_params *p, void (*note)(const char *msg),
                           char *err, size_t errlen);
 
+/* Early writeback kicks (writeback_mb) store ST, a dir= store, has made
+ * since it opened: how tests see that the kick happened. */
+uint64_t znbd_store_dir_kicks(const struct znbd_store *st);
+
 #endif

@@ -50,6 +50,7 @@ struct znbd_params {
   char *dir;          /* persistent store directory (zloop layout), or NULL */
   bool zone_prealloc; /* dir=: fallocate a zone's capacity when it opens */
   bool buffered_io;   /* dir=: page cache I/O (false: O_DIRECT as zloop) */
+  uint32_t writeback_mb; /* dir=: writeback kick every N MiB a file gets */
   /* A volatile write cache: writes not covered by a FLUSH or FUA are lost
    * on a power cut (control socket power-cut, or kill -9 with dir=). */
   bool write_cache;

@@ -5,7 +5,10 @@
 # zone reset frees space the same write succeeds.  Runs on a 2 MiB tmpfs,
 # with zone_prealloc=false (each write allocates) and =true (the zone's
 # preallocation does not fit and is skipped), and with direct I/O
-# (buffered_io=false, zone_prealloc=true).  Mounting needs root: the
+# (buffered_io=false, zone_prealloc=true), and with writeback_mb=1
+# (zone_prealloc=false: each zone's second 512 KiB write starts its
+# writeback; the kick's result is ignored, so a full file system must
+# not lose or fail anything more).  Mounting needs root: the
 # test skips (77) when the mount is refused.
 . "$(dirname "$0")/../functions.sh"
 require_znbd_frontend "persistent devices"
@@ -16,13 +19,14 @@ mount -t tmpfs -o size=2m znbd-test "$fs" 2>/dev/null ||
   skip "cannot mount a 2 MiB tmpfs (needs root)"
 on_exit "umount -l '$fs'"
 
-for mode in false true direct; do
-  prealloc=$mode buffered=true
+for mode in false true direct writeback; do
+  prealloc=$mode buffered=true wb=0
   [ "$mode" = direct ] && prealloc=true buffered=false
+  [ "$mode" = writeback ] && prealloc=false wb=1
   dev=$fs/dev-$mode
   rm -rf "$fs"/dev-*
   start_frontend dir="$dev" size=8M zone_size=1M zone_prealloc=$prealloc \
-    buffered_io=$buffered zone_control="$tmpdir/ctl-$mode"
+    buffered_io=$buffered writeback_mb=$wb zone_control="$tmpdir/ctl-$mode"
   ctl=$tmpdir/ctl-$mode dev=$dev nbd_py <<'EOF'
 from znbdtest import *
 import re

@@ -4,8 +4,8 @@
  * bytes), on the RAM store and on dir=; "power cut after N" cuts before
  * the write after the N-th; on dir= a crash (a child process that ends
  * without closing the device, as kill -9) is rolled back the same way at
- * the next open, and a clean close flushes.  write_cache=false refuses a
- * power cut. */
+ * the next open, and a clean close flushes; the same with writeback_mb
+ * kicking writeback early.  write_cache=false refuses a power cut. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -209,16 +209,60 @@ ram(void)
 }
 
 static void
+both_writes(struct znbd_dev *d)
+{
+  before_flush(d);
+  after_flush(d);
+}
+
+/* A power cut while running: a new directory (its path in PATH, of LEN
+ * bytes) opened with KV, FN's writes, the cut.  Returns the device. */
+static struct znbd_dev *
+cut(char *path, size_t len, const char *const *kv,
+    void (*fn)(struct znbd_dev *))
+{
+  snprintf(path, len, "%s/d%d", base, ndirs++);
+  struct znbd_dev *d = open_dev(path, kv);
+  fn(d);
+  CHECK(znbd_dev_power_cut(d, 0) == 0);
+  return d;
+}
+
+/* A crash: a child process opens a new directory (its path in PATH, of
+ * LEN bytes) with KV, runs FN and ends without closing the device, as
+ * kill -9 would end a server. */
+static void
+crash(char *path, size_t len, const char *const *kv,
+      void (*fn)(struct znbd_dev *))
+{
+  snprintf(path, len, "%s/d%d", base, ndirs++);
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    fn(open_dev(path, kv));
+    _exit(check_failures ? 2 : 0);
+  }
+  int status = 0;
+  CHECK(waitpid(pid, &status, 0) == pid);
+  CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %#x",
+         (unsigned)status);
+}
+
+static void
+plain_writes(struct znbd_dev *d)
+{
+  CHECK(put(d, 0, 8 * K, 1) == 0);
+  CHECK(znbd_dev_flush(d) == 0);
+  CHECK(put(d, 4 * K, 8 * K, 2) == 0);
+}
+
+static void
 dir(void)
 {
   char path[4200];
-  snprintf(path, sizeof path, "%s/d%d", base, ndirs++);
 
   /* Power cut while running. */
-  struct znbd_dev *d = open_dev(path, geo_wc);
-  before_flush(d);
-  after_flush(d);
-  CHECK(znbd_dev_power_cut(d, 0) == 0);
+  struct znbd_dev *d = cut(path, sizeof path, geo_wc, both_writes);
   check_rolled_back(d, false);
   znbd_dev_free(d);
   d = open_dev(path, geo_wc); /* and the files say the same */
@@ -226,19 +270,7 @@ dir(void)
   znbd_dev_free(d);
 
   /* A crash: the child ends without closing the device. */
-  snprintf(path, sizeof path, "%s/d%d", base, ndirs++);
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid == 0) {
-    struct znbd_dev *c = open_dev(path, geo_wc);
-    before_flush(c);
-    after_flush(c);
-    _exit(check_failures ? 2 : 0);
-  }
-  int status = 0;
-  CHECK(waitpid(pid, &status, 0) == pid);
-  CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %#x",
-         (unsigned)status);
+  crash(path, sizeof path, geo_wc, both_writes);
   d = open_dev(path, geo_nowc); /* the rollback does not need write_cache */
   check_rolled_back(d, false);
   CHECK(put(d, ZS + 8 * K, 4 * K, 30) == 0);
@@ -259,20 +291,58 @@ dir(void)
   /* zoned=false: a crash rolls every block back. */
   static const char *const plain[] = {"size",        "64K",  "zoned", "false",
                                       "write_cache", "true", NULL};
-  snprintf(path, sizeof path, "%s/d%d", base, ndirs++);
-  fflush(NULL);
-  pid = fork();
-  if (pid == 0) {
-    struct znbd_dev *c = open_dev(path, plain);
-    int r = put(c, 0, 8 * K, 1) | znbd_dev_flush(c) | put(c, 4 * K, 8 * K, 2);
-    _exit(r ? 2 : 0);
-  }
-  CHECK(waitpid(pid, &status, 0) == pid);
-  CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %#x",
-         (unsigned)status);
+  crash(path, sizeof path, plain, plain_writes);
   d = open_dev(path, plain);
   CHECK(reads(d, 0, 8 * K, 1));
   CHECK(reads(d, 8 * K, 8 * K, 0));
+  znbd_dev_free(d);
+}
+
+/* writeback_mb=1 on dir=: the writes after the flush (1.5 MiB into
+ * sequential zone 1, 1.5 MiB over conventional zone 0) start their
+ * writeback early (tests/unit/dir_test checks the kicks), which is no
+ * flush: a power cut and a crash still roll both back to the flushed
+ * 4 KiB each. */
+#define M (1024 * K)
+static const char *const geo_wb[] = {
+    "size",         "8M", "zone_size",   "2M",
+    "zone_nr_conv", "1",  "write_cache", "true",
+    "writeback_mb", "1",  NULL};
+
+static void
+wb_writes(struct znbd_dev *d)
+{
+  CHECK(put(d, 0, 4 * K, 1) == 0);
+  CHECK(put(d, 2 * M, 4 * K, 2) == 0);
+  CHECK(znbd_dev_flush(d) == 0);
+  for (uint64_t o = 0; o < 3 * M / 2; o += 128 * K) {
+    CHECK(put(d, 2 * M + 4 * K + o, 128 * K, 3) == 0);
+    CHECK(put(d, o, 128 * K, 4) == 0);
+  }
+  CHECK_EQ(WP(d, 1), 4 * K + 3 * M / 2);
+}
+
+static void
+wb_check(struct znbd_dev *d)
+{
+  CHECK_EQ(WP(d, 1), 4 * K);
+  CHECK(reads(d, 2 * M, 4 * K, 2));
+  CHECK(reads(d, 2 * M + 4 * K, 4 * K, 0));
+  CHECK(reads(d, 0, 4 * K, 1));
+  CHECK(reads(d, 4 * K, 3 * M / 2 - 4 * K, 0));
+}
+
+static void
+dir_writeback(void)
+{
+  char path[4200];
+  struct znbd_dev *d = cut(path, sizeof path, geo_wb, wb_writes);
+  wb_check(d);
+  znbd_dev_free(d);
+
+  crash(path, sizeof path, geo_wb, wb_writes);
+  d = open_dev(path, geo_wb);
+  wb_check(d);
   znbd_dev_free(d);
 }
 
@@ -287,6 +357,7 @@ main(void)
   }
   ram();
   dir();
+  dir_writeback();
   char cmd[4200];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
   if (system(cmd) != 0)
