@@ -102,6 +102,16 @@ start() { # DIR ARGS...: znbd on DIR; sets SRV_PID, URI; prints seconds to serve
   exit 1
 }
 
+# Before each measured job: the previous job's files are already deleted;
+# sync makes the file system commit that (and, on a file system mounted
+# with `discard`, send its discards) and write back what the job left
+# dirty, and the pause lets the disk go idle, so that no row pays for the
+# one measured before it.  Both sides get it alike.
+settle() {
+  sync
+  sleep 1
+}
+
 stop() {
   kill -TERM "$SRV_PID" 2>/dev/null
   wait "$SRV_PID" 2>/dev/null
@@ -183,6 +193,7 @@ wb_z() { [ -n "${WRITEBACK_MB:-}" ] && echo " writeback_mb=$WRITEBACK_MB"; }
 seq_znbd() { # ROUND DEF PREALLOC
   local d=$work/dev base name
   rm -rf "$d"
+  settle
   start "$d" size=4G zone_size=256M zone_prealloc="$3" \
     buffered_io="${BUFFERED_IO:-true}" ${WRITEBACK_MB:+writeback_mb=$WRITEBACK_MB} >/dev/null
   fio_nbd "$work/s.json" --rw=write --bs=128k --iodepth=32 --size="$SEQ" \
@@ -203,6 +214,7 @@ seq_plain() { # ROUND DEF FALLOCATE
     name="$name sync_file_range=write:$SFR"
   fi
   rm -f "$work/plain"
+  settle
   fio_file "$work/s.json" --filename="$work/plain" --rw=write --bs=128k \
     --iodepth=32 --size="$SEQ" --fallocate="$3" $(def_args "$2") \
     ${SFR:+--sync_file_range=write:$SFR}
@@ -214,6 +226,7 @@ seq_plain() { # ROUND DEF FALLOCATE
 z8_znbd() { # ROUND DEF
   local d=$work/dev base name
   rm -rf "$d"
+  settle
   start "$d" size=4G zone_size=256M buffered_io="${BUFFERED_IO:-true}" >/dev/null
   fio_nbd "$work/z.json" --rw=write --bs=4k --iodepth=4 --numjobs=8 \
     --offset_increment=256M --size="$Z8" $(def_args "$2")
@@ -229,6 +242,7 @@ z8_plain() { # ROUND DEF
   local name
   name="4k-qd32-8zones $2 plain$(dio_p) 8 files"
   rm -f "$work"/p8.*
+  settle
   fio_file "$work/z.json" --filename_format="$work/p8.\$jobnum" --rw=write \
     --bs=4k --iodepth=4 --numjobs=8 --size="$Z8" --fallocate=keep \
     $(def_args "$2")
