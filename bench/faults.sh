@@ -14,14 +14,8 @@
 # 1 with BENCH_QUICK=1) with min-max.  Then the target check: for each
 # limit, measured / configured (median) within 0.9-1.1 ("met").
 # Numbers are for comparing rows of the same run, not absolute.
-set -u
-export PATH=/usr/bin:/usr/sbin:/bin:/sbin:$PATH
-export LC_ALL=C
-here=$(cd "$(dirname "$0")" && pwd)
-top=$(cd "$here/.." && pwd)
-build=${BUILD:-$top/build}
-znbd=$build/server/znbd
-[ -x "$znbd" ] || { echo "faults: $znbd is not built" >&2; exit 1; }
+bench_name=faults
+. "$(dirname "$0")/env.sh"
 if [ "${BENCH_QUICK:-0}" = 1 ]; then
   rounds=${BENCH_ROUNDS:-1} N_MIB=32
 else

@@ -51,15 +51,8 @@
 # BENCH_PERSIST_DIR (file system to measure; default /var/tmp),
 # BENCH_PERSIST_MODE (znbd --queue-mode, default bio),
 # BENCH_QUICK=1 (1 round, smaller sizes).
-set -u
-export PATH=/usr/bin:/usr/sbin:/bin:/sbin:$PATH
-export LC_ALL=C
-
-here=$(cd "$(dirname "$0")" && pwd)
-top=$(cd "$here/.." && pwd)
-build=${BUILD:-$top/build}
-znbd=$build/server/znbd
-[ -x "$znbd" ] || { echo "persist: $znbd is not built" >&2; exit 1; }
+bench_name=persist
+. "$(dirname "$0")/env.sh"
 command -v fio >/dev/null || { echo "persist: fio is missing" >&2; exit 1; }
 
 if [ "${BENCH_QUICK:-0}" = 1 ]; then
