@@ -639,8 +639,8 @@ format(struct dir_store *s, bool zone_full, char *err, size_t errlen)
   for (uint32_t i = 0; i < s->nr_zones; i++) {
     struct dzone *z = &s->z[i];
     zone_name(s, i, name, sizeof name);
-    z->fd =
-        openat(s->dirfd, name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    z->fd = openat(s->dirfd, name,
+                   O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     uint64_t sz = !z->seq ? z->len : zone_full ? z->cap : 0;
     if (z->fd < 0 ||
         (sz && (ftruncate(z->fd, (off_t)sz) < 0 || fsync(z->fd) < 0))) {
@@ -672,25 +672,88 @@ mark_fault(void *opaque, uint32_t zone)
   return 0;
 }
 
-/* Open the zone files of a formatted directory and check their sizes. */
+/* A zone file's identity, to find two zones sharing one inode. */
+struct file_id {
+  dev_t dev;
+  ino_t ino;
+  uint32_t zone;
+};
+
+static int
+cmp_file_id(const void *pa, const void *pb)
+{
+  const struct file_id *a = pa, *b = pb;
+  if (a->dev != b->dev)
+    return a->dev < b->dev ? -1 : 1;
+  if (a->ino != b->ino)
+    return a->ino < b->ino ? -1 : 1;
+  return a->zone < b->zone ? -1 : a->zone > b->zone;
+}
+
+/* Two zones whose files are one inode (a hard link): EINVAL, naming both
+ * (sorted, so n log n for many zones). */
+static int
+distinct_files(const struct dir_store *s, struct file_id *ids, char *err,
+               size_t errlen)
+{
+  qsort(ids, s->nr_zones, sizeof *ids, cmp_file_id);
+  for (uint32_t i = 1; i < s->nr_zones; i++)
+    if (ids[i].dev == ids[i - 1].dev && ids[i].ino == ids[i - 1].ino) {
+      char a[32], b[32];
+      zone_name(s, ids[i - 1].zone, a, sizeof a);
+      zone_name(s, ids[i].zone, b, sizeof b);
+      set_err(err, errlen,
+              "dir: %s/%s and %s are the same file (a hard link); every "
+              "zone needs a file of its own",
+              s->path, a, b);
+      errno = EINVAL;
+      return -1;
+    }
+  return 0;
+}
+
+/* Open the zone files of a formatted directory and check them: each a
+ * regular file of its own, not reached through a symbolic link
+ * (O_NOFOLLOW: two zones sharing one file would each overwrite the
+ * other), of a size the zone can have: a conventional zone's length, a
+ * sequential zone's write pointer, so a multiple of the block size and at
+ * most the capacity (zloop refuses the same files when a device is
+ * added).  Errors name the file; EINVAL for a file of the wrong kind or
+ * size, ELOOP for a symbolic link. */
 static int
 open_files(struct dir_store *s, char *err, size_t errlen)
 {
   char name[32];
+  struct file_id *ids = malloc(s->nr_zones * sizeof *ids);
+  int r = -1;
+  if (!ids) {
+    set_err(err, errlen, "dir: out of memory");
+    errno = ENOMEM;
+    goto out;
+  }
   for (uint32_t i = 0; i < s->nr_zones; i++) {
     struct dzone *z = &s->z[i];
     struct stat st;
     zone_name(s, i, name, sizeof name);
-    z->fd = openat(s->dirfd, name, O_RDWR | O_CLOEXEC);
+    z->fd = openat(s->dirfd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (z->fd < 0 && errno == ELOOP) {
+      set_err(err, errlen,
+              "dir: %s/%s is a symbolic link; zone files must be regular "
+              "files in the directory itself",
+              s->path, name);
+      errno = ELOOP;
+      goto out;
+    }
     if (z->fd < 0 || fstat(z->fd, &st) < 0) {
       set_err(err, errlen, "dir: %s/%s: %s", s->path, name, strerror(errno));
-      return -1;
+      goto out;
     }
     if (!S_ISREG(st.st_mode)) {
       set_err(err, errlen, "dir: %s/%s is not a regular file", s->path, name);
       errno = EINVAL;
-      return -1;
+      goto out;
     }
+    ids[i] = (struct file_id){st.st_dev, st.st_ino, i};
     z->loaded = (uint64_t)st.st_size;
     if (!z->seq && z->loaded != z->len) {
       set_err(err, errlen,
@@ -698,7 +761,7 @@ open_files(struct dir_store *s, char *err, size_t errlen)
               "file must hold %" PRIu64,
               s->path, name, z->loaded, z->len);
       errno = EINVAL;
-      return -1;
+      goto out;
     }
     if (z->seq && z->loaded > z->cap) {
       set_err(err, errlen,
@@ -706,10 +769,22 @@ open_files(struct dir_store *s, char *err, size_t errlen)
               "capacity %" PRIu64,
               s->path, name, z->loaded, z->cap);
       errno = EINVAL;
-      return -1;
+      goto out;
+    }
+    if (z->seq && z->loaded % s->m.blocksize) {
+      set_err(err, errlen,
+              "dir: %s/%s holds %" PRIu64 " bytes, not a multiple of the "
+              "block size %" PRIu32 " (a sequential zone's file size is its "
+              "write pointer)",
+              s->path, name, z->loaded, s->m.blocksize);
+      errno = EINVAL;
+      goto out;
     }
   }
-  return 0;
+  r = distinct_files(s, ids, err, errlen);
+out:
+  free(ids);
+  return r;
 }
 
 /* The recorded geometry must be what P says (unset parameters were
@@ -788,7 +863,7 @@ open_direct(struct dir_store *s, char *err, size_t errlen)
       s->off_align = stx.stx_dio_offset_align;
     }
 #endif
-    z->dfd = openat(s->dirfd, name, O_RDWR | O_DIRECT | O_CLOEXEC);
+    z->dfd = openat(s->dirfd, name, O_RDWR | O_DIRECT | O_CLOEXEC | O_NOFOLLOW);
     if (z->dfd < 0)
       goto fail;
   }

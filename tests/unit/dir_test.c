@@ -259,6 +259,32 @@ test_corrupt(void)
   CHECK(strstr(err, "seq-000002") != NULL);
   set_size(dir, "seq-000002", 0);
 
+  set_size(dir, "seq-000002", 8292); /* not a whole number of blocks */
+  CHECK(open_dev(dir, none, err, sizeof err) == NULL);
+  CHECKF(strstr(err, "seq-000002") && strstr(err, "8292") &&
+             strstr(err, "block size 512"),
+         "%s", err);
+  set_size(dir, "seq-000002", 0);
+
+  /* Two zones sharing one file, by a symbolic or a hard link: each would
+   * overwrite the other's data. */
+  char f3[4400], f4[4400], f3moved[4500];
+  snprintf(f3, sizeof f3, "%s/seq-000003", dir);
+  snprintf(f4, sizeof f4, "%s/seq-000004", dir);
+  snprintf(f3moved, sizeof f3moved, "%s.moved", f3);
+  CHECK(rename(f3, f3moved) == 0);
+  CHECK(symlink("seq-000004", f3) == 0);
+  errno = 0;
+  CHECK(open_dev(dir, none, err, sizeof err) == NULL && errno == ELOOP);
+  CHECKF(strstr(err, "seq-000003") && strstr(err, "symbolic link"), "%s", err);
+  CHECK(unlink(f3) == 0 && link(f4, f3) == 0);
+  errno = 0;
+  CHECK(open_dev(dir, none, err, sizeof err) == NULL && errno == EINVAL);
+  CHECKF(strstr(err, "seq-000003") && strstr(err, "seq-000004") &&
+             strstr(err, "same file"),
+         "%s", err);
+  CHECK(unlink(f3) == 0 && rename(f3moved, f3) == 0);
+
   set_size(dir, "cnv-000000", ZS - 512); /* conventional, wrong size */
   CHECK(open_dev(dir, none, err, sizeof err) == NULL);
   CHECK(strstr(err, "cnv-000000") != NULL);
