@@ -1136,6 +1136,83 @@ unsupported(int e)
   return e == EOPNOTSUPP || e == ENOSYS;
 }
 
+/* The holes a write allocated, to give them back when it is refused. */
+struct hole {
+  int fd;
+  uint64_t off, len;
+};
+struct holes {
+  struct hole *v;
+  size_t n, cap;
+};
+
+static int
+holes_add(struct holes *h, int fd, uint64_t off, uint64_t len)
+{
+  if (h->n == h->cap) {
+    size_t cap = h->cap ? 2 * h->cap : 8;
+    struct hole *v = realloc(h->v, cap * sizeof *v);
+    if (!v)
+      return -1;
+    h->v = v;
+    h->cap = cap;
+  }
+  h->v[h->n++] = (struct hole){fd, off, len};
+  return 0;
+}
+
+/* Punch the holes in H again and free H. */
+static void
+unallocate(struct holes *h)
+{
+  int e = errno;
+  for (size_t i = 0; i < h->n; i++)
+    (void)fallocate(h->v[i].fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                    (off_t)h->v[i].off, (off_t)h->v[i].len);
+  free(h->v);
+  h->v = NULL;
+  h->n = h->cap = 0;
+  errno = e;
+}
+
+/* Allocate [OFF, OFF+LEN) of conventional file FD before a write, so the
+ * write cannot fail half done: only its holes (SEEK_HOLE / SEEK_DATA),
+ * each recorded in H first.  A refused fallocate (ENOSPC) can leave part
+ * of its range allocated (ext4 does): the caller's unallocate punches
+ * the recorded holes again, which were holes before, so no data is
+ * touched.  Without SEEK_HOLE the whole range is allocated and nothing
+ * recorded.  A file system without fallocate is no error (0). */
+static int
+allocate(struct holes *h, int fd, uint64_t off, uint64_t len)
+{
+  uint64_t pos = off, end = off + len;
+  while (pos < end) {
+    off_t a = lseek(fd, (off_t)pos, SEEK_HOLE);
+    if (a < 0 && errno != ENXIO) { /* no SEEK_HOLE: the whole range */
+      if (fallocate(fd, 0, (off_t)off, (off_t)len) < 0 && !unsupported(errno))
+        return -1;
+      return 0;
+    }
+    if (a < 0 || (uint64_t)a >= end)
+      return 0;
+    off_t b = lseek(fd, a, SEEK_DATA);
+    uint64_t hend = b < 0 || (uint64_t)b > end ? end : (uint64_t)b;
+    if (holes_add(h, fd, (uint64_t)a, hend - (uint64_t)a) < 0) {
+      errno = ENOMEM;
+      return -1;
+    }
+    if (fallocate(fd, 0, a, (off_t)(hend - (uint64_t)a)) < 0) {
+      if (unsupported(errno)) {
+        h->n--; /* nothing to give back */
+        return 0;
+      }
+      return -1;
+    }
+    pos = hend;
+  }
+  return 0;
+}
+
 /* zone_prealloc: the capacity of sequential zone Z allocated beyond its
  * end of file (KEEP_SIZE: the size stays the wp).  Best effort. */
 static void
@@ -1223,17 +1300,21 @@ put(struct dir_store *s, const uint8_t *buf, uint64_t len, uint64_t off0,
   struct dzone *z;
   int e = 0;
 
+  struct holes h = {0};
   FOR_EACH_PIECE(s, off0, len, z, off, plen)
   {
     uint64_t zoff = off - z->start;
     if (z->seq) {
       prealloc(s, z);
     } else if ((buf || (flags & ZNBD_STORE_ZERO_ALLOCATE)) &&
-               fallocate(z->fd, 0, (off_t)zoff, (off_t)plen) < 0 &&
-               !unsupported(errno)) {
-      return -1; /* ENOSPC: nothing written yet */
+               allocate(&h, z->fd, zoff, plen) < 0) {
+      e = errno == EDQUOT ? ENOSPC : errno;
+      unallocate(&h); /* ENOSPC: nothing written yet, nothing left */
+      errno = e;
+      return -1;
     }
   }
+  free(h.v);
   FOR_EACH_PIECE(s, off0, len, z, off, plen)
   {
     uint64_t zoff = off - z->start;

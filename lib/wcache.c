@@ -94,7 +94,8 @@ hdr_len(uint32_t nr)
 }
 
 /* All N bytes of BUF written to (WRITE) or read from FD at OFF.  Errors:
- * EIO; EINVAL when a read meets the end of the file. */
+ * ENOSPC when the file system is full (EDQUOT too), else EIO; EINVAL when
+ * a read meets the end of the file. */
 static int
 io_full(int fd, void *buf, size_t n, uint64_t off, bool write)
 {
@@ -105,7 +106,9 @@ io_full(int fd, void *buf, size_t n, uint64_t off, bool write)
     if (r < 0 && errno == EINTR)
       continue;
     if (r <= 0) {
-      errno = r == 0 && !write ? EINVAL : EIO;
+      errno = r == 0 && !write                                ? EINVAL
+              : r < 0 && (errno == ENOSPC || errno == EDQUOT) ? ENOSPC
+                                                              : EIO;
       return -1;
     }
     p += r;
@@ -281,7 +284,14 @@ keep(struct znbd_wcache *wc, struct undo *u)
     u->kind = K_HOLE;
   }
   if (journal_rec(wc, u, len) < 0) {
+    int e = errno;
     u->kind = K_VOID;
+    /* A record the file system refused may have left part of its page
+     * allocated: give it back (its header is still zero, so the record
+     * reads as not made; the slot is kept for the next try). */
+    if (wc->jfd >= 0 && u->jpos + sizeof(struct rec_hdr) + PAGE == wc->jend)
+      (void)ftruncate(wc->jfd, (off_t)u->jpos);
+    errno = e;
     return -1;
   }
   return 0;

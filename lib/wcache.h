@@ -46,7 +46,8 @@ void znbd_wcache_refund(struct znbd_wcache *wc);
 
 /* Before writing, zeroing or trimming [OFF, OFF+LEN) (entered): keep the
  * durable contents of every conventional 4 KiB page of the range not yet
- * kept since the last flush.  Errors: ENOMEM, EIO (nothing written). */
+ * kept since the last flush.  Errors: ENOMEM, ENOSPC (the journal's file
+ * system is full), EIO; nothing written. */
 int znbd_wcache_save(struct znbd_wcache *wc, uint64_t len, uint64_t off);
 
 /* Zone management made zone ZNO (under its lock) hold WRITTEN bytes from
