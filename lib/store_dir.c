@@ -942,6 +942,21 @@ znbd_store_dir_open(const struct znbd_params *p, char *err, size_t errlen)
     set_err(err, errlen, "dir: %s: %s", s->path, strerror(errno));
     goto fail;
   }
+  /* The lock is held on the directory itself, which cannot be removed
+   * from under the server while it holds files (a lock on znbd.lock alone
+   * was lost when someone deleted that file, and a second server then
+   * wrote the same zones); znbd.lock is still locked too, for servers
+   * that only know that one. */
+  if (flock(s->dirfd, LOCK_EX | LOCK_NB) < 0) {
+    e = errno;
+    set_err(err, errlen,
+            "dir: %s is in use by another server (the directory and its "
+            "%s are locked)%s%s",
+            s->path, LOCK_NAME, e == EWOULDBLOCK ? "" : ": ",
+            e == EWOULDBLOCK ? "" : strerror(e));
+    errno = e == EWOULDBLOCK ? EEXIST : e;
+    goto fail;
+  }
   s->lockfd = openat(s->dirfd, LOCK_NAME, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (s->lockfd < 0) {
     set_err(err, errlen, "dir: %s/%s: %s", s->path, LOCK_NAME, strerror(errno));

@@ -364,8 +364,22 @@ test_lock(void)
   znbd_dev_free(a);
   b = open_dev(dir, geo, err, sizeof err); /* free again */
   CHECK(b != NULL);
+
+  /* Deleting znbd.lock under a running server does not let a second one
+   * in: the directory itself is locked. */
+  char lock[4300];
+  snprintf(lock, sizeof lock, "%s/znbd.lock", dir);
+  CHECK(unlink(lock) == 0);
+  a = open_dev(dir, geo, err, sizeof err);
+  CHECK(a == NULL && errno == EEXIST);
+  CHECKF(strstr(err, "in use") && strstr(err, dir), "%s", err);
+  znbd_dev_free(a);
   znbd_dev_free(b);
-  printf("lock: a second user of the directory is refused\n");
+  b = open_dev(dir, geo, err, sizeof err); /* free again */
+  CHECK(b != NULL);
+  znbd_dev_free(b);
+  printf("lock: a second user of the directory is refused, also when "
+         "znbd.lock was deleted\n");
 }
 
 /* Restored CLOSED zones beyond zone_max_active: they stay CLOSED, no new
