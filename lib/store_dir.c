@@ -482,18 +482,31 @@ znbd_store_dir_params(struct znbd_params *p, void (*note)(const char *msg),
 {
   struct meta m;
   int dirfd = open(p->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dirfd < 0) {
-    if (errno == ENOENT)
-      return 0; /* formatted when the device is made */
+  int r = 0;
+  if (dirfd < 0 && errno != ENOENT) {
     int e = errno;
     set_err(err, errlen, "dir: %s: %s", p->dir, strerror(e));
     errno = e;
     return -1;
   }
-  int r = meta_load(dirfd, p->dir, &m, NULL, NULL, NULL, err, errlen);
-  close(dirfd);
-  if (r <= 0)
+  if (dirfd >= 0) {
+    r = meta_load(dirfd, p->dir, &m, NULL, NULL, NULL, err, errlen);
+    close(dirfd);
+  }
+  if (r < 0)
     return r;
+  if (r == 0) { /* formatted when the device is made: the geometry first */
+    if (p->size == 0) {
+      set_err(err, errlen,
+              "size: required: dir=%s has no %s yet (a new directory is "
+              "formatted with the geometry given: size=, and zone_size=, "
+              "zone_nr_conv=, ... when not the defaults)",
+              p->dir, META_NAME);
+      errno = EINVAL;
+      return -1;
+    }
+    return 0;
+  }
   /* Not given: the recorded value.  Given and different: the layout keys
    * are refused now (before other checks complain about a consequence),
    * the others when the store opens (znbd_store_dir_open compares them

@@ -378,6 +378,22 @@ test_lock(void)
   b = open_dev(dir, geo, err, sizeof err); /* free again */
   CHECK(b != NULL);
   znbd_dev_free(b);
+  /* A directory with no znbd.meta and no size: the message says what is
+   * missing and why, for a new and for an existing empty directory. */
+  static const char *const nosize[] = {"zone_size", "64K", NULL};
+  for (int i = 0; i < 2; i++) {
+    char fresh[4200];
+    new_dir(fresh, sizeof fresh);
+    if (i)
+      CHECK(mkdir(fresh, 0700) == 0);
+    errno = 0;
+    a = open_dev(fresh, nosize, err, sizeof err);
+    CHECK(a == NULL && errno == EINVAL);
+    CHECKF(strstr(err, "size") && strstr(err, "has no znbd.meta") &&
+               strstr(err, fresh),
+           "%s", err);
+    znbd_dev_free(a);
+  }
   printf("lock: a second user of the directory is refused, also when "
          "znbd.lock was deleted\n");
 }
