@@ -93,6 +93,7 @@
 
 #define META_NAME "znbd.meta"
 #define META_TMP "znbd.meta.tmp"
+#define FORMAT_MARK "znbd.formatting" /* a format under way */
 #define LOCK_NAME "znbd.lock"
 #define JOURNAL_NAME "znbd.wcache"
 #define META_MAGIC "znbd-dir 1"
@@ -604,8 +605,25 @@ enough_fds(const struct dir_store *s, char *err, size_t errlen)
   return 0;
 }
 
+/* NAME is one a zone file of ours can have. */
+static bool
+zone_file_name(const char *n)
+{
+  if (!strcmp(n, "data"))
+    return true;
+  if (strlen(n) != 10 || (strncmp(n, "cnv-", 4) && strncmp(n, "seq-", 4)))
+    return false;
+  for (int i = 4; i < 10; i++)
+    if (n[i] < '0' || n[i] > '9')
+      return false;
+  return true;
+}
+
 /* The directory holds nothing but our lock (and maybe a stale temporary
- * metadata file): may be formatted.  Otherwise ERR names a stranger. */
+ * metadata file): may be formatted.  A format that was cut short (its
+ * mark FORMAT_MARK is there, no znbd.meta) left zone files that no server
+ * ever served: they are removed and the format is done again, with the
+ * geometry given now.  Otherwise ERR names a stranger. */
 static int
 dir_empty(struct dir_store *s, char *err, size_t errlen)
 {
@@ -613,6 +631,7 @@ dir_empty(struct dir_store *s, char *err, size_t errlen)
   DIR *dp = fd >= 0 ? fdopendir(fd) : NULL;
   struct dirent *de;
   int r = 0;
+  bool redo = faccessat(s->dirfd, FORMAT_MARK, F_OK, 0) == 0;
 
   if (!dp) {
     if (fd >= 0)
@@ -623,7 +642,9 @@ dir_empty(struct dir_store *s, char *err, size_t errlen)
   while ((de = readdir(dp))) {
     const char *n = de->d_name;
     if (!strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, LOCK_NAME) ||
-        !strcmp(n, META_TMP))
+        !strcmp(n, META_TMP) || !strcmp(n, FORMAT_MARK))
+      continue;
+    if (redo && zone_file_name(n) && unlinkat(s->dirfd, n, 0) == 0)
       continue;
     set_err(err, errlen,
             "dir: %s has no %s but holds %s: not a znbd directory, "
@@ -649,6 +670,18 @@ static int
 format(struct dir_store *s, bool zone_full, char *err, size_t errlen)
 {
   char name[32];
+  /* The mark first (durable before any zone file): a crash before
+   * znbd.meta leaves a directory the next start formats again. */
+  int mfd = openat(s->dirfd, FORMAT_MARK,
+                   O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (mfd < 0 || fsync(s->dirfd) < 0) {
+    set_err(err, errlen, "dir: %s/%s: %s", s->path, FORMAT_MARK,
+            strerror(errno));
+    if (mfd >= 0)
+      close(mfd);
+    return -1;
+  }
+  close(mfd);
   for (uint32_t i = 0; i < s->nr_zones; i++) {
     struct dzone *z = &s->z[i];
     zone_name(s, i, name, sizeof name);
@@ -666,6 +699,7 @@ format(struct dir_store *s, bool zone_full, char *err, size_t errlen)
     set_err(err, errlen, "dir: %s/%s: %s", s->path, META_NAME, strerror(errno));
     return -1;
   }
+  (void)unlinkat(s->dirfd, FORMAT_MARK, 0); /* a stale one is harmless */
   return 0;
 }
 
@@ -987,6 +1021,7 @@ znbd_store_dir_open(const struct znbd_params *p, char *err, size_t errlen)
   if (faccessat(s->dirfd, META_NAME, F_OK, 0) == 0) {
     if (open_formatted(s, p, err, errlen) < 0)
       goto fail;
+    (void)unlinkat(s->dirfd, FORMAT_MARK, 0); /* its format did finish */
   } else {
     if (errno != ENOENT) {
       set_err(err, errlen, "dir: %s/%s: %s", s->path, META_NAME,

@@ -394,6 +394,30 @@ test_lock(void)
            "%s", err);
     znbd_dev_free(a);
   }
+  /* A format cut short (zone files, its mark, no znbd.meta) is done
+   * again; zone files without the mark (zloop's, say) are refused. */
+  char fresh[4200], mark[4300], meta[4300];
+  a = open_dev(new_dir(fresh, sizeof fresh), geo, err, sizeof err);
+  CHECK(a != NULL);
+  put(a, 0, 4 * K, 7);
+  znbd_dev_free(a);
+  snprintf(mark, sizeof mark, "%s/znbd.formatting", fresh);
+  snprintf(meta, sizeof meta, "%s/znbd.meta", fresh);
+  CHECK(access(mark, F_OK) == -1 && errno == ENOENT); /* gone once done */
+  CHECK(unlink(meta) == 0);
+  a = open_dev(fresh, geo, err, sizeof err);
+  CHECKF(a == NULL && strstr(err, "not a znbd directory"), "%s", err);
+  znbd_dev_free(a);
+  int mfd = open(mark, O_CREAT | O_WRONLY, 0600);
+  CHECK(mfd >= 0);
+  close(mfd);
+  a = open_dev(fresh, geo, err, sizeof err);
+  CHECKF(a != NULL, "format done again: %s", err);
+  CHECK(access(mark, F_OK) == -1 && access(meta, F_OK) == 0);
+  uint8_t zero[4096] = {0}, got[4096];
+  CHECK(a && znbd_dev_read(a, got, sizeof got, 0) == 0 &&
+        memcmp(got, zero, sizeof got) == 0);
+  znbd_dev_free(a);
   printf("lock: a second user of the directory is refused, also when "
          "znbd.lock was deleted\n");
 }
