@@ -316,7 +316,7 @@ znbd_dev_free(struct znbd_dev *d)
     return;
   if (d->wc) {
     /* Shutting down: flush as a drive does before power goes. */
-    if (znbd_wcache_flush(d->wc) < 0)
+    if (znbd_wcache_flush(d->wc, ZNBD_NO_FENCE) < 0)
       fprintf(stderr, "znbd: shutdown flush: %s\n", strerror(errno));
     znbd_wcache_free(d->wc);
   }
@@ -628,14 +628,25 @@ znbd_dev_write_bounded(struct znbd_dev *d, const void *buf, uint64_t len,
   return dev_write(d, buf, len, off, flags, &h);
 }
 
-/* write_cache: enter (a due power cut: ESHUTDOWN) and keep the durable
- * contents of [OFF, OFF+LEN) before changing them. */
+/* The generation the requests this thread makes belong to
+ * (znbd_dev_fence); one device per process. */
+static _Thread_local uint64_t fence = ZNBD_NO_FENCE;
+
+void
+znbd_dev_fence(uint64_t gen)
+{
+  fence = gen;
+}
+
+/* write_cache: enter (a due power cut, or this thread's fence older than
+ * the last cut: ESHUTDOWN) and keep the durable contents of
+ * [OFF, OFF+LEN) before changing them. */
 static int
 wc_begin(struct znbd_dev *d, bool write, uint64_t len, uint64_t off)
 {
   if (!d->wc)
     return 0;
-  if (znbd_wcache_enter(d->wc, write) < 0)
+  if (znbd_wcache_enter(d->wc, write, fence) < 0)
     return -1;
   if (znbd_wcache_save(d->wc, len, off) < 0) {
     int e = errno;
@@ -787,7 +798,7 @@ int
 znbd_dev_flush(struct znbd_dev *d)
 {
   if (d->wc)
-    return znbd_wcache_flush(d->wc);
+    return znbd_wcache_flush(d->wc, fence);
   return znbd_store_flush(d->store);
 }
 
@@ -797,7 +808,7 @@ znbd_dev_sync(struct znbd_dev *d, uint64_t len, uint64_t off)
   if (check_range(d, len, off) < 0)
     return -1;
   if (d->wc)
-    return znbd_wcache_sync(d->wc, len, off);
+    return znbd_wcache_sync(d->wc, len, off, fence);
   return znbd_store_sync(d->store, len, off);
 }
 

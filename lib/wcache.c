@@ -435,12 +435,33 @@ check_due(struct znbd_wcache *wc, bool write)
   }
 }
 
+/* Holding the cut lock (either way): a request fenced at FENCE, made
+ * before a cut that has happened since, is refused (ESHUTDOWN).  Under
+ * the lock the generation cannot move, so a request either ran wholly
+ * before the cut (and the rollback undid what was not durable) or does
+ * not run at all. */
+static int
+fenced_out(struct znbd_wcache *wc, uint64_t fence)
+{
+  if (fence == ZNBD_WCACHE_NO_FENCE || fence == atomic_load(&wc->gen))
+    return 0;
+  errno = ESHUTDOWN;
+  return -1;
+}
+
 int
-znbd_wcache_enter(struct znbd_wcache *wc, bool write)
+znbd_wcache_enter(struct znbd_wcache *wc, bool write, uint64_t fence)
 {
   if (check_due(wc, write) < 0)
     return -1;
   pthread_rwlock_rdlock(&wc->cut);
+  if (fenced_out(wc, fence) < 0) {
+    pthread_rwlock_unlock(&wc->cut);
+    if (write)
+      znbd_wcache_refund(wc); /* it did not run: it does not count */
+    errno = ESHUTDOWN;
+    return -1;
+  }
   return 0;
 }
 
@@ -491,11 +512,16 @@ znbd_wcache_zone_durable(struct znbd_wcache *wc, uint32_t zno, uint64_t written)
 }
 
 int
-znbd_wcache_flush(struct znbd_wcache *wc)
+znbd_wcache_flush(struct znbd_wcache *wc, uint64_t fence)
 {
   if (check_due(wc, false) < 0)
     return -1;
   pthread_rwlock_wrlock(&wc->cut);
+  if (fenced_out(wc, fence) < 0) {
+    pthread_rwlock_unlock(&wc->cut);
+    errno = ESHUTDOWN;
+    return -1;
+  }
   int r = znbd_store_flush(wc->st);
   if (r == 0) {
     take_wps(wc);
@@ -507,11 +533,17 @@ znbd_wcache_flush(struct znbd_wcache *wc)
 }
 
 int
-znbd_wcache_sync(struct znbd_wcache *wc, uint64_t len, uint64_t off)
+znbd_wcache_sync(struct znbd_wcache *wc, uint64_t len, uint64_t off,
+                 uint64_t fence)
 {
   if (len == 0)
     return 0;
   pthread_rwlock_rdlock(&wc->cut);
+  if (fenced_out(wc, fence) < 0) {
+    pthread_rwlock_unlock(&wc->cut);
+    errno = ESHUTDOWN;
+    return -1;
+  }
   int r = znbd_store_sync(wc->st, len, off);
   uint64_t end = off + len;
   if (r == 0 && off < wc->undo_end) {

@@ -32,11 +32,20 @@ struct znbd_wcache *znbd_wcache_new(struct znbd_store *st,
                                     struct znbd_zones *zs, uint64_t size);
 void znbd_wcache_free(struct znbd_wcache *wc);
 
+/* A request not tied to a connection (the control socket's own zone
+ * operations): never fenced out. */
+#define ZNBD_WCACHE_NO_FENCE UINT64_MAX
+
 /* Around every request that changes the device (WRITE is true for writes,
  * which count towards "power-cut after N"): enter fails with errno
  * ESHUTDOWN, after carrying it out, when an armed power cut is due (the N
- * writes are done); leave must follow a successful enter. */
-int znbd_wcache_enter(struct znbd_wcache *wc, bool write);
+ * writes are done), and with ESHUTDOWN, changing nothing, when FENCE (the
+ * generation the request's connection was made at, or
+ * ZNBD_WCACHE_NO_FENCE) is older than the current one: the check runs
+ * under the lock a cut takes exclusive, so a request of a connection made
+ * before a cut either entered before it or never does.  Leave must follow
+ * a successful enter. */
+int znbd_wcache_enter(struct znbd_wcache *wc, bool write, uint64_t fence);
 void znbd_wcache_leave(struct znbd_wcache *wc);
 
 /* A write that entered did not execute and will be sent again (EAGAIN:
@@ -57,14 +66,17 @@ void znbd_wcache_zone_durable(struct znbd_wcache *wc, uint32_t zno,
                               uint64_t written);
 
 /* NBD FLUSH: store flush, then the current state is the durable one.
- * ESHUTDOWN as enter (a due power cut happens first); EIO. */
-int znbd_wcache_flush(struct znbd_wcache *wc);
+ * ESHUTDOWN as enter (a due power cut happens first, or FENCE is older
+ * than the current generation); EIO. */
+int znbd_wcache_flush(struct znbd_wcache *wc, uint64_t fence);
 
 /* NBD FUA after a write of [OFF, OFF+LEN): the store syncs the range;
  * conventional pages of it become durable as they are now; a sequential
  * zone holding part of it becomes durable up to the end of that part
- * (with all it holds before: a zone has no holes).  Errors: EIO. */
-int znbd_wcache_sync(struct znbd_wcache *wc, uint64_t len, uint64_t off);
+ * (with all it holds before: a zone has no holes).  Errors: EIO,
+ * ESHUTDOWN (FENCE older than the current generation, as enter). */
+int znbd_wcache_sync(struct znbd_wcache *wc, uint64_t len, uint64_t off,
+                     uint64_t fence);
 
 /* Power cut.  AFTER 0: now.  AFTER N > 0: the next N writes (WRITE,
  * WRITE_ZEROES, zone append; counted when they start, failed ones too,

@@ -199,6 +199,10 @@ static int
 cut_off(void *handle, const char *op)
 {
   struct handle *h = handle;
+  /* nbdkit runs one request at a time on a thread: the fence this sets
+   * holds for the request that follows; the device checks it again under
+   * its cut lock, where a cut cannot come in between (znbd_dev_fence). */
+  znbd_dev_fence(h->gen);
   if (h->gen == znbd_dev_generation(dev))
     return 0;
   nbdkit_error("%s: the device lost power since this connection began "

@@ -1119,6 +1119,10 @@ exec_one(const struct nbdc *c, const struct nbd_req *r, unsigned xflags,
     reply_errno(c, r, ESHUTDOWN, out);
     return 0;
   }
+  /* The check above is only a shortcut: a cut may come between it and
+   * the request reaching the device, so the device checks again under
+   * its cut lock (znbd_dev_fence). */
+  znbd_dev_fence(c->gen);
   switch (r->type) {
   case NBD_CMD_READ:
     exec_read(c, r, out, xflags, rs);
@@ -1164,6 +1168,7 @@ nbd_exec_park(struct nbd_park *p, unsigned xflags)
 {
   unsigned wflags = (xflags & EXEC_NOWAIT) ? ZNBD_WRITE_NOWAIT : 0;
   size_t before = p->out->len;
+  znbd_dev_fence(p->c->gen);
   int rc = exec_write(p->c, &p->req, wflags, park_done, p);
   if (rc == ZNBD_WRITE_PARKED)
     return EXEC_PARKED;

@@ -202,6 +202,25 @@ int znbd_dev_power_cut(struct znbd_dev *d, uint64_t after);
 /* How many power cuts happened (0 without write_cache). */
 uint64_t znbd_dev_generation(struct znbd_dev *d);
 
+/* No fence: requests not tied to a connection (the control socket). */
+#define ZNBD_NO_FENCE UINT64_MAX
+
+/* Fencing a power cut: the requests this thread makes from now on belong
+ * to a connection made at generation GEN (znbd_dev_generation() when it
+ * connected), until the next call (ZNBD_NO_FENCE: none).  A write,
+ * WRITE_ZEROES, append, trim, flush, FUA sync or zone operation of a
+ * fenced thread fails with ESHUTDOWN and changes no byte, write pointer
+ * or condition when a power cut happened after GEN.  The check runs
+ * under the lock the cut takes exclusive, so every request of an old
+ * connection either ran wholly before the cut (and was then subject to
+ * its rollback) or does not run: a check of the generation by the
+ * front-end alone, before the request reaches the device, leaves a
+ * window in which a request runs after the rollback.  Writes parked
+ * ahead of the wp when the cut happens fail (EIO) at the cut.  The
+ * fence is per thread: a front-end sets it before executing each
+ * request (its threads may serve many connections). */
+void znbd_dev_fence(uint64_t gen);
+
 /* FN(OPAQUE) is called after each power cut, from the thread that made it
  * (a front-end wakes its connections there).  Does nothing without
  * write_cache. */
