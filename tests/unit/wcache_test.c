@@ -187,7 +187,6 @@ cut_after(struct znbd_dev *d)
   CHECK(reads(d, ZS + 16 * K, 4 * K, 25));
 }
 
-
 /* A thread fenced at the generation before a cut: every change it asks
  * for fails with ESHUTDOWN and changes nothing; fenced at the new
  * generation (or not fenced) it works; a refused write does not count
@@ -286,8 +285,8 @@ fence_race(void)
     struct racer r[4];
     pthread_t t[4];
     for (int i = 0; i < 4; i++) {
-      r[i] = (struct racer){d, znbd_dev_generation(d), (uint32_t)(i ? i + 1 : 0),
-                            &go, 0, 0};
+      r[i] = (struct racer){
+          d, znbd_dev_generation(d), (uint32_t)(i ? i + 1 : 0), &go, 0, 0};
       pthread_create(&t[i], NULL, racer_main, &r[i]);
     }
     atomic_store(&go, true);
