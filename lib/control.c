@@ -1131,16 +1131,28 @@ znbd_control_start_stats(struct znbd_dev *d, const char *path,
   c->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (c->listen_fd == -1)
     goto fail_sys;
-  /* Linux creates the socket file with the socket inode's mode (less the
+  /* The socket is bound to a temporary name beside PATH, listens, and
+   * only then is renamed to PATH: a client that waits for PATH to appear
+   * never finds a socket that refuses it (ECONNREFUSED before listen).
+   * A PATH too long for the suffix is bound directly.
+   * Linux creates the socket file with the socket inode's mode (less the
    * umask), so it is never more open than 0600, even for a moment; the
    * chmod below then makes it exactly 0600 whatever the umask. */
+  char tmp[sizeof addr.sun_path];
+  int n = snprintf(tmp, sizeof tmp, "%s.%ld~", path, (long)getpid());
+  bool renamed = n > 0 && (size_t)n < sizeof tmp;
+  if (renamed)
+    memcpy(addr.sun_path, tmp, (size_t)n + 1);
+  const char *bound = renamed ? tmp : path;
+  if (renamed && unlink(tmp) == -1 && errno != ENOENT)
+    goto fail_sys;
   if (fchmod(c->listen_fd, 0600) == -1 ||
       bind(c->listen_fd, (struct sockaddr *)&addr, sizeof addr) == -1)
     goto fail_sys;
-  if (chmod(path, 0600) == -1 || stat(path, &st) == -1 ||
-      listen(c->listen_fd, 4) == -1) {
+  if (chmod(bound, 0600) == -1 || stat(bound, &st) == -1 ||
+      listen(c->listen_fd, 4) == -1 || (renamed && rename(tmp, path) == -1)) {
     e = errno;
-    unlink(path);
+    unlink(bound);
     errno = e;
     goto fail_sys;
   }

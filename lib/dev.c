@@ -199,19 +199,32 @@ default_max_memory(void)
 }
 
 /* A persistent store's write cache journal left by a crash: apply it
- * before the zones are restored from the files (lib/wcache.c). */
+ * before the zones are restored from the files (lib/wcache.c).  Done with
+ * write_cache=false too: the files may hold writes that were never
+ * flushed.  A damaged journal changes nothing and stops start-up. */
 static int
 replay_journal(struct znbd_dev *d, char *err, size_t errlen)
 {
   struct znbd_store *st = d->store;
   int fd = st->ops->journal ? st->ops->journal(st, false) : -1;
+  char why[256] = "";
   if (fd < 0)
     return 0;
-  if (znbd_wcache_replay(st, fd, d->p.size, d->p.zoned ? d->p.zone_size : 0) <
-      0) {
+  if (znbd_wcache_replay(st, fd, d->p.size, d->p.zoned ? d->p.zone_size : 0,
+                         d->p.zone_nr_conv, d->p.zone_capacity, why,
+                         sizeof why) < 0) {
     int e = errno;
-    set_err(err, errlen, "write_cache: dir=%s: cannot apply the journal: %s",
-            d->p.dir, strerror(e));
+    if (e == EINVAL)
+      set_err(err, errlen,
+              "write_cache: %s/znbd.wcache, the undo journal of writes not "
+              "yet flushed, is damaged: %s; no file was changed. To start "
+              "with the zone files as they are (keeping unflushed writes), "
+              "move znbd.wcache out of the directory",
+              d->p.dir, why);
+    else
+      set_err(err, errlen,
+              "write_cache: %s/znbd.wcache (the undo journal): %s: %s",
+              d->p.dir, why, strerror(e));
     errno = e;
     return -1;
   }

@@ -93,6 +93,7 @@
 
 #define META_NAME "znbd.meta"
 #define META_TMP "znbd.meta.tmp"
+#define FORMAT_MARK "znbd.formatting" /* a format under way */
 #define LOCK_NAME "znbd.lock"
 #define JOURNAL_NAME "znbd.wcache"
 #define META_MAGIC "znbd-dir 1"
@@ -482,18 +483,31 @@ znbd_store_dir_params(struct znbd_params *p, void (*note)(const char *msg),
 {
   struct meta m;
   int dirfd = open(p->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dirfd < 0) {
-    if (errno == ENOENT)
-      return 0; /* formatted when the device is made */
+  int r = 0;
+  if (dirfd < 0 && errno != ENOENT) {
     int e = errno;
     set_err(err, errlen, "dir: %s: %s", p->dir, strerror(e));
     errno = e;
     return -1;
   }
-  int r = meta_load(dirfd, p->dir, &m, NULL, NULL, NULL, err, errlen);
-  close(dirfd);
-  if (r <= 0)
+  if (dirfd >= 0) {
+    r = meta_load(dirfd, p->dir, &m, NULL, NULL, NULL, err, errlen);
+    close(dirfd);
+  }
+  if (r < 0)
     return r;
+  if (r == 0) { /* formatted when the device is made: the geometry first */
+    if (p->size == 0) {
+      set_err(err, errlen,
+              "size: required: dir=%s has no %s yet (a new directory is "
+              "formatted with the geometry given: size=, and zone_size=, "
+              "zone_nr_conv=, ... when not the defaults)",
+              p->dir, META_NAME);
+      errno = EINVAL;
+      return -1;
+    }
+    return 0;
+  }
   /* Not given: the recorded value.  Given and different: the layout keys
    * are refused now (before other checks complain about a consequence),
    * the others when the store opens (znbd_store_dir_open compares them
@@ -591,8 +605,25 @@ enough_fds(const struct dir_store *s, char *err, size_t errlen)
   return 0;
 }
 
+/* NAME is one a zone file of ours can have. */
+static bool
+zone_file_name(const char *n)
+{
+  if (!strcmp(n, "data"))
+    return true;
+  if (strlen(n) != 10 || (strncmp(n, "cnv-", 4) && strncmp(n, "seq-", 4)))
+    return false;
+  for (int i = 4; i < 10; i++)
+    if (n[i] < '0' || n[i] > '9')
+      return false;
+  return true;
+}
+
 /* The directory holds nothing but our lock (and maybe a stale temporary
- * metadata file): may be formatted.  Otherwise ERR names a stranger. */
+ * metadata file): may be formatted.  A format that was cut short (its
+ * mark FORMAT_MARK is there, no znbd.meta) left zone files that no server
+ * ever served: they are removed and the format is done again, with the
+ * geometry given now.  Otherwise ERR names a stranger. */
 static int
 dir_empty(struct dir_store *s, char *err, size_t errlen)
 {
@@ -600,6 +631,7 @@ dir_empty(struct dir_store *s, char *err, size_t errlen)
   DIR *dp = fd >= 0 ? fdopendir(fd) : NULL;
   struct dirent *de;
   int r = 0;
+  bool redo = faccessat(s->dirfd, FORMAT_MARK, F_OK, 0) == 0;
 
   if (!dp) {
     if (fd >= 0)
@@ -610,7 +642,9 @@ dir_empty(struct dir_store *s, char *err, size_t errlen)
   while ((de = readdir(dp))) {
     const char *n = de->d_name;
     if (!strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, LOCK_NAME) ||
-        !strcmp(n, META_TMP))
+        !strcmp(n, META_TMP) || !strcmp(n, FORMAT_MARK))
+      continue;
+    if (redo && zone_file_name(n) && unlinkat(s->dirfd, n, 0) == 0)
       continue;
     set_err(err, errlen,
             "dir: %s has no %s but holds %s: not a znbd directory, "
@@ -636,11 +670,23 @@ static int
 format(struct dir_store *s, bool zone_full, char *err, size_t errlen)
 {
   char name[32];
+  /* The mark first (durable before any zone file): a crash before
+   * znbd.meta leaves a directory the next start formats again. */
+  int mfd = openat(s->dirfd, FORMAT_MARK,
+                   O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (mfd < 0 || fsync(s->dirfd) < 0) {
+    set_err(err, errlen, "dir: %s/%s: %s", s->path, FORMAT_MARK,
+            strerror(errno));
+    if (mfd >= 0)
+      close(mfd);
+    return -1;
+  }
+  close(mfd);
   for (uint32_t i = 0; i < s->nr_zones; i++) {
     struct dzone *z = &s->z[i];
     zone_name(s, i, name, sizeof name);
-    z->fd =
-        openat(s->dirfd, name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    z->fd = openat(s->dirfd, name,
+                   O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     uint64_t sz = !z->seq ? z->len : zone_full ? z->cap : 0;
     if (z->fd < 0 ||
         (sz && (ftruncate(z->fd, (off_t)sz) < 0 || fsync(z->fd) < 0))) {
@@ -653,6 +699,7 @@ format(struct dir_store *s, bool zone_full, char *err, size_t errlen)
     set_err(err, errlen, "dir: %s/%s: %s", s->path, META_NAME, strerror(errno));
     return -1;
   }
+  (void)unlinkat(s->dirfd, FORMAT_MARK, 0); /* a stale one is harmless */
   return 0;
 }
 
@@ -672,25 +719,88 @@ mark_fault(void *opaque, uint32_t zone)
   return 0;
 }
 
-/* Open the zone files of a formatted directory and check their sizes. */
+/* A zone file's identity, to find two zones sharing one inode. */
+struct file_id {
+  dev_t dev;
+  ino_t ino;
+  uint32_t zone;
+};
+
+static int
+cmp_file_id(const void *pa, const void *pb)
+{
+  const struct file_id *a = pa, *b = pb;
+  if (a->dev != b->dev)
+    return a->dev < b->dev ? -1 : 1;
+  if (a->ino != b->ino)
+    return a->ino < b->ino ? -1 : 1;
+  return a->zone < b->zone ? -1 : a->zone > b->zone;
+}
+
+/* Two zones whose files are one inode (a hard link): EINVAL, naming both
+ * (sorted, so n log n for many zones). */
+static int
+distinct_files(const struct dir_store *s, struct file_id *ids, char *err,
+               size_t errlen)
+{
+  qsort(ids, s->nr_zones, sizeof *ids, cmp_file_id);
+  for (uint32_t i = 1; i < s->nr_zones; i++)
+    if (ids[i].dev == ids[i - 1].dev && ids[i].ino == ids[i - 1].ino) {
+      char a[32], b[32];
+      zone_name(s, ids[i - 1].zone, a, sizeof a);
+      zone_name(s, ids[i].zone, b, sizeof b);
+      set_err(err, errlen,
+              "dir: %s/%s and %s are the same file (a hard link); every "
+              "zone needs a file of its own",
+              s->path, a, b);
+      errno = EINVAL;
+      return -1;
+    }
+  return 0;
+}
+
+/* Open the zone files of a formatted directory and check them: each a
+ * regular file of its own, not reached through a symbolic link
+ * (O_NOFOLLOW: two zones sharing one file would each overwrite the
+ * other), of a size the zone can have: a conventional zone's length, a
+ * sequential zone's write pointer, so a multiple of the block size and at
+ * most the capacity (zloop refuses the same files when a device is
+ * added).  Errors name the file; EINVAL for a file of the wrong kind or
+ * size, ELOOP for a symbolic link. */
 static int
 open_files(struct dir_store *s, char *err, size_t errlen)
 {
   char name[32];
+  struct file_id *ids = malloc(s->nr_zones * sizeof *ids);
+  int r = -1;
+  if (!ids) {
+    set_err(err, errlen, "dir: out of memory");
+    errno = ENOMEM;
+    goto out;
+  }
   for (uint32_t i = 0; i < s->nr_zones; i++) {
     struct dzone *z = &s->z[i];
     struct stat st;
     zone_name(s, i, name, sizeof name);
-    z->fd = openat(s->dirfd, name, O_RDWR | O_CLOEXEC);
+    z->fd = openat(s->dirfd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (z->fd < 0 && errno == ELOOP) {
+      set_err(err, errlen,
+              "dir: %s/%s is a symbolic link; zone files must be regular "
+              "files in the directory itself",
+              s->path, name);
+      errno = ELOOP;
+      goto out;
+    }
     if (z->fd < 0 || fstat(z->fd, &st) < 0) {
       set_err(err, errlen, "dir: %s/%s: %s", s->path, name, strerror(errno));
-      return -1;
+      goto out;
     }
     if (!S_ISREG(st.st_mode)) {
       set_err(err, errlen, "dir: %s/%s is not a regular file", s->path, name);
       errno = EINVAL;
-      return -1;
+      goto out;
     }
+    ids[i] = (struct file_id){st.st_dev, st.st_ino, i};
     z->loaded = (uint64_t)st.st_size;
     if (!z->seq && z->loaded != z->len) {
       set_err(err, errlen,
@@ -698,7 +808,7 @@ open_files(struct dir_store *s, char *err, size_t errlen)
               "file must hold %" PRIu64,
               s->path, name, z->loaded, z->len);
       errno = EINVAL;
-      return -1;
+      goto out;
     }
     if (z->seq && z->loaded > z->cap) {
       set_err(err, errlen,
@@ -706,10 +816,22 @@ open_files(struct dir_store *s, char *err, size_t errlen)
               "capacity %" PRIu64,
               s->path, name, z->loaded, z->cap);
       errno = EINVAL;
-      return -1;
+      goto out;
+    }
+    if (z->seq && z->loaded % s->m.blocksize) {
+      set_err(err, errlen,
+              "dir: %s/%s holds %" PRIu64 " bytes, not a multiple of the "
+              "block size %" PRIu32 " (a sequential zone's file size is its "
+              "write pointer)",
+              s->path, name, z->loaded, s->m.blocksize);
+      errno = EINVAL;
+      goto out;
     }
   }
-  return 0;
+  r = distinct_files(s, ids, err, errlen);
+out:
+  free(ids);
+  return r;
 }
 
 /* The recorded geometry must be what P says (unset parameters were
@@ -788,7 +910,7 @@ open_direct(struct dir_store *s, char *err, size_t errlen)
       s->off_align = stx.stx_dio_offset_align;
     }
 #endif
-    z->dfd = openat(s->dirfd, name, O_RDWR | O_DIRECT | O_CLOEXEC);
+    z->dfd = openat(s->dirfd, name, O_RDWR | O_DIRECT | O_CLOEXEC | O_NOFOLLOW);
     if (z->dfd < 0)
       goto fail;
   }
@@ -867,6 +989,21 @@ znbd_store_dir_open(const struct znbd_params *p, char *err, size_t errlen)
     set_err(err, errlen, "dir: %s: %s", s->path, strerror(errno));
     goto fail;
   }
+  /* The lock is held on the directory itself, which cannot be removed
+   * from under the server while it holds files (a lock on znbd.lock alone
+   * was lost when someone deleted that file, and a second server then
+   * wrote the same zones); znbd.lock is still locked too, for servers
+   * that only know that one. */
+  if (flock(s->dirfd, LOCK_EX | LOCK_NB) < 0) {
+    e = errno;
+    set_err(err, errlen,
+            "dir: %s is in use by another server (the directory and its "
+            "%s are locked)%s%s",
+            s->path, LOCK_NAME, e == EWOULDBLOCK ? "" : ": ",
+            e == EWOULDBLOCK ? "" : strerror(e));
+    errno = e == EWOULDBLOCK ? EEXIST : e;
+    goto fail;
+  }
   s->lockfd = openat(s->dirfd, LOCK_NAME, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (s->lockfd < 0) {
     set_err(err, errlen, "dir: %s/%s: %s", s->path, LOCK_NAME, strerror(errno));
@@ -884,6 +1021,7 @@ znbd_store_dir_open(const struct znbd_params *p, char *err, size_t errlen)
   if (faccessat(s->dirfd, META_NAME, F_OK, 0) == 0) {
     if (open_formatted(s, p, err, errlen) < 0)
       goto fail;
+    (void)unlinkat(s->dirfd, FORMAT_MARK, 0); /* its format did finish */
   } else {
     if (errno != ENOENT) {
       set_err(err, errlen, "dir: %s/%s: %s", s->path, META_NAME,
@@ -1061,6 +1199,83 @@ unsupported(int e)
   return e == EOPNOTSUPP || e == ENOSYS;
 }
 
+/* The holes a write allocated, to give them back when it is refused. */
+struct hole {
+  int fd;
+  uint64_t off, len;
+};
+struct holes {
+  struct hole *v;
+  size_t n, cap;
+};
+
+static int
+holes_add(struct holes *h, int fd, uint64_t off, uint64_t len)
+{
+  if (h->n == h->cap) {
+    size_t cap = h->cap ? 2 * h->cap : 8;
+    struct hole *v = realloc(h->v, cap * sizeof *v);
+    if (!v)
+      return -1;
+    h->v = v;
+    h->cap = cap;
+  }
+  h->v[h->n++] = (struct hole){fd, off, len};
+  return 0;
+}
+
+/* Punch the holes in H again and free H. */
+static void
+unallocate(struct holes *h)
+{
+  int e = errno;
+  for (size_t i = 0; i < h->n; i++)
+    (void)fallocate(h->v[i].fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                    (off_t)h->v[i].off, (off_t)h->v[i].len);
+  free(h->v);
+  h->v = NULL;
+  h->n = h->cap = 0;
+  errno = e;
+}
+
+/* Allocate [OFF, OFF+LEN) of conventional file FD before a write, so the
+ * write cannot fail half done: only its holes (SEEK_HOLE / SEEK_DATA),
+ * each recorded in H first.  A refused fallocate (ENOSPC) can leave part
+ * of its range allocated (ext4 does): the caller's unallocate punches
+ * the recorded holes again, which were holes before, so no data is
+ * touched.  Without SEEK_HOLE the whole range is allocated and nothing
+ * recorded.  A file system without fallocate is no error (0). */
+static int
+allocate(struct holes *h, int fd, uint64_t off, uint64_t len)
+{
+  uint64_t pos = off, end = off + len;
+  while (pos < end) {
+    off_t a = lseek(fd, (off_t)pos, SEEK_HOLE);
+    if (a < 0 && errno != ENXIO) { /* no SEEK_HOLE: the whole range */
+      if (fallocate(fd, 0, (off_t)off, (off_t)len) < 0 && !unsupported(errno))
+        return -1;
+      return 0;
+    }
+    if (a < 0 || (uint64_t)a >= end)
+      return 0;
+    off_t b = lseek(fd, a, SEEK_DATA);
+    uint64_t hend = b < 0 || (uint64_t)b > end ? end : (uint64_t)b;
+    if (holes_add(h, fd, (uint64_t)a, hend - (uint64_t)a) < 0) {
+      errno = ENOMEM;
+      return -1;
+    }
+    if (fallocate(fd, 0, a, (off_t)(hend - (uint64_t)a)) < 0) {
+      if (unsupported(errno)) {
+        h->n--; /* nothing to give back */
+        return 0;
+      }
+      return -1;
+    }
+    pos = hend;
+  }
+  return 0;
+}
+
 /* zone_prealloc: the capacity of sequential zone Z allocated beyond its
  * end of file (KEEP_SIZE: the size stays the wp).  Best effort. */
 static void
@@ -1148,17 +1363,21 @@ put(struct dir_store *s, const uint8_t *buf, uint64_t len, uint64_t off0,
   struct dzone *z;
   int e = 0;
 
+  struct holes h = {0};
   FOR_EACH_PIECE(s, off0, len, z, off, plen)
   {
     uint64_t zoff = off - z->start;
     if (z->seq) {
       prealloc(s, z);
     } else if ((buf || (flags & ZNBD_STORE_ZERO_ALLOCATE)) &&
-               fallocate(z->fd, 0, (off_t)zoff, (off_t)plen) < 0 &&
-               !unsupported(errno)) {
-      return -1; /* ENOSPC: nothing written yet */
+               allocate(&h, z->fd, zoff, plen) < 0) {
+      e = errno == EDQUOT ? ENOSPC : errno;
+      unallocate(&h); /* ENOSPC: nothing written yet, nothing left */
+      errno = e;
+      return -1;
     }
   }
+  free(h.v);
   FOR_EACH_PIECE(s, off0, len, z, off, plen)
   {
     uint64_t zoff = off - z->start;

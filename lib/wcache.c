@@ -36,6 +36,9 @@
  *   order: the journal is not meant to move between machines.
  */
 #include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -91,7 +94,8 @@ hdr_len(uint32_t nr)
 }
 
 /* All N bytes of BUF written to (WRITE) or read from FD at OFF.  Errors:
- * EIO; EINVAL when a read meets the end of the file. */
+ * ENOSPC when the file system is full (EDQUOT too), else EIO; EINVAL when
+ * a read meets the end of the file. */
 static int
 io_full(int fd, void *buf, size_t n, uint64_t off, bool write)
 {
@@ -102,7 +106,9 @@ io_full(int fd, void *buf, size_t n, uint64_t off, bool write)
     if (r < 0 && errno == EINTR)
       continue;
     if (r <= 0) {
-      errno = r == 0 && !write ? EINVAL : EIO;
+      errno = r == 0 && !write                                ? EINVAL
+              : r < 0 && (errno == ENOSPC || errno == EDQUOT) ? ENOSPC
+                                                              : EIO;
       return -1;
     }
     p += r;
@@ -278,7 +284,14 @@ keep(struct znbd_wcache *wc, struct undo *u)
     u->kind = K_HOLE;
   }
   if (journal_rec(wc, u, len) < 0) {
+    int e = errno;
     u->kind = K_VOID;
+    /* A record the file system refused may have left part of its page
+     * allocated: give it back (its header is still zero, so the record
+     * reads as not made; the slot is kept for the next try). */
+    if (wc->jfd >= 0 && u->jpos + sizeof(struct rec_hdr) + PAGE == wc->jend)
+      (void)ftruncate(wc->jfd, (off_t)u->jpos);
+    errno = e;
     return -1;
   }
   return 0;
@@ -594,63 +607,172 @@ znbd_wcache_on_cut(struct znbd_wcache *wc, void (*fn)(void *opaque),
   wc->on_cut_opaque = opaque;
 }
 
-int
-znbd_wcache_replay(struct znbd_store *st, int fd, uint64_t size,
-                   uint64_t zone_size)
-{
-  char magic[MAGIC_LEN];
-  uint64_t nr, want = zone_size ? (size + zone_size - 1) / zone_size : 1;
-  uint8_t *data = NULL;
-  off_t flen = lseek(fd, 0, SEEK_END);
+/* The journal's geometry and the checks of one pass over it. */
+struct jgeo {
+  uint64_t size, zone_size, cap;
+  uint32_t nr_conv;
+  uint64_t nr, undo_end; /* FLUSHED entries; conventional bytes */
+};
 
-  if (flen < 0)
-    return -1;
-  if (flen == 0)
-    return 0;
-  if (pread_full(fd, magic, MAGIC_LEN, 0) < 0 ||
-      memcmp(magic, MAGIC, strlen(MAGIC)) != 0 ||
-      pread_full(fd, &nr, 8, MAGIC_LEN) < 0 || nr != want) {
+static void why_set(char *why, size_t whylen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+why_set(char *why, size_t whylen, const char *fmt, ...)
+{
+  va_list ap;
+  if (!why || !whylen)
+    return;
+  va_start(ap, fmt);
+  vsnprintf(why, whylen, fmt, ap);
+  va_end(ap);
+}
+
+/* One pass over journal FD (FLEN bytes).  APPLY false: only check that
+ * every entry is one this server could have written for geometry G:
+ * FLUSHED is "not sequential" exactly for the conventional zones (and a
+ * device without zones), at most the zone capacity for sequential ones;
+ * each record names a page of the conventional space with its exact
+ * length and is whole in the file.  APPLY true (only after a check that
+ * passed): truncate sequential files to FLUSHED and write the pages
+ * back.  Both steps only ever restore recorded durable state, so a pass
+ * interrupted by a crash is simply done again. */
+static int
+replay_pass(struct znbd_store *st, int fd, uint64_t flen, const struct jgeo *g,
+            bool apply, uint8_t *data, char *why, size_t whylen)
+{
+  uint64_t hl = MAGIC_LEN + 8 + 8 * g->nr;
+  if (flen < hl) {
+    why_set(why, whylen,
+            "its header is cut short (%" PRIu64 " of %" PRIu64 " bytes)", flen,
+            hl);
     errno = EINVAL;
     return -1;
   }
-  for (uint64_t i = 0; zone_size && i < nr; i++) {
-    uint64_t f, start = i * zone_size;
+  for (uint64_t i = 0; i < g->nr; i++) {
+    uint64_t f;
     if (pread_full(fd, &f, 8, MAGIC_LEN + 8 + 8 * i) < 0)
+      goto io;
+    bool seq = g->zone_size && i >= g->nr_conv;
+    uint64_t start = i * g->zone_size,
+             len = g->size - start < g->zone_size ? g->size - start
+                                                  : g->zone_size,
+             cap = len < g->cap ? len : g->cap;
+    if (!seq && f != NONE) {
+      why_set(why, whylen,
+              "it gives conventional zone %" PRIu64 " (or the device) a write "
+              "pointer (%" PRIu64 ")",
+              i, f);
+      errno = EINVAL;
       return -1;
-    uint64_t len = size - start < zone_size ? size - start : zone_size;
-    if (f != NONE && f <= len &&
+    }
+    if (seq && f > cap) {
+      why_set(why, whylen,
+              "it gives sequential zone %" PRIu64 " %" PRIu64 " durable bytes, "
+              "more than its capacity %" PRIu64,
+              i, f, cap);
+      errno = EINVAL;
+      return -1;
+    }
+    if (apply && seq &&
         st->ops->zone_truncate(st, (uint32_t)i, start, len, f) < 0)
-      return -1;
+      goto io;
   }
-  if (!(data = malloc(PAGE)))
-    return -1;
   uint64_t step = sizeof(struct rec_hdr) + PAGE;
   /* A record's header is written last (a page's data before it): a
    * zeroed or missing header is a record not made yet. */
-  for (uint64_t pos = hdr_len((uint32_t)nr);
-       pos + sizeof(struct rec_hdr) <= (uint64_t)flen; pos += step) {
+  for (uint64_t pos = hl; pos + sizeof(struct rec_hdr) <= flen; pos += step) {
     struct rec_hdr h;
     if (pread_full(fd, &h, sizeof h, pos) < 0)
-      goto fail;
+      goto io;
     if (h.kind == K_VOID)
       continue;
-    if (h.len > PAGE || h.page >= size / PAGE + 1 ||
-        h.page * PAGE + h.len > size || (h.kind != K_DATA && h.kind != K_HOLE))
-      goto bad;
-    if (h.kind == K_DATA &&
-        (pread_full(fd, data, h.len, pos + sizeof h) < 0 ||
-         znbd_store_write(st, data, h.len, h.page * PAGE) < 0))
-      goto fail;
-    if (h.kind == K_HOLE && znbd_store_zero(st, h.len, h.page * PAGE, 0) < 0)
-      goto fail;
+    uint64_t off = h.page * PAGE, want = 0;
+    if (h.page < g->undo_end / PAGE + 1 && off < g->undo_end)
+      want = g->size - off < PAGE ? g->size - off : PAGE;
+    if ((h.kind != K_DATA && h.kind != K_HOLE) || !want || h.len != want ||
+        (h.kind == K_DATA && pos + sizeof h + h.len > flen)) {
+      why_set(why, whylen,
+              "its record at byte %" PRIu64 " (page %" PRIu64 ", kind %" PRIu64
+              ", %" PRIu64 " bytes) is not a whole record of a conventional "
+              "page",
+              pos, h.page, h.kind, h.len);
+      errno = EINVAL;
+      return -1;
+    }
+    if (!apply)
+      continue;
+    if (h.kind == K_DATA && (pread_full(fd, data, h.len, pos + sizeof h) < 0 ||
+                             znbd_store_write(st, data, h.len, off) < 0))
+      goto io;
+    if (h.kind == K_HOLE && znbd_store_zero(st, h.len, off, 0) < 0)
+      goto io;
   }
-  free(data);
-  if (znbd_store_flush(st) < 0 || ftruncate(fd, 0) < 0 || fdatasync(fd) < 0)
-    return -1;
   return 0;
-bad:
-  errno = EINVAL;
-fail:
-  free(data);
+io:
+  why_set(why, whylen, "%s",
+          apply ? "applying it failed" : "reading it failed");
+  errno = EIO;
   return -1;
+}
+
+int
+znbd_wcache_replay(struct znbd_store *st, int fd, uint64_t size,
+                   uint64_t zone_size, uint32_t nr_conv, uint64_t zone_cap,
+                   char *why, size_t whylen)
+{
+  char magic[MAGIC_LEN];
+  uint64_t nr;
+  struct jgeo g = {size,
+                   zone_size,
+                   zone_cap ? zone_cap : zone_size,
+                   nr_conv,
+                   zone_size ? (size + zone_size - 1) / zone_size : 1,
+                   0};
+  off_t flen = lseek(fd, 0, SEEK_END);
+
+  if (g.zone_size && g.nr_conv >= g.nr)
+    g.nr_conv = (uint32_t)g.nr - 1; /* as the zone table clamps it */
+  g.undo_end = zone_size ? (uint64_t)g.nr_conv * zone_size : size;
+  if (g.undo_end > size)
+    g.undo_end = size;
+  if (flen < 0) {
+    why_set(why, whylen, "reading it failed");
+    errno = EIO;
+    return -1;
+  }
+  if (flen == 0)
+    return 0;
+  if (pread_full(fd, magic, MAGIC_LEN, 0) < 0 ||
+      memcmp(magic, MAGIC, strlen(MAGIC)) != 0) {
+    why_set(why, whylen, "it does not start with the journal's magic");
+    errno = EINVAL;
+    return -1;
+  }
+  if (pread_full(fd, &nr, 8, MAGIC_LEN) < 0 || nr != g.nr) {
+    why_set(why, whylen,
+            "its header is for another number of zones (%" PRIu64
+            ", the device has %" PRIu64 ")",
+            flen < MAGIC_LEN + 8 ? 0 : nr, g.nr);
+    errno = EINVAL;
+    return -1;
+  }
+  uint8_t *data = malloc(PAGE);
+  if (!data) {
+    why_set(why, whylen, "out of memory");
+    errno = ENOMEM;
+    return -1;
+  }
+  int r = replay_pass(st, fd, (uint64_t)flen, &g, false, data, why, whylen);
+  if (r == 0)
+    r = replay_pass(st, fd, (uint64_t)flen, &g, true, data, why, whylen);
+  free(data);
+  if (r < 0)
+    return -1;
+  if (znbd_store_flush(st) < 0 || ftruncate(fd, 0) < 0 || fdatasync(fd) < 0) {
+    why_set(why, whylen, "flushing the restored files failed");
+    errno = EIO;
+    return -1;
+  }
+  return 0;
 }

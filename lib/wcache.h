@@ -55,7 +55,8 @@ void znbd_wcache_refund(struct znbd_wcache *wc);
 
 /* Before writing, zeroing or trimming [OFF, OFF+LEN) (entered): keep the
  * durable contents of every conventional 4 KiB page of the range not yet
- * kept since the last flush.  Errors: ENOMEM, EIO (nothing written). */
+ * kept since the last flush.  Errors: ENOMEM, ENOSPC (the journal's file
+ * system is full), EIO; nothing written. */
 int znbd_wcache_save(struct znbd_wcache *wc, uint64_t len, uint64_t off);
 
 /* Zone management made zone ZNO (under its lock) hold WRITTEN bytes from
@@ -94,11 +95,18 @@ void znbd_wcache_on_cut(struct znbd_wcache *wc, void (*fn)(void *opaque),
                         void *opaque);
 
 /* After a crash: apply the journal FD of store ST (a device of SIZE bytes
- * in zones of ZONE_SIZE bytes, 0 when not zoned): sequential zones are
- * truncated to their durable bytes, conventional pages get their durable
- * contents back; then the journal is emptied.  An empty journal does
- * nothing.  Errors: EINVAL (corrupt journal), EIO. */
+ * in zones of ZONE_SIZE bytes, 0 when not zoned, the first NR_CONV of them
+ * conventional, sequential ones of ZONE_CAP bytes, 0 meaning ZONE_SIZE):
+ * sequential zones are truncated to their durable bytes, conventional
+ * pages get their durable contents back; then the journal is emptied.
+ * The whole journal is checked before anything is changed, and entries
+ * can only truncate sequential zones and write conventional pages, so a
+ * damaged journal changes no file; a replay cut short by a crash is
+ * simply done again.  An empty journal does nothing.  Errors: EINVAL
+ * (damaged journal, nothing changed), EIO, ENOMEM; WHY (WHYLEN bytes)
+ * then says what is wrong, as a clause ("its header is cut short ..."). */
 int znbd_wcache_replay(struct znbd_store *st, int fd, uint64_t size,
-                       uint64_t zone_size);
+                       uint64_t zone_size, uint32_t nr_conv, uint64_t zone_cap,
+                       char *why, size_t whylen);
 
 #endif

@@ -4,9 +4,12 @@
  * socket server (mode 0600, stale socket replaced, live socket and non-socket
  * refused, requests answered, unlinked on stop).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -455,6 +458,65 @@ connect_to(const char *path)
   return fd;
 }
 
+/* A client that waits for the socket file to appear is never refused:
+ * the file appears only once the socket listens (bound to a temporary
+ * name, renamed into place), and no temporary name is left behind.  A
+ * thread polls for the file while the control socket starts, 20 times. */
+struct waiter {
+  const char *path;
+  int errnum; /* connect's errno, 0 when it worked */
+};
+
+static void *
+wait_and_connect(void *arg)
+{
+  struct waiter *w = arg;
+  struct stat st;
+  while (lstat(w->path, &st) == -1)
+    sched_yield();
+  int fd = connect_to(w->path);
+  w->errnum = fd < 0 ? errno : 0;
+  if (fd >= 0)
+    close(fd);
+  return NULL;
+}
+
+static void
+test_socket_ready(void)
+{
+  static const char *const kv[] = {"size", "1M", "zoned", "false", NULL};
+  struct znbd_dev *d = make_dev(kv);
+  char dir[] = "/tmp/control_test.XXXXXX", path[64], err[256];
+  int refused = 0, left = 0;
+
+  if (mkdtemp(dir) == NULL) {
+    perror("mkdtemp");
+    exit(1);
+  }
+  snprintf(path, sizeof path, "%s/ctl", dir);
+  for (int i = 0; i < 20; i++) {
+    struct waiter w = {path, -1};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, wait_and_connect, &w) == 0);
+    struct znbd_control *c = znbd_control_start(d, path, err, sizeof err);
+    CHECKF(c != NULL, "start: %s", err);
+    pthread_join(th, NULL);
+    refused += w.errnum != 0;
+    DIR *dp = opendir(dir);
+    struct dirent *de;
+    while (dp && (de = readdir(dp)))
+      left += de->d_name[0] != '.' && strcmp(de->d_name, "ctl") != 0;
+    if (dp)
+      closedir(dp);
+    znbd_control_stop(c);
+  }
+  CHECK_EQ(refused, 0);
+  CHECK_EQ(left, 0);
+  rmdir(dir);
+  znbd_dev_free(d);
+  printf("control socket: connectable as soon as it exists (20 starts)\n");
+}
+
 /* Send REQ, read until the peer has sent WANT newlines; return it. */
 static char *
 converse(int fd, const char *req, int want)
@@ -733,6 +795,7 @@ main(void)
   if (zoned_ran)
     test_limits();
   test_socket();
+  test_socket_ready();
   test_append_socket();
   if (check_done("control_test"))
     return 1;

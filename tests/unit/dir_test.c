@@ -259,6 +259,32 @@ test_corrupt(void)
   CHECK(strstr(err, "seq-000002") != NULL);
   set_size(dir, "seq-000002", 0);
 
+  set_size(dir, "seq-000002", 8292); /* not a whole number of blocks */
+  CHECK(open_dev(dir, none, err, sizeof err) == NULL);
+  CHECKF(strstr(err, "seq-000002") && strstr(err, "8292") &&
+             strstr(err, "block size 512"),
+         "%s", err);
+  set_size(dir, "seq-000002", 0);
+
+  /* Two zones sharing one file, by a symbolic or a hard link: each would
+   * overwrite the other's data. */
+  char f3[4400], f4[4400], f3moved[4500];
+  snprintf(f3, sizeof f3, "%s/seq-000003", dir);
+  snprintf(f4, sizeof f4, "%s/seq-000004", dir);
+  snprintf(f3moved, sizeof f3moved, "%s.moved", f3);
+  CHECK(rename(f3, f3moved) == 0);
+  CHECK(symlink("seq-000004", f3) == 0);
+  errno = 0;
+  CHECK(open_dev(dir, none, err, sizeof err) == NULL && errno == ELOOP);
+  CHECKF(strstr(err, "seq-000003") && strstr(err, "symbolic link"), "%s", err);
+  CHECK(unlink(f3) == 0 && link(f4, f3) == 0);
+  errno = 0;
+  CHECK(open_dev(dir, none, err, sizeof err) == NULL && errno == EINVAL);
+  CHECKF(strstr(err, "seq-000003") && strstr(err, "seq-000004") &&
+             strstr(err, "same file"),
+         "%s", err);
+  CHECK(unlink(f3) == 0 && rename(f3moved, f3) == 0);
+
   set_size(dir, "cnv-000000", ZS - 512); /* conventional, wrong size */
   CHECK(open_dev(dir, none, err, sizeof err) == NULL);
   CHECK(strstr(err, "cnv-000000") != NULL);
@@ -338,8 +364,62 @@ test_lock(void)
   znbd_dev_free(a);
   b = open_dev(dir, geo, err, sizeof err); /* free again */
   CHECK(b != NULL);
+
+  /* Deleting znbd.lock under a running server does not let a second one
+   * in: the directory itself is locked. */
+  char lock[4300];
+  snprintf(lock, sizeof lock, "%s/znbd.lock", dir);
+  CHECK(unlink(lock) == 0);
+  a = open_dev(dir, geo, err, sizeof err);
+  CHECK(a == NULL && errno == EEXIST);
+  CHECKF(strstr(err, "in use") && strstr(err, dir), "%s", err);
+  znbd_dev_free(a);
   znbd_dev_free(b);
-  printf("lock: a second user of the directory is refused\n");
+  b = open_dev(dir, geo, err, sizeof err); /* free again */
+  CHECK(b != NULL);
+  znbd_dev_free(b);
+  /* A directory with no znbd.meta and no size: the message says what is
+   * missing and why, for a new and for an existing empty directory. */
+  static const char *const nosize[] = {"zone_size", "64K", NULL};
+  for (int i = 0; i < 2; i++) {
+    char fresh[4200];
+    new_dir(fresh, sizeof fresh);
+    if (i)
+      CHECK(mkdir(fresh, 0700) == 0);
+    errno = 0;
+    a = open_dev(fresh, nosize, err, sizeof err);
+    CHECK(a == NULL && errno == EINVAL);
+    CHECKF(strstr(err, "size") && strstr(err, "has no znbd.meta") &&
+               strstr(err, fresh),
+           "%s", err);
+    znbd_dev_free(a);
+  }
+  /* A format cut short (zone files, its mark, no znbd.meta) is done
+   * again; zone files without the mark (zloop's, say) are refused. */
+  char fresh[4200], mark[4300], meta[4300];
+  a = open_dev(new_dir(fresh, sizeof fresh), geo, err, sizeof err);
+  CHECK(a != NULL);
+  put(a, 0, 4 * K, 7);
+  znbd_dev_free(a);
+  snprintf(mark, sizeof mark, "%s/znbd.formatting", fresh);
+  snprintf(meta, sizeof meta, "%s/znbd.meta", fresh);
+  CHECK(access(mark, F_OK) == -1 && errno == ENOENT); /* gone once done */
+  CHECK(unlink(meta) == 0);
+  a = open_dev(fresh, geo, err, sizeof err);
+  CHECKF(a == NULL && strstr(err, "not a znbd directory"), "%s", err);
+  znbd_dev_free(a);
+  int mfd = open(mark, O_CREAT | O_WRONLY, 0600);
+  CHECK(mfd >= 0);
+  close(mfd);
+  a = open_dev(fresh, geo, err, sizeof err);
+  CHECKF(a != NULL, "format done again: %s", err);
+  CHECK(access(mark, F_OK) == -1 && access(meta, F_OK) == 0);
+  uint8_t zero[4096] = {0}, got[4096];
+  CHECK(a && znbd_dev_read(a, got, sizeof got, 0) == 0 &&
+        memcmp(got, zero, sizeof got) == 0);
+  znbd_dev_free(a);
+  printf("lock: a second user of the directory is refused, also when "
+         "znbd.lock was deleted\n");
 }
 
 /* Restored CLOSED zones beyond zone_max_active: they stay CLOSED, no new

@@ -7,13 +7,17 @@
  * the next open, and a clean close flushes; the same with writeback_mb
  * kicking writeback early.  write_cache=false refuses a power cut.  A
  * request fenced at a generation older than the last cut (znbd_dev_fence)
- * fails with ESHUTDOWN and changes nothing, also when it races the cut. */
+ * fails with ESHUTDOWN and changes nothing, also when it races the cut.
+ * A damaged undo journal stops the next open and changes no file. */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,24 +32,33 @@
 static char base[4096];
 static int ndirs;
 
-/* A device from KV (key, value, ..., NULL) and DIR (NULL: RAM). */
+/* A device from KV (key, value, ..., NULL) and DIR (NULL: RAM), or NULL
+ * with the message in ERR (ERRLEN bytes). */
+static struct znbd_dev *
+try_open(const char *dir, const char *const *kv, char *err, size_t errlen)
+{
+  struct znbd_params p;
+  struct znbd_dev *d = NULL;
+  znbd_params_init(&p);
+  if (dir && znbd_params_set(&p, "dir", dir, err, errlen) < 0)
+    goto out;
+  for (; kv[0]; kv += 2)
+    if (znbd_params_set(&p, kv[0], kv[1], err, errlen) < 0)
+      goto out;
+  if (znbd_params_finish(&p, NULL, err, errlen) < 0)
+    goto out;
+  d = znbd_dev_new(&p, err, errlen);
+out:
+  znbd_params_free(&p);
+  return d;
+}
+
+/* try_open, or exit. */
 static struct znbd_dev *
 open_dev(const char *dir, const char *const *kv)
 {
-  struct znbd_params p;
   char err[512] = "";
-  struct znbd_dev *d = NULL;
-  znbd_params_init(&p);
-  if (dir && znbd_params_set(&p, "dir", dir, err, sizeof err) < 0)
-    goto out;
-  for (; kv[0]; kv += 2)
-    if (znbd_params_set(&p, kv[0], kv[1], err, sizeof err) < 0)
-      goto out;
-  if (znbd_params_finish(&p, NULL, err, sizeof err) < 0)
-    goto out;
-  d = znbd_dev_new(&p, err, sizeof err);
-out:
-  znbd_params_free(&p);
+  struct znbd_dev *d = try_open(dir, kv, err, sizeof err);
   if (!d) {
     fprintf(stderr, "open_dev: %s\n", err);
     exit(1);
@@ -174,7 +187,6 @@ cut_after(struct znbd_dev *d)
   CHECK(reads(d, ZS + 16 * K, 4 * K, 25));
 }
 
-
 /* A thread fenced at the generation before a cut: every change it asks
  * for fails with ESHUTDOWN and changes nothing; fenced at the new
  * generation (or not fenced) it works; a refused write does not count
@@ -273,8 +285,8 @@ fence_race(void)
     struct racer r[4];
     pthread_t t[4];
     for (int i = 0; i < 4; i++) {
-      r[i] = (struct racer){d, znbd_dev_generation(d), (uint32_t)(i ? i + 1 : 0),
-                            &go, 0, 0};
+      r[i] = (struct racer){
+          d, znbd_dev_generation(d), (uint32_t)(i ? i + 1 : 0), &go, 0, 0};
       pthread_create(&t[i], NULL, racer_main, &r[i]);
     }
     atomic_store(&go, true);
@@ -474,6 +486,183 @@ dir_writeback(void)
   znbd_dev_free(d);
 }
 
+/* ------------------------------------------------ a damaged journal */
+
+/* Every file of directory PATH but the lock, as "name size hash\n" lines
+ * sorted by name (FNV-1a of the contents), into BUF. */
+static int
+cmp_str(const void *a, const void *b)
+{
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void
+snapshot(const char *path, char *buf, size_t len)
+{
+  DIR *dp = opendir(path);
+  char *names[64];
+  size_t n = 0;
+  struct dirent *de;
+  buf[0] = 0;
+  CHECK(dp != NULL);
+  while (dp && (de = readdir(dp)) && n < 64)
+    if (de->d_name[0] != '.' && strcmp(de->d_name, "znbd.lock"))
+      names[n++] = strdup(de->d_name);
+  if (dp)
+    closedir(dp);
+  qsort(names, n, sizeof *names, cmp_str);
+  for (size_t i = 0; i < n; i++) {
+    char f[4400];
+    uint8_t b[4096];
+    uint64_t h = 0xcbf29ce484222325ULL, size = 0;
+    ssize_t r;
+    snprintf(f, sizeof f, "%s/%s", path, names[i]);
+    int fd = open(f, O_RDONLY);
+    CHECK(fd >= 0);
+    while (fd >= 0 && (r = read(fd, b, sizeof b)) > 0)
+      for (ssize_t j = 0; j < r; j++, size++)
+        h = (h ^ b[j]) * 0x100000001b3ULL;
+    if (fd >= 0)
+      close(fd);
+    size_t used = strlen(buf);
+    snprintf(buf + used, len - used, "%s %" PRIu64 " %016" PRIx64 "\n",
+             names[i], size, h);
+    free(names[i]);
+  }
+}
+
+/* Flushed data in conventional zone 0 and sequential zones, then writes
+ * over both that the journal must undo. */
+static void
+journal_writes(struct znbd_dev *d)
+{
+  before_flush(d);
+  CHECK(put(d, 4 * K, 8 * K, 4) == 0);      /* conv pages 1, 2 */
+  CHECK(put(d, ZS + 8 * K, 8 * K, 5) == 0); /* zone 1 on */
+}
+
+/* The journal of geo_wc: 8 zones, so the header is 16 + 8 + 8 * 8 bytes,
+ * then records of 24 + 4096 bytes (page, kind, length; data). */
+#define JHDR (16 + 8 + 8 * 8)
+
+static void
+jwrite(const char *path, const void *p, size_t n, off_t off)
+{
+  char f[4400];
+  snprintf(f, sizeof f, "%s/znbd.wcache", path);
+  int fd = open(f, O_WRONLY);
+  CHECK(fd >= 0 && pwrite(fd, p, n, off) == (ssize_t)n);
+  close(fd);
+}
+
+static void
+jtruncate(const char *path, off_t len)
+{
+  char f[4400];
+  snprintf(f, sizeof f, "%s/znbd.wcache", path);
+  CHECK(truncate(f, len) == 0);
+}
+
+/* Damage the journal after a crash; both write_cache settings refuse to
+ * start, naming znbd.wcache and REASON, and no file changes. */
+static void
+refused(const char *path, const char *reason)
+{
+  static char before[8192], after[8192];
+  char err[1024] = "";
+  snapshot(path, before, sizeof before);
+  for (int wc = 0; wc < 2; wc++) {
+    err[0] = 0;
+    errno = 0;
+    struct znbd_dev *d =
+        try_open(path, wc ? geo_wc : geo_nowc, err, sizeof err);
+    CHECK(d == NULL && errno == EINVAL);
+    CHECKF(strstr(err, "/znbd.wcache") && strstr(err, reason) &&
+               strstr(err, "no file was changed"),
+           "message: %s", err);
+    if (d)
+      znbd_dev_free(d);
+    snapshot(path, after, sizeof after);
+    CHECKF(!strcmp(before, after), "files changed:\n%s---\n%s", before, after);
+  }
+}
+
+/* Move the journal away: the files start as they are, unflushed writes
+ * kept, the flushed ones intact. */
+static void
+journal_moved(const char *path)
+{
+  char f[4400], g[4400];
+  snprintf(f, sizeof f, "%s/znbd.wcache", path);
+  snprintf(g, sizeof g, "%s.saved", path);
+  CHECK(rename(f, g) == 0);
+  struct znbd_dev *d = open_dev(path, geo_wc);
+  CHECK(reads(d, 0, 4 * K, 1));
+  CHECK(reads(d, 4 * K, 8 * K, 4));
+  CHECK_EQ(WP(d, 1), 16 * K);
+  CHECK_EQ(WP(d, 2), 48 * K);
+  znbd_dev_free(d);
+}
+
+static void
+damaged_journal(void)
+{
+  char path[4200];
+  uint8_t zeros[JHDR] = {0};
+
+  /* The header cut short: magic and zone count, then zeros (zone 0, a
+   * conventional zone, would have been truncated to 0 bytes). */
+  crash(path, sizeof path, geo_wc, journal_writes);
+  jwrite(path, zeros, JHDR - 24, 24);
+  jtruncate(path, JHDR);
+  refused(path, "conventional zone 0");
+  journal_moved(path);
+
+  /* The file ends inside the header. */
+  crash(path, sizeof path, geo_wc, journal_writes);
+  jtruncate(path, 24 + 8 * 3);
+  refused(path, "header is cut short");
+  journal_moved(path);
+
+  /* A record that names a page of sequential zone 1. */
+  crash(path, sizeof path, geo_wc, journal_writes);
+  uint64_t page = ZS / 4096 + 1;
+  jwrite(path, &page, 8, JHDR);
+  refused(path, "not a whole record");
+  journal_moved(path);
+
+  /* Sequential zone 1 with more durable bytes than its capacity. */
+  crash(path, sizeof path, geo_wc, journal_writes);
+  uint64_t f = 60 * K;
+  jwrite(path, &f, 8, 24 + 8);
+  refused(path, "sequential zone 1");
+  journal_moved(path);
+
+  /* Not a journal at all. */
+  crash(path, sizeof path, geo_wc, journal_writes);
+  jwrite(path, "garbage!", 8, 0);
+  refused(path, "magic");
+  journal_moved(path);
+
+  /* A replay cut short after it changed the files (the journal is still
+   * there): done again, the result is the same. */
+  crash(path, sizeof path, geo_wc, journal_writes);
+  char f1[4400], f2[4400], cmd[9000];
+  snprintf(f1, sizeof f1, "%s/znbd.wcache", path);
+  snprintf(f2, sizeof f2, "%s.copy", path);
+  snprintf(cmd, sizeof cmd, "cp '%s' '%s'", f1, f2);
+  CHECK(system(cmd) == 0);
+  struct znbd_dev *d = open_dev(path, geo_nowc);
+  znbd_dev_free(d);
+  CHECK(rename(f2, f1) == 0);
+  d = open_dev(path, geo_wc);
+  CHECK(reads(d, 0, 8 * K, 1));
+  CHECK(reads(d, 8 * K, 4 * K, 0));
+  CHECK_EQ(WP(d, 1), 8 * K);
+  CHECK_EQ(WP(d, 2), 48 * K);
+  znbd_dev_free(d);
+}
+
 int
 main(void)
 {
@@ -489,6 +678,7 @@ main(void)
   znbd_dev_fence(ZNBD_NO_FENCE);
   dir();
   dir_writeback();
+  damaged_journal();
   char cmd[4200];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
   if (system(cmd) != 0)
