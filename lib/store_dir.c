@@ -1260,6 +1260,16 @@ allocate(struct holes *h, int fd, uint64_t off, uint64_t len)
       return 0;
     off_t b = lseek(fd, a, SEEK_DATA);
     uint64_t hend = b < 0 || (uint64_t)b > end ? end : (uint64_t)b;
+    if (hend <= (uint64_t)a) {
+      /* A write racing this one filled the hole between the two lseeks
+       * (SEEK_DATA found data at A): nothing to allocate there, and a
+       * zero-length fallocate would fail with EINVAL.  Go on after it. */
+      off_t n = lseek(fd, a, SEEK_HOLE);
+      if (n < 0 || n <= a)
+        return 0;
+      pos = (uint64_t)n;
+      continue;
+    }
     if (holes_add(h, fd, (uint64_t)a, hend - (uint64_t)a) < 0) {
       errno = ENOMEM;
       return -1;
