@@ -148,6 +148,8 @@ struct ctx {
   const struct znbdc_geom *g;
   const struct command *cmd;
   const struct opts *o;
+  char **words; /* the request words between COMMAND and URI */
+  int nwords;
 };
 
 /* Command properties (struct command's flags). */
@@ -157,6 +159,7 @@ struct ctx {
 #define CMD_CONTROL 0x8 /* needs --control */
 #define CMD_START 0x10  /* --offset must be a zone start */
 #define CMD_FILE 0x20   /* takes --file */
+#define CMD_WORDS 0x40  /* takes request words, sent as they are */
 
 struct command {
   const char *name;
@@ -491,6 +494,138 @@ cmd_append(struct ctx *c)
   return 0;
 }
 
+/* Print the text after "ok " of the reply REST: KEY=VALUE words one per
+ * line ("key: value") or as a JSON object; other text as it is, or as
+ * {"reply": ...}.  badblocks list's ranges come one per line / as an
+ * array of "START-END" strings (512-byte sectors). */
+static void
+print_json_string(const char *s, size_t n)
+{
+  putchar('"');
+  for (size_t i = 0; i < n && s[i]; i++) {
+    if (s[i] == '"' || s[i] == '\\')
+      putchar('\\');
+    if ((unsigned char)s[i] < 0x20)
+      printf("\\u%04x", s[i]);
+    else
+      putchar(s[i]);
+  }
+  putchar('"');
+}
+
+static bool
+all_digits(const char *s, size_t n)
+{
+  if (n == 0)
+    return false;
+  for (size_t i = 0; i < n; i++)
+    if (s[i] < '0' || s[i] > '9')
+      return false;
+  return true;
+}
+
+static void
+print_reply(const struct ctx *c, const char *rest)
+{
+  bool json = c->o->json, list = strcmp(c->cmd->name, "badblocks") == 0;
+  bool first = true;
+  const char *p = rest;
+
+  if (!list && strchr(rest, '=') == NULL) {
+    if (json) {
+      printf("{\"reply\": ");
+      print_json_string(rest, strlen(rest));
+      printf("}\n");
+    } else if (*rest)
+      printf("%s\n", rest);
+    return;
+  }
+  if (json)
+    printf(list ? "{\"units\": \"512-byte sectors\", \"badblocks\": [" : "{");
+  while (*p) {
+    size_t n = strcspn(p, list ? "," : " ");
+    const char *eq = memchr(p, '=', n);
+    if (n == 0) {
+      p++;
+      continue;
+    }
+    if (list && json) {
+      printf("%s", first ? "" : ", ");
+      print_json_string(p, n);
+    } else if (list) {
+      printf("%.*s\n", (int)n, p);
+    } else if (eq && json) {
+      size_t k = (size_t)(eq - p), vn = n - k - 1;
+      printf("%s\n  ", first ? "" : ",");
+      print_json_string(p, k);
+      printf(": ");
+      if (all_digits(eq + 1, vn))
+        printf("%.*s", (int)vn, eq + 1);
+      else
+        print_json_string(eq + 1, vn);
+    } else if (eq)
+      printf("%-16.*s %.*s\n", (int)(eq - p) + 1, p, (int)(n - (eq - p) - 1),
+             eq + 1);
+    else
+      printf("%.*s\n", (int)n, p);
+    first = false;
+    p += n;
+  }
+  if (json)
+    printf(list ? "]}\n" : "\n}\n");
+}
+
+/* A control request with no data: COMMAND and its words as they are
+ * (man/znbd-zone-control.pod checks them); the answer is printed, a
+ * refusal exits 1 with the server's reason. */
+static int
+cmd_request(struct ctx *c)
+{
+  size_t len = strlen(c->cmd->name) + 1;
+  char *req, *p;
+  const char *reply;
+
+  for (int i = 0; i < c->nwords; i++)
+    len += strlen(c->words[i]) + 1;
+  req = p = malloc(len);
+  if (req == NULL)
+    die(EXIT_USAGE, "out of memory");
+  p = stpcpy(p, c->cmd->name);
+  for (int i = 0; i < c->nwords; i++) {
+    *p++ = ' ';
+    p = stpcpy(p, c->words[i]);
+  }
+  if (znbdc_control(c->h, req) == -1)
+    die(errno == EPROTO || errno == ECONNRESET || errno == ENOTSUP
+            ? EXIT_USAGE
+            : EXIT_REFUSED,
+        "%s refused: %s", req, znbdc_error(c->h));
+  free(req);
+  reply = znbdc_reply(c->h) + 2;
+  while (*reply == ' ')
+    reply++;
+  print_reply(c, reply);
+  return 0;
+}
+
+static int
+cmd_readonly(struct ctx *c)
+{
+  return op_control(c, ZNBD_ZONE_OP_SET_READONLY);
+}
+
+static int
+cmd_offline(struct ctx *c)
+{
+  return op_control(c, ZNBD_ZONE_OP_SET_OFFLINE);
+}
+
+static int
+cmd_online(struct ctx *c)
+{
+  return op_control(c, ZNBD_ZONE_OP_ONLINE);
+}
+
 /* The subcommands: usage and dispatch both come from this table. */
 static const struct command commands[] = {
     {"report", cmd_report, CMD_JSON,
@@ -507,6 +642,22 @@ static const struct command commands[] = {
     {"append", cmd_append, CMD_ZONES | CMD_START | CMD_CONTROL | CMD_FILE,
      "append --file (default stdin) to the zone at --offset; prints the "
      "byte offset written (needs --control)"},
+    {"readonly", cmd_readonly, CMD_ZONES | CMD_START | CMD_CONTROL,
+     "make zones READONLY (fault injection; again: EMPTY; needs --control)"},
+    {"offline", cmd_offline, CMD_ZONES | CMD_START | CMD_CONTROL,
+     "make zones OFFLINE (fault injection; again: EMPTY; needs --control)"},
+    {"online", cmd_online, CMD_ZONES | CMD_START | CMD_CONTROL,
+     "bring READONLY/OFFLINE zones back to EMPTY (needs --control)"},
+    {"stats", cmd_request, CMD_JSON | CMD_CONTROL,
+     "zone counts, counters and faults that fired (needs --control)"},
+    {"badblocks", cmd_request, CMD_JSON | CMD_CONTROL | CMD_WORDS,
+     "add LIST | del LIST | list: bad 512-byte sectors, e.g. 100-107,2048 "
+     "(needs --control)"},
+    {"drop-reply", cmd_request, CMD_JSON | CMD_CONTROL | CMD_WORDS,
+     "[every N [KINDS] | off]: lose every N-th reply (needs --control)"},
+    {"power-cut", cmd_request, CMD_JSON | CMD_CONTROL | CMD_WORDS,
+     "[after N]: lose unflushed writes now or after N writes "
+     "(write_cache=true; needs --control)"},
 };
 #define NR_COMMANDS (sizeof commands / sizeof commands[0])
 
@@ -515,7 +666,7 @@ static void __attribute__((noreturn)) usage(int status)
   FILE *f = status ? stderr : stdout;
 
   fprintf(f,
-          "Usage: %s COMMAND [options] URI\n"
+          "Usage: %s COMMAND [WORDS...] [options] URI\n"
           "Report and manage the zones of a zoned NBD export.\n\n"
           "Commands:\n",
           progname);
@@ -551,7 +702,8 @@ static void
 check_options(const struct command *cmd, const struct opts *o)
 {
   if (o->json && !(cmd->flags & CMD_JSON))
-    die(EXIT_USAGE, "--json is for report only");
+    die(EXIT_USAGE, "--json is for report, stats, badblocks, drop-reply and "
+                    "power-cut");
   if (o->file && !(cmd->flags & CMD_FILE))
     die(EXIT_USAGE, "--file is for append only");
   if (o->all && !(cmd->flags & CMD_ALL))
@@ -659,7 +811,7 @@ main(int argc, char **argv)
 
   optind = parse_options(argc, argv, &o);
   /* getopt_long moved COMMAND and URI behind the options. */
-  if (argc - optind != 2) {
+  if (argc - optind < 2) {
     fprintf(stderr, "%s: expected COMMAND and URI\n", progname);
     usage(EXIT_USAGE);
   }
@@ -671,7 +823,12 @@ main(int argc, char **argv)
     fprintf(stderr, ")\n");
     return EXIT_USAGE;
   }
-  uri = argv[optind + 1];
+  uri = argv[argc - 1];
+  c.words = argv + optind + 1;
+  c.nwords = argc - optind - 2;
+  if (c.nwords && !(c.cmd->flags & CMD_WORDS))
+    die(EXIT_USAGE, "%s takes no words besides the URI (got '%s')", c.cmd->name,
+        c.words[0]);
   c.o = &o;
   check_options(c.cmd, &o);
 
@@ -679,12 +836,13 @@ main(int argc, char **argv)
   if (c.h == NULL)
     die(EXIT_USAGE, "%s", err);
   c.g = znbdc_geom(c.h);
-  if (!c.g->zoned) {
+  /* Plain control requests (badblocks, stats) serve any device. */
+  if (c.cmd->handler != cmd_request && !c.g->zoned) {
     report_not_zoned(&c);
     znbdc_close(c.h);
     return EXIT_REFUSED;
   }
-  if (znbdc_source(c.h) == ZNBDC_SRC_NONE)
+  if (c.cmd->handler != cmd_request && znbdc_source(c.h) == ZNBDC_SRC_NONE)
     die(EXIT_USAGE,
         "%s: the server offers neither x-znbd:zone nor base:allocation; give "
         "--control PATH",
