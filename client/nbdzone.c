@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "znbd/control.h"
 #include "znbd/dev.h"
@@ -138,7 +140,8 @@ print_json(const struct znbdc_geom *g, enum znbdc_source src,
 
 struct opts {
   const char *control, *file;
-  bool have_offset, have_count, all, json, verbose;
+  bool have_offset, have_count, all, json, verbose, watch;
+  double interval; /* --watch SECONDS between redraws */
   uint64_t offset;
   uint32_t count;
 };
@@ -626,10 +629,138 @@ cmd_online(struct ctx *c)
   return op_control(c, ZNBD_ZONE_OP_ONLINE);
 }
 
+/* ---- map ------------------------------------------------------------ */
+
+#define MAP_WIDTH 64       /* cells per row */
+#define MAP_MAX_CELLS 4096 /* beyond: one cell per group of zones */
+
+/* The condition a group of zones shows: the rarest, most telling one. */
+static int
+map_rank(const struct znbd_zone_info *z)
+{
+  if (z->type == ZNBD_ZONE_TYPE_CONVENTIONAL)
+    return 0;
+  switch (z->cond) {
+  case ZNBD_ZONE_COND_EMPTY:
+    return 1;
+  case ZNBD_ZONE_COND_FULL:
+    return 2;
+  case ZNBD_ZONE_COND_CLOSED:
+    return 3;
+  case ZNBD_ZONE_COND_IMP_OPEN:
+    return 4;
+  case ZNBD_ZONE_COND_EXP_OPEN:
+    return 5;
+  case ZNBD_ZONE_COND_READONLY:
+    return 6;
+  default: /* OFFLINE */
+    return 7;
+  }
+}
+
+/* Per rank: plain letter, ANSI colour, legend name. */
+static const struct {
+  char letter;
+  const char *colour, *name;
+} map_style[8] = {
+    {'#', "\033[37;100m", "conventional"}, {'.', "\033[37;40m", "EMPTY"},
+    {'F', "\033[30;42m", "FULL"},          {'C', "\033[30;46m", "CLOSED"},
+    {'i', "\033[30;43m", "IMP_OPEN"},      {'e', "\033[30;45m", "EXP_OPEN"},
+    {'R', "\033[30;47m", "READONLY"},      {'X', "\033[37;41m", "OFFLINE"},
+};
+
+/* The fill glyphs, by eighths of the written part of the capacity. */
+static const char *const map_fill[9] = {" ",      "\u2581", "\u2582",
+                                        "\u2583", "\u2584", "\u2585",
+                                        "\u2586", "\u2587", "\u2588"};
+
+static void
+draw_map(const struct ctx *c, const struct znbd_zone_info *zones, bool colour)
+{
+  const struct znbdc_geom *g = c->g;
+  uint32_t n = g->nr_zones, group = (n + MAP_MAX_CELLS - 1) / MAP_MAX_CELLS;
+  uint32_t cells = (n + group - 1) / group, open = 0, active = 0;
+
+  for (uint32_t i = 0; i < n; i++) {
+    unsigned cd = zones[i].cond;
+    open += cd == ZNBD_ZONE_COND_IMP_OPEN || cd == ZNBD_ZONE_COND_EXP_OPEN;
+    active += cd == ZNBD_ZONE_COND_IMP_OPEN || cd == ZNBD_ZONE_COND_EXP_OPEN ||
+              cd == ZNBD_ZONE_COND_CLOSED;
+  }
+  printf("%" PRIu32 " zones, one cell per %" PRIu32 " zone%s; open %" PRIu32
+         "/max_open %" PRIu32 ", active %" PRIu32 "/max_active %" PRIu32
+         " (0: no limit)\n",
+         n, group, group == 1 ? "" : "s", open, g->max_open, active,
+         g->max_active);
+  for (uint32_t cell = 0; cell < cells; cell++) {
+    uint32_t a = cell * group, b = a + group < n ? a + group : n;
+    uint64_t cap = 0, written = 0;
+    int rank = 0;
+
+    for (uint32_t i = a; i < b; i++) {
+      const struct znbd_zone_info *z = &zones[i];
+      int r = map_rank(z);
+      if (r > rank || i == a)
+        rank = r;
+      cap += z->capacity;
+      if (z->cond == ZNBD_ZONE_COND_FULL || z->cond == ZNBD_ZONE_COND_READONLY)
+        written += z->capacity;
+      else if (z->wp != ZNBD_WP_INVALID)
+        written += z->wp - z->start;
+    }
+    if (cell % MAP_WIDTH == 0)
+      printf("%s%8" PRIu32 " ", cell ? "\n" : "", a);
+    if (colour) {
+      unsigned eighths =
+          rank == 0 || cap == 0 ? 8 : (unsigned)((written * 8 + cap - 1) / cap);
+      printf("%s%s", map_style[rank].colour,
+             map_fill[eighths > 8 ? 8 : eighths]);
+    } else
+      putchar(map_style[rank].letter);
+  }
+  printf("%s\n", colour ? "\033[0m" : "");
+  for (int r = 0; r < 8; r++) {
+    if (colour)
+      printf("%s%s\033[0m %s%s", map_style[r].colour, map_fill[8],
+             map_style[r].name, r == 7 ? "\n" : "  ");
+    else
+      printf("%c %s%s", map_style[r].letter, map_style[r].name,
+             r == 7 ? "\n" : "  ");
+  }
+  if (colour)
+    printf("fill: the written part of each cell's zone capacity\n");
+}
+
+static int
+cmd_map(struct ctx *c)
+{
+  bool colour = isatty(STDOUT_FILENO) && getenv("NO_COLOR") == NULL;
+
+  for (;;) {
+    struct znbd_zone_info *zones = read_zones(c, 0, c->g->nr_zones);
+    if (c->o->watch)
+      printf("\033[H\033[2J");
+    draw_map(c, zones, colour);
+    free(zones);
+    if (!c->o->watch)
+      return 0;
+    if (fflush(stdout) == EOF)
+      die(EXIT_USAGE, "writing the output: %s", strerror(errno));
+    if (c->o->interval > 0) {
+      struct timespec ts = {
+          (time_t)c->o->interval,
+          (long)((c->o->interval - (double)(time_t)c->o->interval) * 1e9)};
+      nanosleep(&ts, NULL);
+    }
+  }
+}
+
 /* The subcommands: usage and dispatch both come from this table. */
 static const struct command commands[] = {
     {"report", cmd_report, CMD_JSON,
      "report zones (blkzone format, 512-byte sectors)"},
+    {"map", cmd_map, 0,
+     "one cell per zone (or group), by condition and fill; --watch [S]"},
     {"capacity", cmd_capacity, 0, "sum of zone capacities in sectors"},
     {"reset", cmd_reset, CMD_ZONES | CMD_ALL | CMD_START,
      "reset zones (write pointer to zone start)"},
@@ -681,6 +812,7 @@ static void __attribute__((noreturn)) usage(int status)
              "  -C, --control PATH   use the zone control socket at PATH\n"
              "  -f, --file FILE      data to append ('-': standard input)\n"
              "  -v, --verbose        say where the zone state comes from\n"
+             "  -w, --watch[=S]      map: redraw every S seconds (default 1)\n"
              "  -V, --version        print the version and exit\n"
              "  -h, --help           this help\n\n"
              "Exit status: 0 done, 1 refused, 2 usage or connection error.\n"
@@ -704,6 +836,8 @@ check_options(const struct command *cmd, const struct opts *o)
   if (o->json && !(cmd->flags & CMD_JSON))
     die(EXIT_USAGE, "--json is for report, stats, badblocks, drop-reply and "
                     "power-cut");
+  if (o->watch && strcmp(cmd->name, "map") != 0)
+    die(EXIT_USAGE, "--watch is for map only");
   if (o->file && !(cmd->flags & CMD_FILE))
     die(EXIT_USAGE, "--file is for append only");
   if (o->all && !(cmd->flags & CMD_ALL))
@@ -733,12 +867,13 @@ parse_options(int argc, char **argv, struct opts *o)
       {"control", required_argument, NULL, 'C'},
       {"file", required_argument, NULL, 'f'},
       {"verbose", no_argument, NULL, 'v'},
+      {"watch", optional_argument, NULL, 'w'},
       {"version", no_argument, NULL, 'V'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   int opt;
 
-  while ((opt = getopt_long(argc, argv, "o:c:ajC:f:vVh", longopts, NULL)) !=
+  while ((opt = getopt_long(argc, argv, "o:c:ajC:f:vw::Vh", longopts, NULL)) !=
          -1) {
     switch (opt) {
     case 'o':
@@ -775,6 +910,17 @@ parse_options(int argc, char **argv, struct opts *o)
     case 'v':
       o->verbose = true;
       break;
+    case 'w': {
+      char *end;
+      o->watch = true;
+      o->interval = 1;
+      if (optarg) {
+        o->interval = strtod(optarg, &end);
+        if (*end || end == optarg || !(o->interval >= 0 && o->interval < 1e6))
+          die(EXIT_USAGE, "--watch '%s': expected seconds >= 0", optarg);
+      }
+      break;
+    }
     case 'V':
       printf("%s %s\n", progname, PACKAGE_VERSION);
       exit(0);
