@@ -139,7 +139,7 @@ print_json(const struct znbdc_geom *g, enum znbdc_source src,
 /* ---- commands ------------------------------------------------------- */
 
 struct opts {
-  const char *control, *file;
+  const char *control, *file, *svg;
   bool have_offset, have_count, all, json, verbose, watch;
   double interval; /* --watch SECONDS between redraws */
   uint64_t offset;
@@ -658,21 +658,101 @@ map_rank(const struct znbd_zone_info *z)
   }
 }
 
-/* Per rank: plain letter, ANSI colour, legend name. */
+/* Per rank: plain letter, ANSI colour, legend name, SVG colour. */
 static const struct {
   char letter;
-  const char *colour, *name;
+  const char *colour, *name, *rgb;
 } map_style[8] = {
-    {'#', "\033[37;100m", "conventional"}, {'.', "\033[37;40m", "EMPTY"},
-    {'F', "\033[30;42m", "FULL"},          {'C', "\033[30;46m", "CLOSED"},
-    {'i', "\033[30;43m", "IMP_OPEN"},      {'e', "\033[30;45m", "EXP_OPEN"},
-    {'R', "\033[30;47m", "READONLY"},      {'X', "\033[37;41m", "OFFLINE"},
+    {'#', "\033[37;100m", "conventional", "#808080"},
+    {'.', "\033[37;40m", "EMPTY", "#202020"},
+    {'F', "\033[30;42m", "FULL", "#2e9e44"},
+    {'C', "\033[30;46m", "CLOSED", "#2aa1b3"},
+    {'i', "\033[30;43m", "IMP_OPEN", "#d9a400"},
+    {'e', "\033[30;45m", "EXP_OPEN", "#b34db3"},
+    {'R', "\033[30;47m", "READONLY", "#d0d0d0"},
+    {'X', "\033[37;41m", "OFFLINE", "#c82828"},
 };
 
 /* The fill glyphs, by eighths of the written part of the capacity. */
 static const char *const map_fill[9] = {" ",      "\u2581", "\u2582",
                                         "\u2583", "\u2584", "\u2585",
                                         "\u2586", "\u2587", "\u2588"};
+
+/* Cell CELL of GROUP zones from ZONES[0..N): its rank, and its fill in
+ * eighths of the capacity (8 for conventional zones). */
+static int
+map_cell(const struct znbd_zone_info *zones, uint32_t n, uint32_t group,
+         uint32_t cell, unsigned *eighths)
+{
+  uint32_t a = cell * group, b = a + group < n ? a + group : n;
+  uint64_t cap = 0, written = 0;
+  int rank = 0;
+
+  for (uint32_t i = a; i < b; i++) {
+    const struct znbd_zone_info *z = &zones[i];
+    int r = map_rank(z);
+    if (r > rank || i == a)
+      rank = r;
+    cap += z->capacity;
+    if (z->cond == ZNBD_ZONE_COND_FULL || z->cond == ZNBD_ZONE_COND_READONLY)
+      written += z->capacity;
+    else if (z->wp != ZNBD_WP_INVALID)
+      written += z->wp - z->start;
+  }
+  *eighths =
+      rank == 0 || cap == 0 ? 8 : (unsigned)((written * 8 + cap - 1) / cap);
+  if (*eighths > 8)
+    *eighths = 8;
+  return rank;
+}
+
+/* The map as an SVG picture in FILE: 12x12 cells, the fill as the part
+ * of the cell coloured from the bottom, a title with the header. */
+static void
+write_svg(const struct ctx *c, const struct znbd_zone_info *zones,
+          const char *file)
+{
+  const struct znbdc_geom *g = c->g;
+  uint32_t n = g->nr_zones, group = (n + MAP_MAX_CELLS - 1) / MAP_MAX_CELLS;
+  uint32_t cells = (n + group - 1) / group;
+  uint32_t rows = (cells + MAP_WIDTH - 1) / MAP_WIDTH;
+  FILE *f = fopen(file, "w");
+
+  if (f == NULL)
+    die(EXIT_USAGE, "--svg %s: %s", file, strerror(errno));
+  fprintf(f,
+          "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+          "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%u\" "
+          "height=\"%u\">\n<title>%" PRIu32 " zones, one cell per %" PRIu32
+          " zone(s)</title>\n",
+          MAP_WIDTH * 12 + 8, rows * 12 + 8 + 8 * 14 + 8, n, group);
+  for (uint32_t cell = 0; cell < cells; cell++) {
+    unsigned e;
+    int rank = map_cell(zones, n, group, cell, &e);
+    unsigned x = 4 + (cell % MAP_WIDTH) * 12, y = 4 + (cell / MAP_WIDTH) * 12;
+    fprintf(f,
+            "<rect x=\"%u\" y=\"%u\" width=\"11\" height=\"11\" "
+            "fill=\"#101010\" stroke=\"%s\"><title>zone %" PRIu32
+            " %s</title></rect>\n",
+            x, y, map_style[rank].rgb, cell * group, map_style[rank].name);
+    if (e)
+      fprintf(f,
+              "<rect x=\"%u\" y=\"%.3f\" width=\"11\" height=\"%.3f\" "
+              "fill=\"%s\"/>\n",
+              x, y + 11 - 11.0 * e / 8, 11.0 * e / 8, map_style[rank].rgb);
+  }
+  for (int r = 0; r < 8; r++) {
+    unsigned y = 8 + rows * 12 + r * 14;
+    fprintf(f,
+            "<rect x=\"4\" y=\"%u\" width=\"11\" height=\"11\" "
+            "fill=\"%s\"/><text x=\"20\" y=\"%u\" font-size=\"11\" "
+            "font-family=\"monospace\">%s</text>\n",
+            y, map_style[r].rgb, y + 10, map_style[r].name);
+  }
+  fprintf(f, "</svg>\n");
+  if (fclose(f) == EOF)
+    die(EXIT_USAGE, "--svg %s: %s", file, strerror(errno));
+}
 
 static void
 draw_map(const struct ctx *c, const struct znbd_zone_info *zones, bool colour)
@@ -693,29 +773,14 @@ draw_map(const struct ctx *c, const struct znbd_zone_info *zones, bool colour)
          n, group, group == 1 ? "" : "s", open, g->max_open, active,
          g->max_active);
   for (uint32_t cell = 0; cell < cells; cell++) {
-    uint32_t a = cell * group, b = a + group < n ? a + group : n;
-    uint64_t cap = 0, written = 0;
-    int rank = 0;
+    unsigned eighths;
+    int rank = map_cell(zones, n, group, cell, &eighths);
 
-    for (uint32_t i = a; i < b; i++) {
-      const struct znbd_zone_info *z = &zones[i];
-      int r = map_rank(z);
-      if (r > rank || i == a)
-        rank = r;
-      cap += z->capacity;
-      if (z->cond == ZNBD_ZONE_COND_FULL || z->cond == ZNBD_ZONE_COND_READONLY)
-        written += z->capacity;
-      else if (z->wp != ZNBD_WP_INVALID)
-        written += z->wp - z->start;
-    }
     if (cell % MAP_WIDTH == 0)
-      printf("%s%8" PRIu32 " ", cell ? "\n" : "", a);
-    if (colour) {
-      unsigned eighths =
-          rank == 0 || cap == 0 ? 8 : (unsigned)((written * 8 + cap - 1) / cap);
-      printf("%s%s", map_style[rank].colour,
-             map_fill[eighths > 8 ? 8 : eighths]);
-    } else
+      printf("%s%8" PRIu32 " ", cell ? "\n" : "", cell * group);
+    if (colour)
+      printf("%s%s", map_style[rank].colour, map_fill[eighths]);
+    else
       putchar(map_style[rank].letter);
   }
   printf("%s\n", colour ? "\033[0m" : "");
@@ -738,6 +803,11 @@ cmd_map(struct ctx *c)
 
   for (;;) {
     struct znbd_zone_info *zones = read_zones(c, 0, c->g->nr_zones);
+    if (c->o->svg) {
+      write_svg(c, zones, c->o->svg);
+      free(zones);
+      return 0;
+    }
     if (c->o->watch)
       printf("\033[H\033[2J");
     draw_map(c, zones, colour);
@@ -813,6 +883,7 @@ static void __attribute__((noreturn)) usage(int status)
              "  -f, --file FILE      data to append ('-': standard input)\n"
              "  -v, --verbose        say where the zone state comes from\n"
              "  -w, --watch[=S]      map: redraw every S seconds (default 1)\n"
+             "  -S, --svg FILE       map: write the map to FILE as SVG\n"
              "  -V, --version        print the version and exit\n"
              "  -h, --help           this help\n\n"
              "Exit status: 0 done, 1 refused, 2 usage or connection error.\n"
@@ -836,8 +907,10 @@ check_options(const struct command *cmd, const struct opts *o)
   if (o->json && !(cmd->flags & CMD_JSON))
     die(EXIT_USAGE, "--json is for report, stats, badblocks, drop-reply and "
                     "power-cut");
-  if (o->watch && strcmp(cmd->name, "map") != 0)
-    die(EXIT_USAGE, "--watch is for map only");
+  if ((o->watch || o->svg) && strcmp(cmd->name, "map") != 0)
+    die(EXIT_USAGE, "--watch and --svg are for map only");
+  if (o->watch && o->svg)
+    die(EXIT_USAGE, "--svg writes one picture: not with --watch");
   if (o->file && !(cmd->flags & CMD_FILE))
     die(EXIT_USAGE, "--file is for append only");
   if (o->all && !(cmd->flags & CMD_ALL))
@@ -868,13 +941,14 @@ parse_options(int argc, char **argv, struct opts *o)
       {"file", required_argument, NULL, 'f'},
       {"verbose", no_argument, NULL, 'v'},
       {"watch", optional_argument, NULL, 'w'},
+      {"svg", required_argument, NULL, 'S'},
       {"version", no_argument, NULL, 'V'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   int opt;
 
-  while ((opt = getopt_long(argc, argv, "o:c:ajC:f:vw::Vh", longopts, NULL)) !=
-         -1) {
+  while ((opt = getopt_long(argc, argv, "o:c:ajC:f:vw::S:Vh", longopts,
+                            NULL)) != -1) {
     switch (opt) {
     case 'o':
       if (znbd_parse_size(optarg, &o->offset) == -1)
@@ -909,6 +983,9 @@ parse_options(int argc, char **argv, struct opts *o)
       break;
     case 'v':
       o->verbose = true;
+      break;
+    case 'S':
+      o->svg = optarg;
       break;
     case 'w': {
       char *end;

@@ -29,3 +29,17 @@ got=$(NO_COLOR=1 script -qec "$nbdzone_bin map --control '$ctl' '$uri'" /dev/nul
 $got"
 expect_status 2 nbdzone report --watch "$uri"
 pass "map: one letter per zone by condition, counts and legend"
+
+# --svg: the same map as a picture: one cell per zone with its condition.
+nbdzone map --svg "$tmpdir/map.svg" --control "$ctl" "$uri" || die "map --svg"
+v=$(/usr/bin/python3 - "$tmpdir/map.svg" <<'PY'
+import sys, xml.etree.ElementTree as ET
+ns = "{http://www.w3.org/2000/svg}"
+cells = [t.text for t in ET.parse(sys.argv[1]).getroot().iter(ns + "title")][1:]
+print(" ".join(c.split()[2] for c in cells))
+PY
+) || die "map.svg does not parse"
+[ "$v" = "conventional conventional IMP_OPEN FULL EXP_OPEN READONLY OFFLINE CLOSED EMPTY EMPTY EMPTY EMPTY EMPTY EMPTY EMPTY EMPTY" ] ||
+  die "map.svg cells: $v"
+expect_status 2 nbdzone map --svg "$tmpdir/x.svg" --watch "$uri"
+pass "map --svg: one titled cell per zone"
