@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "znbd/control.h"
 #include "znbd/dev.h"
@@ -137,8 +139,9 @@ print_json(const struct znbdc_geom *g, enum znbdc_source src,
 /* ---- commands ------------------------------------------------------- */
 
 struct opts {
-  const char *control, *file;
-  bool have_offset, have_count, all, json, verbose;
+  const char *control, *file, *svg;
+  bool have_offset, have_count, all, json, verbose, watch;
+  double interval; /* --watch SECONDS between redraws */
   uint64_t offset;
   uint32_t count;
 };
@@ -148,6 +151,8 @@ struct ctx {
   const struct znbdc_geom *g;
   const struct command *cmd;
   const struct opts *o;
+  char **words; /* the request words between COMMAND and URI */
+  int nwords;
 };
 
 /* Command properties (struct command's flags). */
@@ -157,6 +162,7 @@ struct ctx {
 #define CMD_CONTROL 0x8 /* needs --control */
 #define CMD_START 0x10  /* --offset must be a zone start */
 #define CMD_FILE 0x20   /* takes --file */
+#define CMD_WORDS 0x40  /* takes request words, sent as they are */
 
 struct command {
   const char *name;
@@ -491,10 +497,340 @@ cmd_append(struct ctx *c)
   return 0;
 }
 
+/* Print the text after "ok " of the reply REST: KEY=VALUE words one per
+ * line ("key: value") or as a JSON object; other text as it is, or as
+ * {"reply": ...}.  badblocks list's ranges come one per line / as an
+ * array of "START-END" strings (512-byte sectors). */
+static void
+print_json_string(const char *s, size_t n)
+{
+  putchar('"');
+  for (size_t i = 0; i < n && s[i]; i++) {
+    if (s[i] == '"' || s[i] == '\\')
+      putchar('\\');
+    if ((unsigned char)s[i] < 0x20)
+      printf("\\u%04x", s[i]);
+    else
+      putchar(s[i]);
+  }
+  putchar('"');
+}
+
+static bool
+all_digits(const char *s, size_t n)
+{
+  if (n == 0)
+    return false;
+  for (size_t i = 0; i < n; i++)
+    if (s[i] < '0' || s[i] > '9')
+      return false;
+  return true;
+}
+
+static void
+print_reply(const struct ctx *c, const char *rest)
+{
+  bool json = c->o->json, list = strcmp(c->cmd->name, "badblocks") == 0;
+  bool first = true;
+  const char *p = rest;
+
+  if (!list && strchr(rest, '=') == NULL) {
+    if (json) {
+      printf("{\"reply\": ");
+      print_json_string(rest, strlen(rest));
+      printf("}\n");
+    } else if (*rest)
+      printf("%s\n", rest);
+    return;
+  }
+  if (json)
+    printf(list ? "{\"units\": \"512-byte sectors\", \"badblocks\": [" : "{");
+  while (*p) {
+    size_t n = strcspn(p, list ? "," : " ");
+    const char *eq = memchr(p, '=', n);
+    if (n == 0) {
+      p++;
+      continue;
+    }
+    if (list && json) {
+      printf("%s", first ? "" : ", ");
+      print_json_string(p, n);
+    } else if (list) {
+      printf("%.*s\n", (int)n, p);
+    } else if (eq && json) {
+      size_t k = (size_t)(eq - p), vn = n - k - 1;
+      printf("%s\n  ", first ? "" : ",");
+      print_json_string(p, k);
+      printf(": ");
+      if (all_digits(eq + 1, vn))
+        printf("%.*s", (int)vn, eq + 1);
+      else
+        print_json_string(eq + 1, vn);
+    } else if (eq)
+      printf("%-16.*s %.*s\n", (int)(eq - p) + 1, p, (int)(n - (eq - p) - 1),
+             eq + 1);
+    else
+      printf("%.*s\n", (int)n, p);
+    first = false;
+    p += n;
+  }
+  if (json)
+    printf(list ? "]}\n" : "\n}\n");
+}
+
+/* A control request with no data: COMMAND and its words as they are
+ * (man/znbd-zone-control.pod checks them); the answer is printed, a
+ * refusal exits 1 with the server's reason. */
+static int
+cmd_request(struct ctx *c)
+{
+  size_t len = strlen(c->cmd->name) + 1;
+  char *req, *p;
+  const char *reply;
+
+  for (int i = 0; i < c->nwords; i++)
+    len += strlen(c->words[i]) + 1;
+  req = p = malloc(len);
+  if (req == NULL)
+    die(EXIT_USAGE, "out of memory");
+  p = stpcpy(p, c->cmd->name);
+  for (int i = 0; i < c->nwords; i++) {
+    *p++ = ' ';
+    p = stpcpy(p, c->words[i]);
+  }
+  if (znbdc_control(c->h, req) == -1)
+    die(errno == EPROTO || errno == ECONNRESET || errno == ENOTSUP
+            ? EXIT_USAGE
+            : EXIT_REFUSED,
+        "%s refused: %s", req, znbdc_error(c->h));
+  free(req);
+  reply = znbdc_reply(c->h) + 2;
+  while (*reply == ' ')
+    reply++;
+  print_reply(c, reply);
+  return 0;
+}
+
+static int
+cmd_readonly(struct ctx *c)
+{
+  return op_control(c, ZNBD_ZONE_OP_SET_READONLY);
+}
+
+static int
+cmd_offline(struct ctx *c)
+{
+  return op_control(c, ZNBD_ZONE_OP_SET_OFFLINE);
+}
+
+static int
+cmd_online(struct ctx *c)
+{
+  return op_control(c, ZNBD_ZONE_OP_ONLINE);
+}
+
+/* ---- map ------------------------------------------------------------ */
+
+#define MAP_WIDTH 64       /* cells per row */
+#define MAP_MAX_CELLS 4096 /* beyond: one cell per group of zones */
+
+/* The condition a group of zones shows: the rarest, most telling one. */
+static int
+map_rank(const struct znbd_zone_info *z)
+{
+  if (z->type == ZNBD_ZONE_TYPE_CONVENTIONAL)
+    return 0;
+  switch (z->cond) {
+  case ZNBD_ZONE_COND_EMPTY:
+    return 1;
+  case ZNBD_ZONE_COND_FULL:
+    return 2;
+  case ZNBD_ZONE_COND_CLOSED:
+    return 3;
+  case ZNBD_ZONE_COND_IMP_OPEN:
+    return 4;
+  case ZNBD_ZONE_COND_EXP_OPEN:
+    return 5;
+  case ZNBD_ZONE_COND_READONLY:
+    return 6;
+  default: /* OFFLINE */
+    return 7;
+  }
+}
+
+/* Per rank: plain letter, ANSI colour, legend name, SVG colour. */
+static const struct {
+  char letter;
+  const char *colour, *name, *rgb;
+} map_style[8] = {
+    {'#', "\033[37;100m", "conventional", "#808080"},
+    {'.', "\033[37;40m", "EMPTY", "#202020"},
+    {'F', "\033[30;42m", "FULL", "#2e9e44"},
+    {'C', "\033[30;46m", "CLOSED", "#2aa1b3"},
+    {'i', "\033[30;43m", "IMP_OPEN", "#d9a400"},
+    {'e', "\033[30;45m", "EXP_OPEN", "#b34db3"},
+    {'R', "\033[30;47m", "READONLY", "#d0d0d0"},
+    {'X', "\033[37;41m", "OFFLINE", "#c82828"},
+};
+
+/* The fill glyphs, by eighths of the written part of the capacity. */
+static const char *const map_fill[9] = {" ",      "\u2581", "\u2582",
+                                        "\u2583", "\u2584", "\u2585",
+                                        "\u2586", "\u2587", "\u2588"};
+
+/* Cell CELL of GROUP zones from ZONES[0..N): its rank, and its fill in
+ * eighths of the capacity (8 for conventional zones). */
+static int
+map_cell(const struct znbd_zone_info *zones, uint32_t n, uint32_t group,
+         uint32_t cell, unsigned *eighths)
+{
+  uint32_t a = cell * group, b = a + group < n ? a + group : n;
+  uint64_t cap = 0, written = 0;
+  int rank = 0;
+
+  for (uint32_t i = a; i < b; i++) {
+    const struct znbd_zone_info *z = &zones[i];
+    int r = map_rank(z);
+    if (r > rank || i == a)
+      rank = r;
+    cap += z->capacity;
+    if (z->cond == ZNBD_ZONE_COND_FULL || z->cond == ZNBD_ZONE_COND_READONLY)
+      written += z->capacity;
+    else if (z->wp != ZNBD_WP_INVALID)
+      written += z->wp - z->start;
+  }
+  *eighths =
+      rank == 0 || cap == 0 ? 8 : (unsigned)((written * 8 + cap - 1) / cap);
+  if (*eighths > 8)
+    *eighths = 8;
+  return rank;
+}
+
+/* The map as an SVG picture in FILE: 12x12 cells, the fill as the part
+ * of the cell coloured from the bottom, a title with the header. */
+static void
+write_svg(const struct ctx *c, const struct znbd_zone_info *zones,
+          const char *file)
+{
+  const struct znbdc_geom *g = c->g;
+  uint32_t n = g->nr_zones, group = (n + MAP_MAX_CELLS - 1) / MAP_MAX_CELLS;
+  uint32_t cells = (n + group - 1) / group;
+  uint32_t rows = (cells + MAP_WIDTH - 1) / MAP_WIDTH;
+  FILE *f = fopen(file, "w");
+
+  if (f == NULL)
+    die(EXIT_USAGE, "--svg %s: %s", file, strerror(errno));
+  fprintf(f,
+          "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+          "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%u\" "
+          "height=\"%u\">\n<title>%" PRIu32 " zones, one cell per %" PRIu32
+          " zone(s)</title>\n",
+          MAP_WIDTH * 12 + 8, rows * 12 + 8 + 8 * 14 + 8, n, group);
+  for (uint32_t cell = 0; cell < cells; cell++) {
+    unsigned e;
+    int rank = map_cell(zones, n, group, cell, &e);
+    unsigned x = 4 + (cell % MAP_WIDTH) * 12, y = 4 + (cell / MAP_WIDTH) * 12;
+    fprintf(f,
+            "<rect x=\"%u\" y=\"%u\" width=\"11\" height=\"11\" "
+            "fill=\"#101010\" stroke=\"%s\"><title>zone %" PRIu32
+            " %s</title></rect>\n",
+            x, y, map_style[rank].rgb, cell * group, map_style[rank].name);
+    if (e)
+      fprintf(f,
+              "<rect x=\"%u\" y=\"%.3f\" width=\"11\" height=\"%.3f\" "
+              "fill=\"%s\"/>\n",
+              x, y + 11 - 11.0 * e / 8, 11.0 * e / 8, map_style[rank].rgb);
+  }
+  for (int r = 0; r < 8; r++) {
+    unsigned y = 8 + rows * 12 + r * 14;
+    fprintf(f,
+            "<rect x=\"4\" y=\"%u\" width=\"11\" height=\"11\" "
+            "fill=\"%s\"/><text x=\"20\" y=\"%u\" font-size=\"11\" "
+            "font-family=\"monospace\">%s</text>\n",
+            y, map_style[r].rgb, y + 10, map_style[r].name);
+  }
+  fprintf(f, "</svg>\n");
+  if (fclose(f) == EOF)
+    die(EXIT_USAGE, "--svg %s: %s", file, strerror(errno));
+}
+
+static void
+draw_map(const struct ctx *c, const struct znbd_zone_info *zones, bool colour)
+{
+  const struct znbdc_geom *g = c->g;
+  uint32_t n = g->nr_zones, group = (n + MAP_MAX_CELLS - 1) / MAP_MAX_CELLS;
+  uint32_t cells = (n + group - 1) / group, open = 0, active = 0;
+
+  for (uint32_t i = 0; i < n; i++) {
+    unsigned cd = zones[i].cond;
+    open += cd == ZNBD_ZONE_COND_IMP_OPEN || cd == ZNBD_ZONE_COND_EXP_OPEN;
+    active += cd == ZNBD_ZONE_COND_IMP_OPEN || cd == ZNBD_ZONE_COND_EXP_OPEN ||
+              cd == ZNBD_ZONE_COND_CLOSED;
+  }
+  printf("%" PRIu32 " zones, one cell per %" PRIu32 " zone%s; open %" PRIu32
+         "/max_open %" PRIu32 ", active %" PRIu32 "/max_active %" PRIu32
+         " (0: no limit)\n",
+         n, group, group == 1 ? "" : "s", open, g->max_open, active,
+         g->max_active);
+  for (uint32_t cell = 0; cell < cells; cell++) {
+    unsigned eighths;
+    int rank = map_cell(zones, n, group, cell, &eighths);
+
+    if (cell % MAP_WIDTH == 0)
+      printf("%s%8" PRIu32 " ", cell ? "\n" : "", cell * group);
+    if (colour)
+      printf("%s%s", map_style[rank].colour, map_fill[eighths]);
+    else
+      putchar(map_style[rank].letter);
+  }
+  printf("%s\n", colour ? "\033[0m" : "");
+  for (int r = 0; r < 8; r++) {
+    if (colour)
+      printf("%s%s\033[0m %s%s", map_style[r].colour, map_fill[8],
+             map_style[r].name, r == 7 ? "\n" : "  ");
+    else
+      printf("%c %s%s", map_style[r].letter, map_style[r].name,
+             r == 7 ? "\n" : "  ");
+  }
+  if (colour)
+    printf("fill: the written part of each cell's zone capacity\n");
+}
+
+static int
+cmd_map(struct ctx *c)
+{
+  bool colour = isatty(STDOUT_FILENO) && getenv("NO_COLOR") == NULL;
+
+  for (;;) {
+    struct znbd_zone_info *zones = read_zones(c, 0, c->g->nr_zones);
+    if (c->o->svg) {
+      write_svg(c, zones, c->o->svg);
+      free(zones);
+      return 0;
+    }
+    if (c->o->watch)
+      printf("\033[H\033[2J");
+    draw_map(c, zones, colour);
+    free(zones);
+    if (!c->o->watch)
+      return 0;
+    if (fflush(stdout) == EOF)
+      die(EXIT_USAGE, "writing the output: %s", strerror(errno));
+    if (c->o->interval > 0) {
+      struct timespec ts = {
+          (time_t)c->o->interval,
+          (long)((c->o->interval - (double)(time_t)c->o->interval) * 1e9)};
+      nanosleep(&ts, NULL);
+    }
+  }
+}
+
 /* The subcommands: usage and dispatch both come from this table. */
 static const struct command commands[] = {
     {"report", cmd_report, CMD_JSON,
      "report zones (blkzone format, 512-byte sectors)"},
+    {"map", cmd_map, 0,
+     "one cell per zone (or group), by condition and fill; --watch [S]"},
     {"capacity", cmd_capacity, 0, "sum of zone capacities in sectors"},
     {"reset", cmd_reset, CMD_ZONES | CMD_ALL | CMD_START,
      "reset zones (write pointer to zone start)"},
@@ -507,6 +843,22 @@ static const struct command commands[] = {
     {"append", cmd_append, CMD_ZONES | CMD_START | CMD_CONTROL | CMD_FILE,
      "append --file (default stdin) to the zone at --offset; prints the "
      "byte offset written (needs --control)"},
+    {"readonly", cmd_readonly, CMD_ZONES | CMD_START | CMD_CONTROL,
+     "make zones READONLY (fault injection; again: EMPTY; needs --control)"},
+    {"offline", cmd_offline, CMD_ZONES | CMD_START | CMD_CONTROL,
+     "make zones OFFLINE (fault injection; again: EMPTY; needs --control)"},
+    {"online", cmd_online, CMD_ZONES | CMD_START | CMD_CONTROL,
+     "bring READONLY/OFFLINE zones back to EMPTY (needs --control)"},
+    {"stats", cmd_request, CMD_JSON | CMD_CONTROL,
+     "zone counts, counters and faults that fired (needs --control)"},
+    {"badblocks", cmd_request, CMD_JSON | CMD_CONTROL | CMD_WORDS,
+     "add LIST | del LIST | list: bad 512-byte sectors, e.g. 100-107,2048 "
+     "(needs --control)"},
+    {"drop-reply", cmd_request, CMD_JSON | CMD_CONTROL | CMD_WORDS,
+     "[every N [KINDS] | off]: lose every N-th reply (needs --control)"},
+    {"power-cut", cmd_request, CMD_JSON | CMD_CONTROL | CMD_WORDS,
+     "[after N]: lose unflushed writes now or after N writes "
+     "(write_cache=true; needs --control)"},
 };
 #define NR_COMMANDS (sizeof commands / sizeof commands[0])
 
@@ -515,7 +867,7 @@ static void __attribute__((noreturn)) usage(int status)
   FILE *f = status ? stderr : stdout;
 
   fprintf(f,
-          "Usage: %s COMMAND [options] URI\n"
+          "Usage: %s COMMAND [WORDS...] [options] URI\n"
           "Report and manage the zones of a zoned NBD export.\n\n"
           "Commands:\n",
           progname);
@@ -530,6 +882,8 @@ static void __attribute__((noreturn)) usage(int status)
              "  -C, --control PATH   use the zone control socket at PATH\n"
              "  -f, --file FILE      data to append ('-': standard input)\n"
              "  -v, --verbose        say where the zone state comes from\n"
+             "  -w, --watch[=S]      map: redraw every S seconds (default 1)\n"
+             "  -S, --svg FILE       map: write the map to FILE as SVG\n"
              "  -V, --version        print the version and exit\n"
              "  -h, --help           this help\n\n"
              "Exit status: 0 done, 1 refused, 2 usage or connection error.\n"
@@ -551,7 +905,12 @@ static void
 check_options(const struct command *cmd, const struct opts *o)
 {
   if (o->json && !(cmd->flags & CMD_JSON))
-    die(EXIT_USAGE, "--json is for report only");
+    die(EXIT_USAGE, "--json is for report, stats, badblocks, drop-reply and "
+                    "power-cut");
+  if ((o->watch || o->svg) && strcmp(cmd->name, "map") != 0)
+    die(EXIT_USAGE, "--watch and --svg are for map only");
+  if (o->watch && o->svg)
+    die(EXIT_USAGE, "--svg writes one picture: not with --watch");
   if (o->file && !(cmd->flags & CMD_FILE))
     die(EXIT_USAGE, "--file is for append only");
   if (o->all && !(cmd->flags & CMD_ALL))
@@ -581,13 +940,15 @@ parse_options(int argc, char **argv, struct opts *o)
       {"control", required_argument, NULL, 'C'},
       {"file", required_argument, NULL, 'f'},
       {"verbose", no_argument, NULL, 'v'},
+      {"watch", optional_argument, NULL, 'w'},
+      {"svg", required_argument, NULL, 'S'},
       {"version", no_argument, NULL, 'V'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   int opt;
 
-  while ((opt = getopt_long(argc, argv, "o:c:ajC:f:vVh", longopts, NULL)) !=
-         -1) {
+  while ((opt = getopt_long(argc, argv, "o:c:ajC:f:vw::S:Vh", longopts,
+                            NULL)) != -1) {
     switch (opt) {
     case 'o':
       if (znbd_parse_size(optarg, &o->offset) == -1)
@@ -623,6 +984,20 @@ parse_options(int argc, char **argv, struct opts *o)
     case 'v':
       o->verbose = true;
       break;
+    case 'S':
+      o->svg = optarg;
+      break;
+    case 'w': {
+      char *end;
+      o->watch = true;
+      o->interval = 1;
+      if (optarg) {
+        o->interval = strtod(optarg, &end);
+        if (*end || end == optarg || !(o->interval >= 0 && o->interval < 1e6))
+          die(EXIT_USAGE, "--watch '%s': expected seconds >= 0", optarg);
+      }
+      break;
+    }
     case 'V':
       printf("%s %s\n", progname, PACKAGE_VERSION);
       exit(0);
@@ -659,7 +1034,7 @@ main(int argc, char **argv)
 
   optind = parse_options(argc, argv, &o);
   /* getopt_long moved COMMAND and URI behind the options. */
-  if (argc - optind != 2) {
+  if (argc - optind < 2) {
     fprintf(stderr, "%s: expected COMMAND and URI\n", progname);
     usage(EXIT_USAGE);
   }
@@ -671,7 +1046,12 @@ main(int argc, char **argv)
     fprintf(stderr, ")\n");
     return EXIT_USAGE;
   }
-  uri = argv[optind + 1];
+  uri = argv[argc - 1];
+  c.words = argv + optind + 1;
+  c.nwords = argc - optind - 2;
+  if (c.nwords && !(c.cmd->flags & CMD_WORDS))
+    die(EXIT_USAGE, "%s takes no words besides the URI (got '%s')", c.cmd->name,
+        c.words[0]);
   c.o = &o;
   check_options(c.cmd, &o);
 
@@ -679,12 +1059,13 @@ main(int argc, char **argv)
   if (c.h == NULL)
     die(EXIT_USAGE, "%s", err);
   c.g = znbdc_geom(c.h);
-  if (!c.g->zoned) {
+  /* Plain control requests (badblocks, stats) serve any device. */
+  if (c.cmd->handler != cmd_request && !c.g->zoned) {
     report_not_zoned(&c);
     znbdc_close(c.h);
     return EXIT_REFUSED;
   }
-  if (znbdc_source(c.h) == ZNBDC_SRC_NONE)
+  if (c.cmd->handler != cmd_request && znbdc_source(c.h) == ZNBDC_SRC_NONE)
     die(EXIT_USAGE,
         "%s: the server offers neither x-znbd:zone nor base:allocation; give "
         "--control PATH",

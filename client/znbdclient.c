@@ -671,6 +671,14 @@ znbdc_zone_op(struct znbdc *h, enum znbd_zone_op op, uint32_t zone)
 }
 
 int
+znbdc_control(struct znbdc *h, const char *req)
+{
+  if (strchr(req, '\n') != NULL)
+    return fail(h, EINVAL, "control request contains a newline");
+  return control_request(h, req, NULL, 0);
+}
+
+int
 znbdc_reset_zones(struct znbdc *h, uint32_t first, uint32_t count)
 {
   uint32_t i, end;

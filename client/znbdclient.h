@@ -99,6 +99,14 @@ int znbdc_report(struct znbdc *h, uint32_t first, uint32_t count,
  * reply.  znbdc_reply() has the last "ok ..." line. */
 int znbdc_zone_op(struct znbdc *h, enum znbd_zone_op op, uint32_t zone);
 
+/* One request line REQ (no newline; man/znbd-zone-control.pod, e.g.
+ * "stats", "badblocks add 100-107") on the control socket, for requests
+ * that carry no data and whose reply is one line.  Returns 0 with the
+ * "ok ..." line in znbdc_reply(), or -1: ENOTSUP (no control socket), the
+ * refusal's errno (EINVAL, EIO, ...) with the server's "error ENAME
+ * reason" line in znbdc_error(), EPROTO or ECONNRESET. */
+int znbdc_control(struct znbdc *h, const char *req);
+
 /* The last reply line from the control socket (no newline). */
 const char *znbdc_reply(const struct znbdc *h);
 
