@@ -23,6 +23,7 @@
 
 #include "fio.h"
 #include "optgroup.h"
+#include "zbd.h"
 
 #include "znbdclient.h"
 
@@ -97,6 +98,35 @@ zf_handle(struct thread_data *td)
   return d->h;
 }
 
+/* Without --filename fio names a job's files after the job (JOB.0.0)
+ * before the engine is set up, and its zbd layer (zbd_init_zone_info(),
+ * called right after the engine's setup hook) shares zone state only
+ * between files of the same name: two jobs on one export would each track
+ * their own write pointers.  Naming every such file after the URI makes
+ * all jobs on an export share one zone state.  0, or -1 if out of memory. */
+static int
+zf_name_files(struct thread_data *td, const char *uri)
+{
+  struct fio_file *f;
+  unsigned i;
+
+  for_each_file(td, f, i)
+  {
+    /* Allocated as add_file() does: shared memory unless the file struct
+     * itself is private (fio_file_free() frees both the same way). */
+    char *name = fio_file_smalloc(f) ? smalloc_strdup(uri) : strdup(uri);
+
+    if (name == NULL)
+      return -1;
+    if (fio_file_smalloc(f))
+      sfree(f->file_name);
+    else
+      free(f->file_name);
+    f->file_name = name;
+  }
+  return 0;
+}
+
 static int
 zf_setup(struct thread_data *td)
 {
@@ -116,6 +146,9 @@ zf_setup(struct thread_data *td)
     add_file(td, o->uri ? o->uri : "znbd", 0, 0);
     td->o.nr_files = td->o.nr_files ?: 1;
     td->o.open_files++;
+  } else if (td->o.filename == NULL && o->uri && zf_name_files(td, o->uri)) {
+    td_verror(td, ENOMEM, "znbd-fio: file name");
+    return 1;
   }
   h = zf_handle(td);
   if (h == NULL) {
@@ -202,6 +235,22 @@ zf_queue(struct thread_data *td, struct io_u *io_u)
                        0);
     break;
   case DDIR_TRIM:
+    /* With --zonemode=zbd a trim of a sequential zone is fio's own zone
+     * reset, as in fio's do_io_u_trim() and its libzbc engine: the reset
+     * goes through the reset_wp hook and fio moves the write pointer it
+     * tracks back to the zone start.  A bare NBD TRIM would reset the zone
+     * on the server behind fio's back.  Conventional zones (0) are
+     * trimmed as on any device. */
+    if (td->o.zone_mode == ZONE_MODE_ZBD && io_u->file->zbd_info) {
+      int z = zbd_do_io_u_trim(td, io_u);
+
+      if (z == io_u_completed)
+        return FIO_Q_COMPLETED;
+      if (z < 0) {
+        io_u->error = -z;
+        return FIO_Q_COMPLETED;
+      }
+    }
     r = nbd_aio_trim(nbd, io_u->xfer_buflen, io_u->offset, cb, 0);
     break;
   case DDIR_SYNC:
