@@ -1,0 +1,129 @@
+/* znbd-tcmu NAME key=value...: a znbd device (the same key=value words
+ * as znbd and the nbdkit plugin, lib/params.c) as a host-managed ZBC
+ * SCSI disk in the kernel, through LIO's TCMU and tcm_loop.  Runs in the
+ * foreground until SIGTERM or SIGINT, then removes what it configured. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "configfs.h"
+#include "ring.h"
+#include "scsi.h"
+#include "znbd/control.h"
+#include "znbd/dev.h"
+#include "znbd/params.h"
+
+static void
+die(const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("znbd-tcmu: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  exit(1);
+}
+
+static void
+note(const char *msg)
+{
+  fprintf(stderr, "znbd-tcmu: note: %s\n", msg);
+}
+
+static struct tcmu_ring ring;
+static struct znbd_scsi scsi;
+static volatile sig_atomic_t stopping;
+static int serve_rc;
+
+static void *
+serve(void *arg)
+{
+  (void)arg;
+  serve_rc = tcmu_ring_serve(&ring, &scsi, &stopping);
+  if (serve_rc < 0)
+    fprintf(stderr, "znbd-tcmu: ring: %s\n", strerror(errno));
+  return NULL;
+}
+
+int
+main(int argc, char **argv)
+{
+  static struct znbd_params p;
+  char err[512], uio[64];
+
+  if (argc < 2 || argv[1][0] == '-' || strchr(argv[1], '=') ||
+      strchr(argv[1], '/'))
+    die("usage: znbd-tcmu NAME key=value... (see znbd-tcmu(1))");
+  const char *name = argv[1];
+  znbd_params_init(&p);
+  for (int i = 2; i < argc; i++) {
+    char *eq = strchr(argv[i], '=');
+    if (!eq)
+      die("%s: expected key=value", argv[i]);
+    *eq = 0;
+    if (znbd_params_set(&p, argv[i], eq + 1, err, sizeof err) == -1)
+      die("%s", err);
+    *eq = '=';
+  }
+  if (znbd_params_finish(&p, note, err, sizeof err) == -1 ||
+      znbd_scsi_check_params(&p, err, sizeof err) == -1)
+    die("%s", err);
+  struct znbd_dev *dev = znbd_dev_new(&p, err, sizeof err);
+  if (!dev)
+    die("%s", err);
+  scsi.dev = dev;
+  scsi.name = name;
+
+  /* Every thread inherits the mask: only sigwait() below sees them. */
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, NULL);
+
+  struct znbd_control *ctl = NULL;
+  if (p.zone_control &&
+      !(ctl = znbd_control_start(dev, p.zone_control, err, sizeof err)))
+    die("%s", err);
+  if (tcmu_backstore_create(name, znbd_dev_size(dev), p.blocksize, uio,
+                            sizeof uio, err, sizeof err) < 0 ||
+      tcmu_ring_open(&ring, uio, err, sizeof err) < 0) {
+    char e2[512];
+    tcmu_backstore_remove(name, e2, sizeof e2);
+    die("%s", err);
+  }
+  pthread_t th;
+  if (pthread_create(&th, NULL, serve, NULL) != 0)
+    die("pthread_create failed");
+  int rc = 0;
+  if (tcmu_loop_create(name, err, sizeof err) < 0) {
+    fprintf(stderr, "znbd-tcmu: %s\n", err);
+    rc = 1;
+  } else {
+    fprintf(stderr, "znbd-tcmu: %s: serving on /dev/%s\n", name, uio);
+    int sig;
+    sigwait(&set, &sig);
+  }
+  /* Reverse order: the LUN goes while the ring still answers sd's last
+   * commands, then the ring, then the backstore. */
+  if (tcmu_loop_remove(name, err, sizeof err) < 0) {
+    fprintf(stderr, "znbd-tcmu: %s\n", err);
+    rc = 1;
+  }
+  stopping = 1;
+  pthread_join(th, NULL);
+  tcmu_ring_close(&ring);
+  if (tcmu_backstore_remove(name, err, sizeof err) < 0) {
+    fprintf(stderr, "znbd-tcmu: %s\n", err);
+    rc = 1;
+  }
+  znbd_control_stop(ctl);
+  znbd_dev_free(dev);
+  znbd_params_free(&p);
+  return rc || serve_rc ? 1 : 0;
+}

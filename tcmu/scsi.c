@@ -1,0 +1,592 @@
+/* znbd-tcmu: SCSI/ZBC command emulation on buffers (see scsi.h). */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scsi.h"
+
+/* Sense keys (SPC-5 table 48). */
+enum {
+  KEY_NO_SENSE = 0x0,
+  KEY_MEDIUM_ERROR = 0x3,
+  KEY_ILLEGAL_REQUEST = 0x5,
+  KEY_DATA_PROTECT = 0x7,
+};
+
+/* Sense as key << 16 | ASC << 8 | ASCQ. */
+#define SENSE(k, asc, ascq) ((k) << 16 | (asc) << 8 | (ascq))
+#define S_BAD_OPCODE SENSE(KEY_ILLEGAL_REQUEST, 0x20, 0x00)
+#define S_LBA_RANGE SENSE(KEY_ILLEGAL_REQUEST, 0x21, 0x00)
+#define S_UNALIGNED_WRITE SENSE(KEY_ILLEGAL_REQUEST, 0x21, 0x04)
+#define S_WRITE_BOUNDARY SENSE(KEY_ILLEGAL_REQUEST, 0x21, 0x05)
+#define S_READ_INVALID SENSE(KEY_ILLEGAL_REQUEST, 0x21, 0x06)
+#define S_INVALID_FIELD SENSE(KEY_ILLEGAL_REQUEST, 0x24, 0x00)
+#define S_ZONE_RESOURCES SENSE(KEY_DATA_PROTECT, 0x55, 0x0e)
+#define S_ZONE_READONLY SENSE(KEY_DATA_PROTECT, 0x27, 0x08)
+#define S_ZONE_OFFLINE SENSE(KEY_DATA_PROTECT, 0x2c, 0x0e)
+#define S_READ_ERROR SENSE(KEY_MEDIUM_ERROR, 0x11, 0x00)
+#define S_WRITE_ERROR SENSE(KEY_MEDIUM_ERROR, 0x0c, 0x00)
+
+static uint64_t
+get_be(const uint8_t *p, int n)
+{
+  uint64_t v = 0;
+  for (int i = 0; i < n; i++)
+    v = v << 8 | p[i];
+  return v;
+}
+
+static void
+put_be(uint8_t *p, uint64_t v, int n)
+{
+  for (int i = n - 1; i >= 0; i--, v >>= 8)
+    p[i] = v & 0xff;
+}
+
+/* CHECK CONDITION with fixed-format sense SENSE (SPC-5 4.4.3). */
+static int
+fail(struct znbd_scsi_cmd *c, uint32_t sense)
+{
+  memset(c->sense, 0, sizeof c->sense);
+  c->sense[0] = 0x70;
+  c->sense[2] = sense >> 16;
+  c->sense[7] = 0x0a;
+  c->sense[12] = sense >> 8 & 0xff;
+  c->sense[13] = sense & 0xff;
+  c->read_len = 0;
+  return ZNBD_SCSI_CHECK_CONDITION;
+}
+
+static size_t
+iov_total(const struct znbd_scsi_cmd *c)
+{
+  size_t n = 0;
+  for (size_t i = 0; i < c->iovcnt; i++)
+    n += c->iov[i].iov_len;
+  return n;
+}
+
+/* Copy LEN bytes of BUF into the data-in buffers, at most ALLOC (the
+ * CDB's allocation length) and what the buffers hold. */
+static int
+data_in(struct znbd_scsi_cmd *c, const void *buf, size_t len, size_t alloc)
+{
+  const uint8_t *p = buf;
+  size_t n = len < alloc ? len : alloc, done = 0;
+  for (size_t i = 0; i < c->iovcnt && done < n; i++) {
+    size_t k = c->iov[i].iov_len;
+    if (k > n - done)
+      k = n - done;
+    memcpy(c->iov[i].iov_base, p + done, k);
+    done += k;
+  }
+  c->read_len = done;
+  return ZNBD_SCSI_GOOD;
+}
+
+/* Gather (TO_BUF) or scatter the buffers' first LEN bytes. */
+static void
+iov_copy(const struct znbd_scsi_cmd *c, uint8_t *buf, size_t len, bool to_buf)
+{
+  size_t done = 0;
+  for (size_t i = 0; i < c->iovcnt && done < len; i++) {
+    size_t k = c->iov[i].iov_len;
+    if (k > len - done)
+      k = len - done;
+    if (to_buf)
+      memcpy(buf + done, c->iov[i].iov_base, k);
+    else
+      memcpy(c->iov[i].iov_base, buf + done, k);
+    done += k;
+  }
+}
+
+int
+znbd_scsi_check_params(const struct znbd_params *p, char *err, size_t errlen)
+{
+  if (!p->zoned)
+    return 0;
+  if (p->zone_size & (p->zone_size - 1)) {
+    snprintf(err, errlen,
+             "zone_size=%llu: SCSI needs a power-of-two zone size "
+             "(Linux sd refuses others)",
+             (unsigned long long)p->zone_size);
+    errno = EINVAL;
+    return -1;
+  }
+  if (p->zone_read_past_wp == ZNBD_READ_PAST_WP_ERROR) {
+    snprintf(err, errlen,
+             "zone_read_past_wp=error: SCSI disks must allow reads past "
+             "the wp (URSWRZ=1, which Linux sd requires)");
+    errno = EINVAL;
+    return -1;
+  }
+  if (p->zone_capacity != p->zone_size) {
+    snprintf(err, errlen,
+             "zone_capacity=%llu: zone capacity below zone_size needs "
+             "ZBC gap zones, not supported by znbd-tcmu yet",
+             (unsigned long long)p->zone_capacity);
+    errno = EINVAL;
+    return -1;
+  }
+  return 0;
+}
+
+/* ---- INQUIRY (SPC-5 6.7, VPD pages 7.7) ---------------------------- */
+
+static int
+inquiry_std(struct znbd_scsi *s, struct znbd_scsi_cmd *c, size_t alloc)
+{
+  uint8_t b[36] = {0};
+  b[0] = znbd_dev_params(s->dev)->zoned ? 0x14 : 0x00; /* PDT: ZBC/disk */
+  b[2] = 0x07;                                         /* SPC-5 */
+  b[3] = 0x02;                                         /* response format */
+  b[4] = sizeof b - 5;
+  b[7] = 0x02; /* CMDQUE */
+  memcpy(b + 8, "ZNBD    ", 8);
+  memcpy(b + 16, "znbd zoned disk ", 16);
+  memcpy(b + 32, "0001", 4);
+  return data_in(c, b, sizeof b, alloc);
+}
+
+static int
+inquiry_vpd(struct znbd_scsi *s, struct znbd_scsi_cmd *c, unsigned page,
+            size_t alloc)
+{
+  const struct znbd_params *p = znbd_dev_params(s->dev);
+  uint8_t b[256] = {0};
+  size_t len;
+
+  b[0] = p->zoned ? 0x14 : 0x00;
+  b[1] = page;
+  switch (page) {
+  case 0x00: { /* supported pages */
+    static const uint8_t pages[] = {0x00, 0x80, 0x83, 0xb0, 0xb1, 0xb6};
+    len = sizeof pages - (p->zoned ? 0 : 1);
+    memcpy(b + 4, pages, len);
+    break;
+  }
+  case 0x80: /* unit serial number: the device name */
+    len = strnlen(s->name, 64);
+    memcpy(b + 4, s->name, len);
+    break;
+  case 0x83: { /* device identification: one T10 vendor ID designator */
+    size_t n = strnlen(s->name, 64);
+    b[4] = 0x02; /* code set ASCII */
+    b[5] = 0x01; /* association LU, type T10 vendor ID */
+    b[7] = 8 + n;
+    memcpy(b + 8, "ZNBD    ", 8);
+    memcpy(b + 16, s->name, n);
+    len = 4 + 8 + n;
+    break;
+  }
+  case 0xb0: /* block limits (SBC-4 6.6.4): 8 MiB transfers */
+    len = 0x3c;
+    put_be(b + 8, (8u << 20) / p->blocksize, 4);  /* maximum */
+    put_be(b + 12, (1u << 20) / p->blocksize, 4); /* optimal */
+    break;
+  case 0xb1: /* block device characteristics (SBC-4 6.6.2) */
+    len = 0x3c;
+    put_be(b + 4, p->rotational ? 7200 : 1, 2); /* 0001h: non-rotating */
+    b[8] = 0x00; /* ZONED 00b: host-managed is said by the PDT */
+    break;
+  case 0xb6: /* zoned block device characteristics (ZBC-2 6.5.2) */
+    if (!p->zoned)
+      return fail(c, S_INVALID_FIELD);
+    len = 0x3c;
+    b[4] = 0x01;                         /* URSWRZ */
+    put_be(b + 8, 0xffffffff, 4);        /* optimal open: none */
+    put_be(b + 12, 0xffffffff, 4);       /* optimal non-seq: none */
+    put_be(b + 16, p->zone_max_open, 4); /* max open (0: no limit) */
+    break;
+  default:
+    return fail(c, S_INVALID_FIELD);
+  }
+  put_be(b + 2, len, 2);
+  return data_in(c, b, 4 + len, alloc);
+}
+
+/* ---- READ CAPACITY (SBC-4 5.20, 5.21) ------------------------------- */
+
+static int
+read_capacity(struct znbd_scsi *s, struct znbd_scsi_cmd *c, bool sixteen)
+{
+  const struct znbd_params *p = znbd_dev_params(s->dev);
+  uint64_t last = znbd_dev_size(s->dev) / p->blocksize - 1;
+  uint8_t b[32] = {0};
+
+  if (!sixteen) {
+    put_be(b, last > 0xffffffff ? 0xffffffff : last, 4);
+    put_be(b + 4, p->blocksize, 4);
+    return data_in(c, b, 8, 8);
+  }
+  put_be(b, last, 8);
+  put_be(b + 8, p->blocksize, 4);
+  if (p->zoned)
+    b[12] = 0x10; /* RC BASIS 01b: the last LBA of the whole device */
+  return data_in(c, b, sizeof b, get_be(c->cdb + 10, 4));
+}
+
+/* ---- MODE SENSE (SPC-5 6.13, 6.14; caching page SBC-4 6.5.5) ------- */
+
+static size_t
+mode_pages(const struct znbd_params *p, unsigned page, uint8_t *b)
+{
+  size_t n = 0;
+  if (page == 0x08 || page == 0x3f) {
+    b[n] = 0x08;
+    b[n + 1] = 0x12;
+    if (p->write_cache)
+      b[n + 2] = 0x04; /* WCE */
+    n += 20;
+  }
+  if (page == 0x0a || page == 0x3f) {
+    b[n] = 0x0a;
+    b[n + 1] = 0x0a;
+    n += 12;
+  }
+  return n;
+}
+
+static int
+mode_sense(struct znbd_scsi *s, struct znbd_scsi_cmd *c, bool ten)
+{
+  const struct znbd_params *p = znbd_dev_params(s->dev);
+  unsigned page = c->cdb[2] & 0x3f, pc = c->cdb[2] >> 6;
+  uint8_t b[128] = {0};
+  size_t hdr = ten ? 8 : 4;
+
+  if (pc == 3) /* saved values */
+    return fail(c, SENSE(KEY_ILLEGAL_REQUEST, 0x39, 0x00));
+  if (c->cdb[3] != 0) /* subpages */
+    return fail(c, S_INVALID_FIELD);
+  size_t n = mode_pages(p, page, b + hdr);
+  if (n == 0)
+    return fail(c, S_INVALID_FIELD);
+  if (pc == 1) /* changeable values: none */
+    memset(b + hdr + 2, 0, n - 2);
+  /* Device-specific byte 0: no write protect, DPOFUA 0 (no FUA). */
+  if (ten) {
+    put_be(b, hdr + n - 2, 2);
+    return data_in(c, b, hdr + n, get_be(c->cdb + 7, 2));
+  }
+  b[0] = hdr + n - 1;
+  return data_in(c, b, hdr + n, c->cdb[4]);
+}
+
+/* ---- REPORT ZONES (ZBC-2 5.4) and ZBC OUT (5.2, 5.3, 5.5, 5.6) ----- */
+
+static bool
+zone_matches(const struct znbd_zone_info *z, unsigned opt)
+{
+  switch (opt) {
+  case 0x00:
+    return true;
+  case 0x01 ... 0x05:
+    return z->cond == (enum znbd_zone_cond)opt;
+  case 0x06:
+    return z->cond == ZNBD_ZONE_COND_READONLY;
+  case 0x07:
+    return z->cond == ZNBD_ZONE_COND_OFFLINE;
+  case 0x10: /* RWP recommended */
+  case 0x11: /* non-sequential write resources active */
+    return false;
+  case 0x3f:
+    return z->cond == ZNBD_ZONE_COND_NOT_WP;
+  default:
+    return false;
+  }
+}
+
+static bool
+valid_option(unsigned opt)
+{
+  return opt <= 0x07 || opt == 0x10 || opt == 0x11 || opt == 0x3f;
+}
+
+static int
+report_zones(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
+{
+  const struct znbd_params *p = znbd_dev_params(s->dev);
+  uint64_t bs = p->blocksize, lba = get_be(c->cdb + 2, 8);
+  size_t alloc = get_be(c->cdb + 10, 4);
+  bool partial = c->cdb[14] & 0x80;
+  unsigned opt = c->cdb[14] & 0x3f;
+  uint32_t nr = znbd_dev_nr_zones(s->dev);
+
+  if (c->cdb[1] != 0x00 || !nr || !valid_option(opt))
+    return fail(c, S_INVALID_FIELD);
+  if (lba >= znbd_dev_size(s->dev) / bs)
+    return fail(c, S_LBA_RANGE);
+  if (alloc < 64)
+    return alloc ? data_in(c, (uint8_t[64]){0}, 0, alloc) : ZNBD_SCSI_GOOD;
+  size_t room = alloc > iov_total(c) ? iov_total(c) : alloc;
+  size_t max_desc = (room - 64) / 64;
+  uint8_t *b = calloc(1, 64 + max_desc * 64);
+  if (!b)
+    return fail(c, S_WRITE_ERROR);
+
+  uint64_t listed = 0, put = 0;
+  struct znbd_zone_info z[64];
+  for (uint32_t i = znbd_dev_zone_index(s->dev, lba * bs); i < nr;) {
+    uint32_t got = znbd_dev_report(s->dev, i, 64, z);
+    if (!got)
+      break;
+    for (uint32_t k = 0; k < got; k++) {
+      if (!zone_matches(&z[k], opt))
+        continue;
+      if (put < max_desc) {
+        uint8_t *d = b + 64 + put * 64;
+        bool conv = z[k].type == ZNBD_ZONE_TYPE_CONVENTIONAL;
+        uint64_t wp =
+            z[k].wp == ZNBD_WP_INVALID ? z[k].start + z[k].len : z[k].wp;
+        d[0] = conv ? 0x01 : 0x02;
+        d[1] = z[k].cond << 4;
+        put_be(d + 8, z[k].len / bs, 8);
+        put_be(d + 16, z[k].start / bs, 8);
+        put_be(d + 24, wp / bs, 8);
+        put++;
+      }
+      listed++;
+    }
+    i += got;
+    if (partial && put == max_desc)
+      break;
+  }
+  put_be(b, (partial ? put : listed) * 64, 4);
+  put_be(b + 8, znbd_dev_size(s->dev) / bs - 1, 8);
+  int st = data_in(c, b, 64 + put * 64, alloc);
+  free(b);
+  return st;
+}
+
+/* Sense for a zone in condition COND that a request may not touch, or 0. */
+static uint32_t
+cond_sense(enum znbd_zone_cond cond)
+{
+  if (cond == ZNBD_ZONE_COND_READONLY)
+    return S_ZONE_READONLY;
+  if (cond == ZNBD_ZONE_COND_OFFLINE)
+    return S_ZONE_OFFLINE;
+  return 0;
+}
+
+/* Sense for a failed znbd_dev_* call with errno ERR; WRITE: medium
+ * errors are write errors. */
+static uint32_t
+errno_sense(int err, bool write)
+{
+  switch (err) {
+  case ETOOMANYREFS:
+  case EOVERFLOW:
+    return S_ZONE_RESOURCES;
+  case EINVAL:
+    return S_INVALID_FIELD;
+  default:
+    return write ? S_WRITE_ERROR : S_READ_ERROR;
+  }
+}
+
+static int
+zbc_out(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
+{
+  const struct znbd_params *p = znbd_dev_params(s->dev);
+  static const enum znbd_zone_op ops[] = {
+      [0x01] = ZNBD_ZONE_OP_CLOSE,
+      [0x02] = ZNBD_ZONE_OP_FINISH,
+      [0x03] = ZNBD_ZONE_OP_OPEN,
+      [0x04] = ZNBD_ZONE_OP_RESET,
+  };
+  unsigned sa = c->cdb[1] & 0x1f;
+  bool all = c->cdb[14] & 0x01;
+  uint64_t lba = get_be(c->cdb + 2, 8);
+  uint32_t nr = znbd_dev_nr_zones(s->dev);
+
+  if (!nr || sa < 0x01 || sa > 0x04)
+    return fail(c, S_INVALID_FIELD);
+  enum znbd_zone_op op = ops[sa];
+  if (all) {
+    if (op == ZNBD_ZONE_OP_RESET) {
+      if (znbd_dev_zone_op(s->dev, op, ZNBD_ALL_ZONES) < 0)
+        return fail(c, errno_sense(errno, true));
+      return ZNBD_SCSI_GOOD;
+    }
+    /* ZBC-2: ALL applies the operation to every zone it fits
+     * (open: CLOSED zones, close: open zones, finish: open or closed). */
+    for (uint32_t i = 0; i < nr; i++) {
+      struct znbd_zone_info z;
+      if (znbd_dev_report(s->dev, i, 1, &z) != 1)
+        break;
+      bool is_open = z.cond == ZNBD_ZONE_COND_IMP_OPEN ||
+                     z.cond == ZNBD_ZONE_COND_EXP_OPEN;
+      bool fits = op == ZNBD_ZONE_OP_OPEN ? z.cond == ZNBD_ZONE_COND_CLOSED
+                  : op == ZNBD_ZONE_OP_CLOSE
+                      ? is_open
+                      : is_open || z.cond == ZNBD_ZONE_COND_CLOSED;
+      if (fits && znbd_dev_zone_op(s->dev, op, i) < 0)
+        return fail(c, errno_sense(errno, true));
+    }
+    return ZNBD_SCSI_GOOD;
+  }
+  if (lba >= znbd_dev_size(s->dev) / p->blocksize)
+    return fail(c, S_LBA_RANGE);
+  uint32_t i = znbd_dev_zone_index(s->dev, lba * p->blocksize);
+  struct znbd_zone_info z;
+  if (znbd_dev_report(s->dev, i, 1, &z) != 1 || z.start != lba * p->blocksize ||
+      z.type != ZNBD_ZONE_TYPE_SEQWRITE_REQ)
+    return fail(c, S_INVALID_FIELD);
+  uint32_t cs = cond_sense(z.cond);
+  if (cs)
+    return fail(c, cs);
+  if (znbd_dev_zone_op(s->dev, op, i) < 0)
+    return fail(c, errno == EIO ? S_INVALID_FIELD : errno_sense(errno, true));
+  return ZNBD_SCSI_GOOD;
+}
+
+/* ---- READ / WRITE (SBC-4 5.15-5.17, 5.39-5.41) ---------------------- */
+
+/* For a zoned device: the sense that [OFF, OFF+LEN) (bytes) gets before
+ * the device is asked, or 0.  Writes must start at a sequential zone's
+ * wp and stay inside one sequential zone (or in conventional zones);
+ * reads may not mix zone types (ZBC-2 4.5.3). */
+static uint32_t
+zone_check(struct znbd_scsi *s, uint64_t off, uint64_t len, bool write)
+{
+  uint32_t i = znbd_dev_zone_index(s->dev, off);
+  struct znbd_zone_info z, first;
+  if (znbd_dev_report(s->dev, i, 1, &first) != 1)
+    return S_LBA_RANGE;
+  for (z = first;;) {
+    uint32_t cs = cond_sense(z.cond);
+    if (cs)
+      return cs;
+    if (z.type != first.type)
+      return write ? S_WRITE_BOUNDARY : S_READ_INVALID;
+    if (z.start + z.len >= off + len)
+      break;
+    if (write && z.type == ZNBD_ZONE_TYPE_SEQWRITE_REQ)
+      return S_WRITE_BOUNDARY;
+    if (znbd_dev_report(s->dev, ++i, 1, &z) != 1)
+      return S_LBA_RANGE;
+  }
+  if (write && first.type == ZNBD_ZONE_TYPE_SEQWRITE_REQ) {
+    if (first.cond == ZNBD_ZONE_COND_FULL)
+      return S_INVALID_FIELD;
+    if (off != first.wp)
+      return S_UNALIGNED_WRITE;
+  }
+  return 0;
+}
+
+static int
+read_write(struct znbd_scsi *s, struct znbd_scsi_cmd *c, bool write)
+{
+  const struct znbd_params *p = znbd_dev_params(s->dev);
+  uint64_t lba, blocks;
+  bool fua = c->cdb[1] & 0x08;
+
+  switch (c->cdb[0]) {
+  case 0x28: /* READ(10) */
+  case 0x2a:
+    lba = get_be(c->cdb + 2, 4);
+    blocks = get_be(c->cdb + 7, 2);
+    break;
+  case 0xa8: /* READ(12) */
+  case 0xaa:
+    lba = get_be(c->cdb + 2, 4);
+    blocks = get_be(c->cdb + 6, 4);
+    break;
+  default: /* READ(16), WRITE(16) */
+    lba = get_be(c->cdb + 2, 8);
+    blocks = get_be(c->cdb + 10, 4);
+    break;
+  }
+  uint64_t nblocks = znbd_dev_size(s->dev) / p->blocksize;
+  if (lba > nblocks || blocks > nblocks - lba)
+    return fail(c, S_LBA_RANGE);
+  if (blocks == 0)
+    return ZNBD_SCSI_GOOD;
+  uint64_t off = lba * p->blocksize, len = blocks * p->blocksize;
+  if (iov_total(c) < len)
+    return fail(c, S_INVALID_FIELD);
+  if (p->zoned) {
+    uint32_t zs = zone_check(s, off, len, write);
+    if (zs)
+      return fail(c, zs);
+  }
+  uint8_t *buf = malloc(len);
+  if (!buf)
+    return fail(c, write ? S_WRITE_ERROR : S_READ_ERROR);
+  int r;
+  if (write) {
+    iov_copy(c, buf, len, true);
+    r = znbd_dev_write(s->dev, buf, len, off, ZNBD_WRITE_NOWAIT);
+    if (r == 0 && fua)
+      r = znbd_dev_sync(s->dev, len, off);
+  } else {
+    r = znbd_dev_read(s->dev, buf, len, off);
+    if (r == 0)
+      iov_copy(c, buf, len, false);
+  }
+  int err = errno;
+  free(buf);
+  if (r < 0)
+    return fail(c, errno_sense(err, write));
+  c->read_len = write ? 0 : len;
+  return ZNBD_SCSI_GOOD;
+}
+
+int
+znbd_scsi_exec(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
+{
+  const uint8_t *cdb = c->cdb;
+  c->read_len = 0;
+
+  switch (cdb[0]) {
+  case 0x00: /* TEST UNIT READY */
+  case 0x15: /* MODE SELECT(6): accepted, nothing is changeable */
+  case 0x55: /* MODE SELECT(10) */
+    return ZNBD_SCSI_GOOD;
+  case 0x03: { /* REQUEST SENSE: no deferred errors are kept */
+    uint8_t b[18] = {0x70, 0, KEY_NO_SENSE, 0, 0, 0, 0, 0x0a};
+    return data_in(c, b, sizeof b, cdb[4]);
+  }
+  case 0x12: /* INQUIRY */
+    if (cdb[1] & 0x01)
+      return inquiry_vpd(s, c, cdb[2], get_be(cdb + 3, 2));
+    if (cdb[2])
+      return fail(c, S_INVALID_FIELD);
+    return inquiry_std(s, c, get_be(cdb + 3, 2));
+  case 0x25: /* READ CAPACITY(10) */
+    return read_capacity(s, c, false);
+  case 0x9e: /* SERVICE ACTION IN(16) */
+    if ((cdb[1] & 0x1f) == 0x10)
+      return read_capacity(s, c, true);
+    return fail(c, S_INVALID_FIELD);
+  case 0x1a: /* MODE SENSE(6) */
+    return mode_sense(s, c, false);
+  case 0x5a: /* MODE SENSE(10) */
+    return mode_sense(s, c, true);
+  case 0x28:
+  case 0xa8:
+  case 0x88:
+    return read_write(s, c, false);
+  case 0x2a:
+  case 0xaa:
+  case 0x8a:
+    return read_write(s, c, true);
+  case 0x35: /* SYNCHRONIZE CACHE(10) */
+  case 0x91: /* SYNCHRONIZE CACHE(16) */
+    if (znbd_dev_flush(s->dev) < 0)
+      return fail(c, S_WRITE_ERROR);
+    return ZNBD_SCSI_GOOD;
+  case 0x95: /* ZBC IN: REPORT ZONES */
+    return report_zones(s, c);
+  case 0x94: /* ZBC OUT */
+    return zbc_out(s, c);
+  default:
+    return fail(c, S_BAD_OPCODE);
+  }
+}

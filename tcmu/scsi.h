@@ -1,0 +1,65 @@
+/* znbd-tcmu: SCSI command emulation of a znbd device as a host-managed
+ * ZBC disk (or a plain disk when zoned=false), on buffers only: a CDB and
+ * the command's data buffers in, data and sense out, no ring and no I/O
+ * of its own, so a host unit test can drive it (tests/unit/scsi_test.c).
+ *
+ * Sources: SPC-5 (INQUIRY, VPD pages, MODE SENSE, sense data), SBC-4
+ * (READ/WRITE, READ CAPACITY, SYNCHRONIZE CACHE, VPD B0/B1), ZBC-2
+ * (REPORT ZONES, ZBC OUT, VPD B6, the zone sense codes); what Linux's sd
+ * expects is in drivers/scsi/sd.c and sd_zbc.c.
+ */
+#ifndef ZNBD_TCMU_SCSI_H
+#define ZNBD_TCMU_SCSI_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "znbd/dev.h"
+#include "znbd/params.h"
+
+/* SAM status codes. */
+#define ZNBD_SCSI_GOOD 0x00
+#define ZNBD_SCSI_CHECK_CONDITION 0x02
+
+/* Sense buffer size, as TCMU's struct tcmu_cmd_entry rsp.sense_buffer. */
+#define ZNBD_SCSI_SENSE_LEN 96
+
+/* One command: CDB (at least 6 bytes, its real length implied by the
+ * opcode's group, up to 16), the data buffers IOV (data-in for reads,
+ * data-out for writes; lengths in bytes), and what comes back. */
+struct znbd_scsi_cmd {
+  const uint8_t *cdb;
+  size_t cdb_len;
+  const struct iovec *iov;
+  size_t iovcnt;
+  /* Out: fixed-format sense data when the status is CHECK CONDITION. */
+  uint8_t sense[ZNBD_SCSI_SENSE_LEN];
+  /* Out: data-in bytes produced (<= the buffers' total). */
+  uint32_t read_len;
+};
+
+/* The SCSI view of device D, named NAME (unit serial number, VPD 80). */
+struct znbd_scsi {
+  struct znbd_dev *dev;
+  const char *name;
+};
+
+/* Whether params P can be shown as SCSI: Linux's sd needs power-of-two
+ * zone sizes (sd_zbc_check_capacity()) and URSWRZ=1, so reads past the wp
+ * must not fail (zone_read_past_wp=error); zone_capacity < zone_size
+ * needs ZBC-2 gap zones (not emulated yet).  Returns 0, or -1 with errno
+ * EINVAL and a message naming the parameter in ERR. */
+int znbd_scsi_check_params(const struct znbd_params *p, char *err,
+                           size_t errlen);
+
+/* Execute C on S.  Returns ZNBD_SCSI_GOOD, or ZNBD_SCSI_CHECK_CONDITION
+ * with C->sense filled (fixed format, response code 70h).  Zone errors
+ * use ZBC-2's codes: unaligned write 05/21/04, write boundary 05/21/05,
+ * read across zone types 05/21/06, FULL zone or bad zone id 05/24/00,
+ * open/active limit 07/55/0E, READONLY 07/27/08, OFFLINE 07/2C/0E, bad
+ * block 03/11/00 (read) or 03/0C/00 (write), LBA out of range 05/21/00,
+ * unknown opcode 05/20/00.  Never fails otherwise. */
+int znbd_scsi_exec(struct znbd_scsi *s, struct znbd_scsi_cmd *c);
+
+#endif

@@ -1,0 +1,361 @@
+/* znbd-tcmu's SCSI/ZBC emulation (tcmu/scsi.c) against a RAM device:
+ * CDBs in, data and sense out, checked against the values sd expects
+ * (the probe sequence of drivers/scsi/sd.c, sd_zbc.c) and ZBC-2's zone
+ * sense codes. */
+#include <errno.h>
+#include <string.h>
+
+#include "check.h"
+#include "scsi.h"
+#include "testdev.h"
+
+static struct znbd_scsi s;
+static uint8_t data[1 << 16];
+
+/* Run CDB (LEN bytes) with DATA as the one buffer of N bytes; returns
+ * the status. */
+static struct znbd_scsi_cmd last;
+static int
+run(const uint8_t *cdb, size_t len, size_t n)
+{
+  struct iovec iov = {data, n};
+  memset(&last, 0, sizeof last);
+  last.cdb = cdb;
+  last.cdb_len = len;
+  last.iov = &iov;
+  last.iovcnt = 1;
+  return znbd_scsi_exec(&s, &last);
+}
+
+/* The sense of the last command as key << 16 | asc << 8 | ascq. */
+static unsigned
+sense(void)
+{
+  return last.sense[2] << 16 | last.sense[12] << 8 | last.sense[13];
+}
+
+static uint64_t
+be(const uint8_t *p, int n)
+{
+  uint64_t v = 0;
+  for (int i = 0; i < n; i++)
+    v = v << 8 | p[i];
+  return v;
+}
+
+static void
+rw16(uint8_t op, uint64_t lba, uint32_t blocks, uint8_t *cdb)
+{
+  memset(cdb, 0, 16);
+  cdb[0] = op;
+  for (int i = 0; i < 8; i++)
+    cdb[2 + i] = lba >> (56 - 8 * i);
+  for (int i = 0; i < 4; i++)
+    cdb[10 + i] = blocks >> (24 - 8 * i);
+}
+
+static void
+zbc_out(uint8_t sa, uint64_t lba, bool all, uint8_t *cdb)
+{
+  rw16(0x94, lba, 0, cdb);
+  cdb[1] = sa;
+  cdb[14] = all;
+}
+
+/* 16 MiB, 1 MiB zones = 2048 LBAs, 2 conventional, max_open 2. */
+#define ZLBA 2048
+
+static void
+test_probe(void)
+{
+  uint8_t inq[6] = {0x12, 0, 0, 0, 36, 0};
+  CHECK_EQ(run(inq, 6, 36), ZNBD_SCSI_GOOD);
+  CHECK_EQ(data[0], 0x14);
+  CHECK_EQ(last.read_len, 36);
+  CHECK(memcmp(data + 8, "ZNBD    ", 8) == 0);
+
+  uint8_t vpd0[6] = {0x12, 1, 0x00, 0, 0xff, 0};
+  CHECK_EQ(run(vpd0, 6, 255), ZNBD_SCSI_GOOD);
+  CHECK_EQ(be(data + 2, 2), 6);
+  CHECK_EQ(data[9], 0xb6);
+
+  uint8_t vpd80[6] = {0x12, 1, 0x80, 0, 0xff, 0};
+  CHECK_EQ(run(vpd80, 6, 255), ZNBD_SCSI_GOOD);
+  CHECK_EQ(be(data + 2, 2), 4);
+  CHECK(memcmp(data + 4, "zbd0", 4) == 0);
+
+  uint8_t vpdb1[6] = {0x12, 1, 0xb1, 0, 0x40, 0};
+  CHECK_EQ(run(vpdb1, 6, 64), ZNBD_SCSI_GOOD);
+  CHECK_EQ(be(data + 4, 2), 1); /* non-rotating */
+  CHECK_EQ(data[8] & 0x30, 0);
+
+  uint8_t vpdb6[6] = {0x12, 1, 0xb6, 0, 0x40, 0};
+  CHECK_EQ(run(vpdb6, 6, 64), ZNBD_SCSI_GOOD);
+  CHECK_EQ(data[4] & 1, 1); /* URSWRZ */
+  CHECK_EQ(be(data + 16, 4), 2);
+
+  uint8_t vpdbad[6] = {0x12, 1, 0x89, 0, 0x40, 0};
+  CHECK_EQ(run(vpdbad, 6, 64), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x052400);
+
+  uint8_t rc16[16] = {0x9e, 0x10, [13] = 32};
+  CHECK_EQ(run(rc16, 16, 32), ZNBD_SCSI_GOOD);
+  CHECK_EQ(be(data, 8), 16 * ZLBA - 1);
+  CHECK_EQ(be(data + 8, 4), 512);
+  CHECK_EQ(data[12], 0x10);
+
+  uint8_t rc10[10] = {0x25};
+  CHECK_EQ(run(rc10, 10, 8), ZNBD_SCSI_GOOD);
+  CHECK_EQ(be(data, 4), 16 * ZLBA - 1);
+
+  uint8_t ms6[6] = {0x1a, 0, 0x08, 0, 0x18, 0};
+  CHECK_EQ(run(ms6, 6, 24), ZNBD_SCSI_GOOD);
+  CHECK_EQ(data[0], 23);
+  CHECK_EQ(data[4], 0x08);
+  CHECK_EQ(data[6] & 0x04, 0x04); /* WCE: write_cache=true */
+  uint8_t ms10[10] = {0x5a, 0, 0x3f, [8] = 0xff};
+  CHECK_EQ(run(ms10, 10, 255), ZNBD_SCSI_GOOD);
+  CHECK_EQ(be(data, 2), 8 + 32 - 2);
+  CHECK_EQ(data[8 + 20], 0x0a);
+
+  uint8_t tur[6] = {0};
+  CHECK_EQ(run(tur, 6, 0), ZNBD_SCSI_GOOD);
+  uint8_t rsoc[12] = {0xa3, 0x0c, 1, 0x12};
+  CHECK_EQ(run(rsoc, 12, 16), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x052000);
+  CHECK_EQ(last.sense[0], 0x70);
+  CHECK_EQ(last.sense[7], 0x0a);
+}
+
+/* REPORT ZONES from LBA with ALLOC bytes, option OPT, PARTIAL. */
+static int
+report(uint64_t lba, uint32_t alloc, uint8_t opt, bool partial)
+{
+  uint8_t cdb[16];
+  rw16(0x95, lba, alloc, cdb);
+  cdb[14] = opt | (partial ? 0x80 : 0);
+  return run(cdb, 16, alloc);
+}
+
+static void
+test_report(void)
+{
+  CHECK_EQ(report(0, 512, 0, false), ZNBD_SCSI_GOOD);
+  CHECK_EQ(be(data, 4), 16 * 64); /* all 16 zones counted */
+  CHECK_EQ(be(data + 8, 8), 16 * ZLBA - 1);
+  CHECK_EQ(last.read_len, 512);
+  CHECK_EQ(data[64], 0x01); /* conventional */
+  CHECK_EQ(data[64 + 1] >> 4, 0);
+  CHECK_EQ(data[128 + 64], 0x02); /* zone 2 sequential, EMPTY */
+  CHECK_EQ(data[128 + 65] >> 4, 1);
+  CHECK_EQ(be(data + 128 + 64 + 8, 8), ZLBA);
+  CHECK_EQ(be(data + 128 + 64 + 16, 8), 2 * ZLBA);
+  CHECK_EQ(be(data + 128 + 64 + 24, 8), 2 * ZLBA);
+
+  CHECK_EQ(report(0, 512, 0, true), ZNBD_SCSI_GOOD);
+  CHECK_EQ(be(data, 4), 7 * 64); /* PARTIAL: only what fits */
+
+  CHECK_EQ(report(0, 4096, 0x3f, false), ZNBD_SCSI_GOOD);
+  CHECK_EQ(be(data, 4), 2 * 64); /* not write pointer: the 2 conv */
+  CHECK_EQ(report(5 * ZLBA + 7, 4096, 0x00, false), ZNBD_SCSI_GOOD);
+  CHECK_EQ(be(data, 4), 11 * 64);
+  CHECK_EQ(be(data + 64 + 16, 8), 5 * ZLBA);
+  CHECK_EQ(report(16 * ZLBA, 4096, 0, false), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x052100);
+  CHECK_EQ(report(0, 4096, 0x09, false), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x052400);
+}
+
+static uint64_t
+wp_of(uint32_t zone)
+{
+  report(zone * ZLBA, 128, 0, true);
+  return be(data + 64 + 24, 8);
+}
+
+static unsigned
+cond_of(uint32_t zone)
+{
+  report(zone * ZLBA, 128, 0, true);
+  return data[64 + 1] >> 4;
+}
+
+static void
+test_rw(void)
+{
+  uint8_t cdb[16];
+
+  /* A write at the wp moves it; the bytes read back. */
+  memset(data, 0xa5, 4096);
+  rw16(0x8a, 2 * ZLBA, 8, cdb);
+  CHECK_EQ(run(cdb, 16, 4096), ZNBD_SCSI_GOOD);
+  CHECK_EQ(wp_of(2), 2 * ZLBA + 8);
+  CHECK_EQ(cond_of(2), 2); /* IMP_OPEN */
+  memset(data, 0, 4096);
+  rw16(0x88, 2 * ZLBA, 8, cdb);
+  CHECK_EQ(run(cdb, 16, 4096), ZNBD_SCSI_GOOD);
+  CHECK_EQ(last.read_len, 4096);
+  CHECK_EQ(data[0], 0xa5);
+  CHECK_EQ(data[4095], 0xa5);
+
+  /* Off the wp: 21/04, nothing changes. */
+  memset(data, 0x5a, 4096);
+  rw16(0x8a, 2 * ZLBA + 16, 8, cdb);
+  CHECK_EQ(run(cdb, 16, 4096), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x052104);
+  CHECK_EQ(wp_of(2), 2 * ZLBA + 8);
+  rw16(0x88, 2 * ZLBA + 16, 8, cdb);
+  CHECK_EQ(run(cdb, 16, 4096), ZNBD_SCSI_GOOD); /* above wp: zeros */
+  CHECK_EQ(data[0], 0);
+
+  /* Conventional -> sequential: 21/05 for writes, 21/06 for reads. */
+  rw16(0x8a, 2 * ZLBA - 4, 8, cdb);
+  CHECK_EQ(run(cdb, 16, 4096), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x052105);
+  rw16(0x88, 2 * ZLBA - 4, 8, cdb);
+  CHECK_EQ(run(cdb, 16, 4096), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x052106);
+  /* Conventional writes anywhere, WRITE(10) and READ(12). */
+  memset(data, 0x11, 4096);
+  uint8_t w10[10] = {0x2a, 0, 0, 0, 0x01, 0x00, 0, 0, 8, 0};
+  CHECK_EQ(run(w10, 10, 4096), ZNBD_SCSI_GOOD);
+  memset(data, 0, 4096);
+  uint8_t r12[12] = {0xa8, 0, 0, 0, 0x01, 0x00, 0, 0, 0, 8};
+  CHECK_EQ(run(r12, 12, 4096), ZNBD_SCSI_GOOD);
+  CHECK_EQ(data[100], 0x11);
+
+  /* Out of range. */
+  rw16(0x88, 16 * ZLBA - 4, 8, cdb);
+  CHECK_EQ(run(cdb, 16, 4096), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x052100);
+
+  /* Across a sequential zone's end: 21/05. */
+  zbc_out(0x02, 3 * ZLBA, false, cdb); /* finish 3 */
+  CHECK_EQ(run(cdb, 16, 0), ZNBD_SCSI_GOOD);
+  CHECK_EQ(cond_of(3), 0xe);
+  rw16(0x8a, 3 * ZLBA, 8, cdb);
+  CHECK_EQ(run(cdb, 16, 4096), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x052400); /* FULL */
+  rw16(0x8a, 2 * ZLBA + 8, ZLBA, cdb);
+  static uint8_t big[ZLBA * 512];
+  struct iovec iov = {big, sizeof big};
+  struct znbd_scsi_cmd c = {
+      .cdb = cdb, .cdb_len = 16, .iov = &iov, .iovcnt = 1};
+  CHECK_EQ(znbd_scsi_exec(&s, &c), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(c.sense[12] << 8 | c.sense[13], 0x2105);
+  CHECK_EQ(wp_of(2), 2 * ZLBA + 8);
+
+  uint8_t sync16[16] = {0x91};
+  CHECK_EQ(run(sync16, 16, 0), ZNBD_SCSI_GOOD);
+}
+
+static void
+test_zbc_out(void)
+{
+  uint8_t cdb[16];
+
+  /* Open two (max_open 2), a third fails with 07/55/0E. */
+  zbc_out(0x03, 4 * ZLBA, false, cdb);
+  CHECK_EQ(run(cdb, 16, 0), ZNBD_SCSI_GOOD);
+  CHECK_EQ(cond_of(4), 3);
+  zbc_out(0x03, 5 * ZLBA, false, cdb);
+  CHECK_EQ(run(cdb, 16, 0), ZNBD_SCSI_GOOD); /* zone 2 closed implicitly */
+  zbc_out(0x03, 6 * ZLBA, false, cdb);
+  CHECK_EQ(run(cdb, 16, 0), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x075500 | 0x0e);
+  CHECK_EQ(cond_of(6), 1);
+  /* Write to an EMPTY zone with both slots explicitly open. */
+  uint8_t w[16];
+  rw16(0x8a, 7 * ZLBA, 8, w);
+  CHECK_EQ(run(w, 16, 4096), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x07550e);
+  CHECK_EQ(wp_of(7), 7 * ZLBA);
+
+  /* Close zone 4, on a conventional zone / not a zone start: 24/00. */
+  zbc_out(0x01, 4 * ZLBA, false, cdb);
+  CHECK_EQ(run(cdb, 16, 0), ZNBD_SCSI_GOOD);
+  CHECK_EQ(cond_of(4), 1); /* closing an empty open zone: EMPTY */
+  zbc_out(0x03, 0, false, cdb);
+  CHECK_EQ(run(cdb, 16, 0), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x052400);
+  zbc_out(0x03, 4 * ZLBA + 1, false, cdb);
+  CHECK_EQ(run(cdb, 16, 0), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x052400);
+
+  /* Close ALL, finish ALL, reset ALL. */
+  zbc_out(0x01, 0, true, cdb);
+  CHECK_EQ(run(cdb, 16, 0), ZNBD_SCSI_GOOD);
+  CHECK_EQ(cond_of(5), 1);
+  CHECK_EQ(cond_of(2), 4); /* CLOSED with data */
+  zbc_out(0x02, 0, true, cdb);
+  CHECK_EQ(run(cdb, 16, 0), ZNBD_SCSI_GOOD);
+  CHECK_EQ(cond_of(2), 0xe);
+  zbc_out(0x04, 0, true, cdb);
+  CHECK_EQ(run(cdb, 16, 0), ZNBD_SCSI_GOOD);
+  for (uint32_t z = 2; z < 16; z++)
+    CHECKF(cond_of(z) == 1 && wp_of(z) == z * ZLBA, "zone %u", z);
+
+  /* READONLY and OFFLINE zones. */
+  CHECK(znbd_dev_zone_op(s.dev, ZNBD_ZONE_OP_SET_READONLY, 8) == 0);
+  CHECK(znbd_dev_zone_op(s.dev, ZNBD_ZONE_OP_SET_OFFLINE, 9) == 0);
+  rw16(0x8a, 8 * ZLBA, 8, w);
+  CHECK_EQ(run(w, 16, 4096), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x072708);
+  rw16(0x88, 9 * ZLBA, 8, w);
+  CHECK_EQ(run(w, 16, 4096), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x072c0e);
+}
+
+static void
+test_badblocks(void)
+{
+  char err[128];
+  uint8_t cdb[16];
+  CHECK(znbd_dev_badblocks_edit(s.dev, "100", true, err, sizeof err) == 0);
+  rw16(0x88, 96, 8, cdb);
+  CHECK_EQ(run(cdb, 16, 4096), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x031100);
+  rw16(0x8a, 96, 8, cdb);
+  CHECK_EQ(run(cdb, 16, 4096), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x030c00);
+}
+
+static void
+test_refusals(void)
+{
+  char err[256];
+  struct znbd_params p;
+  test_params(&p,
+              (const char *const[]){"size", "24M", "zone_size", "3M", NULL});
+  CHECK(znbd_scsi_check_params(&p, err, sizeof err) == -1);
+  CHECK(strstr(err, "zone_size") != NULL);
+  znbd_params_free(&p);
+  test_params(&p, (const char *const[]){"size", "16M", "zone_size", "1M",
+                                        "zone_read_past_wp", "error", NULL});
+  CHECK(znbd_scsi_check_params(&p, err, sizeof err) == -1);
+  CHECK(strstr(err, "zone_read_past_wp") != NULL);
+  znbd_params_free(&p);
+  test_params(&p,
+              (const char *const[]){"size", "16M", "zone_size", "1M", NULL});
+  CHECK(znbd_scsi_check_params(&p, err, sizeof err) == 0);
+  znbd_params_free(&p);
+}
+
+int
+main(void)
+{
+  struct znbd_params p;
+  test_params(&p, (const char *const[]){"size", "16M", "zone_size", "1M",
+                                        "zone_nr_conv", "2", "zone_max_open",
+                                        "2", "write_cache", "true", NULL});
+  s.dev = test_dev(&p);
+  s.name = "zbd0";
+  test_probe();
+  test_report();
+  test_rw();
+  test_zbc_out();
+  test_badblocks();
+  test_refusals();
+  znbd_dev_free(s.dev);
+  return check_done("scsi_test");
+}
