@@ -37,8 +37,9 @@
 #
 # ZNBD_STORE=dir: every start_frontend / expect_start_failure of a znbd
 # front-end gets dir=$tmpdir/storeN (a new directory each time) unless
-# the test passes dir= or memory_backed=false itself, so a test written
-# for the RAM store runs unchanged on the directory store.
+# the test passes dir= or memory_backed=false itself, and blocksize=512
+# unless it passes blocksize=, so a test written for the RAM store runs
+# unchanged on the directory store.
 #
 # Environment from tests/env.am (AM_TESTS_ENVIRONMENT): top_builddir,
 # top_srcdir, builddir, srcdir (absolute), ZNBD_SANITIZERS=yes|no.  When a
@@ -170,6 +171,12 @@ _frontend_cmd() {
     case " $* " in
     *" dir="* | *" memory_backed=false "* | *" memory_backed=0 "*) ;;
     *) set -- "$@" "dir=$tmpdir/store$_nservers" ;;
+    esac
+    # The RAM store's default block size (dir= defaults to the file
+    # system's, 4096 on most), so the test's 512-byte requests mean the same.
+    case " $* " in
+    *" blocksize="*) ;;
+    *) set -- "$@" blocksize=512 ;;
     esac
   fi
   case "$ZNBD_FRONTEND" in
