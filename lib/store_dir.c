@@ -1386,6 +1386,8 @@ pwrite_all(struct dir_store *s, struct dzone *z, int fd, const uint8_t *p,
            uint64_t n, uint64_t off)
 {
   while (n) {
+    if (s)
+      znbd_store_before_change(&s->base);
     ssize_t r = z ? zone_io(s, z, (uint8_t *)(uintptr_t)p, n, off, true)
                   : pwrite(fd, p, n, (off_t)off);
     if (r < 0 && errno == EINTR)
@@ -1403,12 +1405,12 @@ pwrite_all(struct dir_store *s, struct dzone *z, int fd, const uint8_t *p,
  * provisioned, and file systems report fallocated (unwritten) extents as
  * holes to SEEK_DATA. */
 static int
-write_zeros(int fd, uint64_t len, uint64_t off)
+write_zeros(struct dir_store *s, int fd, uint64_t len, uint64_t off)
 {
   static const uint8_t zeros[64 * 1024];
   for (uint64_t pos = 0; pos < len;) {
     uint64_t n = len - pos < sizeof zeros ? len - pos : sizeof zeros;
-    if (pwrite_all(NULL, NULL, fd, zeros, n, off + pos) < 0)
+    if (pwrite_all(s, NULL, fd, zeros, n, off + pos) < 0)
       return -1;
     pos += n;
   }
@@ -1518,6 +1520,7 @@ prealloc(struct dir_store *s, struct dzone *z)
   if (!s->prealloc || !z->seq || atomic_load(&z->prealloc))
     return;
   atomic_store(&z->prealloc, true);
+  znbd_store_before_change(&s->base);
   (void)fallocate(z->fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)z->cap);
 }
 
@@ -1601,6 +1604,7 @@ put(struct dir_store *s, const uint8_t *buf, uint64_t len, uint64_t off0,
   FOR_EACH_PIECE(s, off0, len, z, off, plen)
   {
     uint64_t zoff = off - z->start;
+    znbd_store_before_change(&s->base);
     if (z->seq) {
       prealloc(s, z);
     } else if ((buf || (flags & ZNBD_STORE_ZERO_ALLOCATE)) &&
@@ -1616,12 +1620,13 @@ put(struct dir_store *s, const uint8_t *buf, uint64_t len, uint64_t off0,
   {
     uint64_t zoff = off - z->start;
     int r;
+    znbd_store_before_change(&s->base);
     if (buf)
       r = pwrite_all(s, z, -1, buf + (off - off0), plen, zoff);
     else if (z->seq) /* zeros at the wp: the file grows */
       r = ftruncate(z->fd, (off_t)(zoff + plen));
     else if (flags & ZNBD_STORE_ZERO_ALLOCATE)
-      r = write_zeros(z->fd, plen, zoff);
+      r = write_zeros(s, z->fd, plen, zoff);
     else
       r = fallocate(z->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
                     (off_t)zoff, (off_t)plen);
@@ -1750,6 +1755,7 @@ truncate_zone(struct dir_store *s, uint32_t zno, uint64_t size)
 {
   struct dzone *z = &s->z[zno];
   atomic_store(&z->dirty, true);
+  znbd_store_before_change(&s->base);
   if (ftruncate(z->fd, (off_t)size) < 0)
     return -1;
   return 0;
@@ -1852,6 +1858,21 @@ dir_zone_load(struct znbd_store *base, uint32_t zno, uint64_t *written,
   return 0;
 }
 
+static int
+dir_zone_file(struct znbd_store *base, uint32_t zno, char *name, size_t namelen,
+              int64_t *ctime_ns)
+{
+  struct dir_store *s = (struct dir_store *)base;
+  struct stat st;
+  zone_name(s, zno, name, namelen);
+  if (fstat(s->z[zno].fd, &st) < 0) {
+    errno = EIO;
+    return -1;
+  }
+  *ctime_ns = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
+  return 0;
+}
+
 /* Blocks the files hold (st_blocks), in bytes. */
 static uint64_t
 dir_allocated(struct znbd_store *base)
@@ -1886,6 +1907,7 @@ static const struct znbd_store_ops dir_ops = {
     .zone_open = dir_zone_open,
     .zone_truncate = dir_zone_truncate,
     .journal = dir_journal,
+    .zone_file = dir_zone_file,
     .zone_fault = dir_zone_fault,
     .zone_load = dir_zone_load,
     .allocated = dir_allocated,
