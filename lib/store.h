@@ -105,9 +105,11 @@ struct znbd_store {
    * memory limit below its size: znbd_store_ram_limit). */
   bool may_fail;
   /* Called by a store with files right before each system call that
-   * changes one (write, truncate, allocate, punch), when set: the write
-   * cache's journal keeps a bound of the files' change times
-   * (lib/wcache.c, the lease).  NULL: nothing to call. */
+   * changes one (write, truncate, allocate, punch), and again after the
+   * last of a request's, when set: the write cache's journal keeps a bound
+   * of the files' change times (lib/wcache.c, the lease); the call after
+   * renews it at once should a thread have stalled past it between the
+   * first call and its system call.  NULL: nothing to call. */
   void (*before_change)(void *opaque);
   void *before_change_opaque;
 };

@@ -1390,6 +1390,8 @@ pwrite_all(struct dir_store *s, struct dzone *z, int fd, const uint8_t *p,
       znbd_store_before_change(&s->base);
     ssize_t r = z ? zone_io(s, z, (uint8_t *)(uintptr_t)p, n, off, true)
                   : pwrite(fd, p, n, (off_t)off);
+    if (s)
+      znbd_store_before_change(&s->base); /* and after: see store.h */
     if (r < 0 && errno == EINTR)
       continue;
     if (r < 0)
@@ -1522,6 +1524,7 @@ prealloc(struct dir_store *s, struct dzone *z)
   atomic_store(&z->prealloc, true);
   znbd_store_before_change(&s->base);
   (void)fallocate(z->fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)z->cap);
+  znbd_store_before_change(&s->base);
 }
 
 /* The writeback thread: takes the queued zones and starts the
@@ -1643,10 +1646,12 @@ put(struct dir_store *s, const uint8_t *buf, uint64_t len, uint64_t off0,
         if (u->seq)
           (void)ftruncate(u->fd, (off_t)(uoff - u->start));
       }
+      znbd_store_before_change(&s->base); /* and after: see store.h */
       errno = e;
       return -1;
     }
   }
+  znbd_store_before_change(&s->base);
   return 0;
 }
 
@@ -1756,7 +1761,9 @@ truncate_zone(struct dir_store *s, uint32_t zno, uint64_t size)
   struct dzone *z = &s->z[zno];
   atomic_store(&z->dirty, true);
   znbd_store_before_change(&s->base);
-  if (ftruncate(z->fd, (off_t)size) < 0)
+  int r = ftruncate(z->fd, (off_t)size);
+  znbd_store_before_change(&s->base);
+  if (r < 0)
     return -1;
   return 0;
 }

@@ -44,7 +44,9 @@
  *   lease, CLOCK_REALTIME ns) before which every change of a zone file by
  *   the server began: the store calls lease_guard() before each system
  *   call that changes a file, which writes a new lease (now + 2 s) into
- *   the journal first when less than 1 s is left.  The kernel stamps a
+ *   the journal first when less than 1 s is left (and again after the
+ *   call, so a thread stalled past the lease renews it at once).  The
+ *   kernel stamps a
  *   change with a status change time (ctime) no later than the moment it
  *   is made, and no tool can set a ctime back (touch and rsync set the
  *   mtime), so at the next start a zone file whose ctime is past the
