@@ -934,8 +934,8 @@ distinct_files(const struct dir_store *s, struct file_id *ids, char *err,
 }
 
 /* Sequential zone Z's file (NAME) is the zone's whole length, more than
- * its capacity: Linux zloop up to 6.18 truncates a finished zone's file to
- * the zone size (zloop_finish_zone()), later versions to the capacity, as
+ * its capacity: Linux zloop as merged (6.16) truncates a finished zone's file
+ * to the zone size (zloop_finish_zone()), later versions to the capacity, as
  * znbd does.  The zone is FULL (Z->loaded becomes the capacity; the file
  * stays as it is) when the bytes past the capacity are zeros, as a finish
  * leaves them; data there means the zone_capacity given is not the one

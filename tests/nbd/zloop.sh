@@ -3,9 +3,9 @@
 #
 # 1. A zloop device directory made here with dd and truncate as zloop
 #    leaves one (cnv-NNNNNN at the zone size, seq-NNNNNN whose size is the
-#    write pointer, a zone finished by zloop up to 6.18 at the zone size,
-#    one finished by later zloop at the capacity, no znbd.meta) is served
-#    with the geometry given: every zone's wp and condition and every byte
+#    write pointer, a zone finished by the first zloop (6.16) at the zone
+#    size, one finished by later zloop at the capacity, no znbd.meta) is
+#    served with the geometry given: every zone's wp and condition and every byte
 #    read back are the files'; no zone file changed; znbd.meta is written,
 #    and a restart needs no geometry.
 # 2. The same directory with geometries that do not match (conv zones,
@@ -41,7 +41,7 @@ mk cnv-000001 $((2 * M))
 mk seq-000002 0
 mk seq-000003 $((64 * 1024))
 mk seq-000004 $M                 # written to its capacity: FULL
-mk seq-000005 12288 $((2 * M))   # finished by zloop 6.16-6.18: zone size
+mk seq-000005 12288 $((2 * M))   # finished by zloop 6.16: zone size
 mk seq-000006 8192 $M            # finished by later zloop: capacity
 mk seq-000007 4096
 cp -a "$zl" "$tmpdir/orig"

@@ -789,7 +789,7 @@ test_direct(void)
 /* Linux zloop interchange (the NBD side: tests/nbd/zloop.sh).  A new
  * zoned directory takes the file system's block size as zloop does; a
  * directory of zone files without znbd.meta is adopted with the geometry
- * given, a zone zloop up to 6.18 finished (file at the zone size, the
+ * given, a zone the first zloop (6.16) finished (file at the zone size, the
  * capacity smaller) is FULL, no file changes; zoned=false and a file of
  * another geometry are refused by name. */
 static void
