@@ -63,7 +63,7 @@ static const struct param table[] = {
     P(zoned, BOOL, "BOOL", "true", 0, NULL, ALL, "zoned",
       "Host-managed zoned device"),
     P(blocksize, CHOICE, "512|4096", "512", 0, "bytes", ALL, "blocksize",
-      "Logical block size in bytes"),
+      "Logical block size in bytes (new zoned dir=: the file system's)"),
     P(memory_backed, BOOL, "BOOL", "true", 0, NULL, ALL, "memory_backed",
       "Keep written data"),
     P(zone_size, SIZE, "SIZE", "256M", 0, "bytes", ALL, "zone_size",
