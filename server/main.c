@@ -316,6 +316,13 @@ main(int argc, char **argv)
   int rc = parse_options(argc, argv, &o, &s);
   if (rc != -1)
     return rc;
+  /* -U and -P absolute: the background server changes to "/". */
+  char *abs_unix = NULL, *abs_pid = NULL;
+  if (o.unix_path && strcmp(o.unix_path, "-") != 0 &&
+      !(o.unix_path = abs_unix = absolute_path(o.unix_path)))
+    die("-U: %s", strerror(errno));
+  if (o.pidfile && !(o.pidfile = abs_pid = absolute_path(o.pidfile)))
+    die("-P: %s", strerror(errno));
   struct znbd_dev *dev = parse_params(argc - optind, argv + optind, &p);
   warn_ineffective(&s, &p, znbd_dev_nr_zones(dev) > 0, argc - optind,
                    argv + optind);
@@ -348,6 +355,7 @@ main(int argc, char **argv)
   start_threads(&s);
   if (o.pidfile && pidfile_write(o.pidfile, err, sizeof err) == -1)
     die("%s", err);
+  background_ready();
   pid_t child = -1;
   if (o.run &&
       (child = captive_start(o.run, &l, o.ipaddr, o.port, s.cfg.export_name,
@@ -365,6 +373,8 @@ main(int argc, char **argv)
     captive_stop(child);
   if (o.pidfile)
     unlink(o.pidfile);
+  free(abs_unix);
+  free(abs_pid);
   znbd_dev_free(dev);
   znbd_params_free(&p);
   return status;
