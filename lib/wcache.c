@@ -43,8 +43,8 @@
  *   refuse its own directory.  Instead the header holds a time (the
  *   lease, CLOCK_REALTIME ns) before which every change of a zone file by
  *   the server began: the store calls lease_guard() before each system
- *   call that changes a file, which writes a new lease (now + 2 s) into
- *   the journal first when less than 1 s is left (and again after the
+ *   call that changes a file, which writes a new lease (now + 10 s) into
+ *   the journal first when less than 5 s is left (and again after the
  *   call, so a thread stalled past the lease renews it at once).  The
  *   kernel stamps a
  *   change with a status change time (ctime) no later than the moment it
@@ -52,7 +52,7 @@
  *   mtime), so at the next start a zone file whose ctime is past the
  *   lease was changed after the server stopped: the replay refuses
  *   (ESTALE) before it changes anything.  Not detected: a change within
- *   the lease (up to 2 s after the server's last change), on a file
+ *   the lease (up to 10 s after the server's last change), on a file
  *   system whose clock is not this machine's (a network file system), or
  *   after the clock was set back.  A clean stop empties the journal
  *   (znbd_wcache_retire), so nothing is checked or rolled back then.
@@ -121,8 +121,13 @@ struct znbd_wcache {
  * (a thread stalled that long between the check and its system call
  * would break the bound; the restart then refuses the directory, which
  * loses nothing). */
-#define LEASE_NS INT64_C(2000000000)
-#define LEASE_MARGIN_NS INT64_C(1000000000)
+/* 10 s and 5 s: a wide margin, because a thread can stall for a second or
+ * more on a loaded machine (two cores, sanitizers, writeback) and a stall
+ * past the margin makes the restart refuse a directory it could serve;
+ * the price is a wider window in which a change by someone else after a
+ * crash goes unnoticed. */
+#define LEASE_NS INT64_C(10000000000)
+#define LEASE_MARGIN_NS INT64_C(5000000000)
 
 /* Header: magic, zone count, FLUSHED of each zone, the lease. */
 static uint64_t
@@ -218,7 +223,7 @@ journal_reset(struct znbd_wcache *wc)
 
 /* The store's before_change hook: a zone file is about to change.  When
  * less than the margin of the lease is left, a new one goes into the
- * journal first (one 8-byte write at most once a second under load).  A
+ * journal first (one 8-byte write at most once every 5 s under load).  A
  * failed write keeps the old lease: the restart after a crash may then
  * refuse the directory, it never rolls back blindly. */
 static void

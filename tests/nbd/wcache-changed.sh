@@ -27,8 +27,23 @@ EOF
 kill -KILL "$server_pid"
 wait "$server_pid" 2>/dev/null || true
 server_pid=
-note "killed the server with SIGKILL; waiting out its 2 s lease"
-sleep 3
+# As if the server had died longer ago than its lease (10 s): the lease
+# in the journal's header (after the 16-byte magic, the zone count and one
+# 8-byte FLUSHED per zone; lib/wcache.c) is set to just after the newest
+# ctime of the zone files, instead of waiting it out.
+/usr/bin/python3 - "$dev" <<'PY'
+import os, struct, sys, time
+d = sys.argv[1]
+newest = max(os.stat(os.path.join(d, f)).st_ctime_ns
+             for f in os.listdir(d) if f[:4] in ("cnv-", "seq-"))
+with open(os.path.join(d, "znbd.wcache"), "r+b") as j:
+    j.seek(16)
+    nr = struct.unpack("=Q", j.read(8))[0]
+    j.seek(16 + 8 + 8 * nr)
+    j.write(struct.pack("=q", newest + 1))
+time.sleep(0.02)  # past the kernel's coarse clock tick
+PY
+note "killed the server with SIGKILL; its lease moved to the last change"
 head -c 4096 /dev/urandom >"$tmpdir/foreign"
 cat "$tmpdir/foreign" >>"$dev/seq-000003"
 snap() { (cd "$dev" && sha256sum cnv-* seq-* znbd.meta znbd.wcache); }

@@ -686,7 +686,7 @@ damaged_journal(void)
 /* A zone file changed after the crash (zloop appended to it) is not
  * rolled back: the start is refused naming the file, nothing changes.
  * The journal's lease is set to end right after the server's last change,
- * as when the server died longer ago than the lease (2 s) before the
+ * as when the server died longer ago than the lease (10 s) before the
  * change; then moving the journal away starts with the change kept. */
 static void
 changed_after_crash(void)
