@@ -602,3 +602,16 @@ tls_tx_done(struct tls *t)
 {
   t->tx.len = 0;
 }
+
+void
+tls_give_back(struct tls *t, size_t keep, bool rx_idle)
+{
+  if (t->tx.len == 0 && t->tx.cap > keep)
+    buf_free(&t->tx);
+  if (t->fill.len == 0 && t->fill.cap > keep)
+    buf_free(&t->fill);
+  if (rx_idle && t->rx_head == t->rx.len && t->rx.cap > keep) {
+    buf_free(&t->rx);
+    t->rx_head = 0;
+  }
+}

@@ -89,5 +89,9 @@ const uint8_t *tls_tx_take(struct tls *t, size_t *len);
 size_t tls_tx_len(const struct tls *t);
 /* The send buffer went out. */
 void tls_tx_done(struct tls *t);
+/* Free the empty buffers grown past KEEP bytes (a 32 MiB READ's
+ * records), the receive buffer too when RX_IDLE (no receive into it in
+ * flight). */
+void tls_give_back(struct tls *t, size_t keep, bool rx_idle);
 
 #endif

@@ -458,6 +458,8 @@ give_back(struct conn *c)
   for (int i = 0; i < 2; i++)
     if (c->out[i].cap > OUT_KEEP)
       buf_free(&c->out[i]);
+  if (c->tls)
+    tls_give_back(c->tls, OUT_KEEP, !c->receiving);
 }
 
 /* Close C's socket and free it and its output buffers (not its input
