@@ -39,9 +39,9 @@ head -c 4M "$tmpdir/qback.img" | cmp - "$tmpdir/q.img" ||
   die "qemu-img: what came back over TLS differs"
 note "qemu-img: info (64 MiB) and 4 MiB in and out over TLS (PSK), identical"
 
-mkdir -p "$tmpdir/home/.pki/libnbd"
-cp "$tmpdir/pki/client/"*.pem "$tmpdir/home/.pki/libnbd/"
-HOME=$tmpdir/home run_fio nbdfio --ioengine=nbd \
+mkdir -p "$tmpdir/fiohome/.pki/libnbd"
+cp "$tmpdir/pki/client/"*.pem "$tmpdir/fiohome/.pki/libnbd/"
+HOME=$tmpdir/fiohome run_fio nbdfio --ioengine=nbd \
   --uri="nbds+unix:///?socket=$sock" --rw=randwrite --bs=4k --size=8M \
   --iodepth=16 --verify=crc32c --do_verify=1
 e=$(fio_get nbdfio jobs.0.error)
