@@ -313,11 +313,10 @@ class Conn:
         return True
 
     def close(self):
+        """Disconnect (libnbd closes the handle when the last reference
+        goes)."""
         self.dead = True
-        try:
-            self.h.close()
-        except Exception:
-            pass
+        self.h = None
 
 
 def pump(conns, timeout, extra=()):
@@ -750,13 +749,17 @@ def main():
         log("round %d: %s" % (rnd, " ".join(params)))
         run = Run(params, bs, wc)
         try:
+            t1 = time.monotonic()
             run.server.start()
             run.connect()
+            if verbose:
+                log("round %d: serving after %.2f s" % (rnd, time.monotonic() - t1))
             for _ in range(rng.randrange(3, 8)):
                 if counts["iterations"] >= iterations or time.monotonic() - t0 >= time_limit:
                     break
                 counts["iterations"] += 1
                 run.load(rng.random() * 0.1)
+                t_crash = time.monotonic()
                 if store == "dir" and (not wc or rng.random() < 0.5):
                     run.kill()
                     kind = "kill -9"
@@ -766,15 +769,21 @@ def main():
                     if store == "dir" and rng.random() < 0.3:
                         run.kill()
                         kind = "power cut and kill -9"
+                t1 = time.monotonic()
                 run.verify(kind)
+                t2 = time.monotonic()
                 if verbose:
-                    log("iteration %d (%s): ok %s" % (counts["iterations"], kind, counts))
+                    log("iteration %d (%s, %.2f s to crash and restart, %.2f s to check): %s"
+                        % (counts["iterations"], kind, t1 - t_crash, t2 - t1, counts))
         except Violation as e:
             violation(str(e))
         finally:
             for c in run.conns:
                 c.close()
+            t1 = time.monotonic()
             run.server.stop()
+            if verbose:
+                log("round %d: server stopped in %.2f s" % (rnd, time.monotonic() - t1))
     log("SEED=%d: %s in %.1f s" % (seed, " ".join("%s=%d" % kv for kv in counts.items()),
                                    time.monotonic() - t0))
     if counts["violations"]:
