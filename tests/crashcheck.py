@@ -107,9 +107,16 @@ class Violation(Exception):
 
 
 violations = []
+selftest_on = [False]
+
+
+selftest = []  # while the model checks itself: the violations it found
 
 
 def violation(msg):
+    if selftest_on[0]:
+        selftest.append(msg)
+        return
     counts["violations"] += 1
     violations.append(msg)
     log("VIOLATION (SEED=%d, iteration %d): %s" % (seed, counts["iterations"], msg))
@@ -723,6 +730,8 @@ class Run:
 
     def describe(self, z):
         m = self.m
+        if selftest_on[0]:
+            return
         for w in m.zone_ops[z]:
             log("  zone %d write %d: +%d len %d fua=%d sent %d ack %s %s %s"
                 % (z, w.id, w.off - z * ZONE_SIZE, w.len, w.fua, w.send_t, w.ack_t, w.status,
@@ -731,7 +740,112 @@ class Run:
             log("  flush sent %d ack %s %s" % (f.send_t, f.ack_t, f.status))
 
 
+def self_test():
+    """The model on made-up histories, before any server runs: states the
+    rules allow pass, states they forbid are violations (so the checker
+    can fail)."""
+    selftest_on[0] = True
+    clock[0] = 0
+    per_page = PAGE // SECT
+
+    def make(bs, wc):
+        run = Run.__new__(Run)
+        run.m = Model(bs, wc)
+        return run
+
+    def write(run, off, length, fua, acked, zone_list=None):
+        m = run.m
+        w = Req("write", None, off, length, fua)
+        w.id, m.next_id = m.next_id, m.next_id + 1
+        w.zone = off // ZONE_SIZE
+        if acked:
+            w.status, w.ack_t = "ok", tick()
+        m.reqs.append(w)
+        if w.zone < NR_CONV:
+            for p in range(off // PAGE, (off + length - 1) // PAGE + 1):
+                m.page_ops.setdefault(p, []).append(w)
+        else:
+            m.zone_ops[w.zone].append(w)
+        return w
+
+    def flush(run, acked):
+        f = Req("flush", None)
+        if acked:
+            f.status, f.ack_t = "ok", tick()
+        run.m.flushes.append(f)
+        return f
+
+    def page(run, ids, want_ok, what):
+        got = [0] * (SIZE // SECT)
+        got[:per_page] = ids + [0] * (per_page - len(ids))
+        n = len(selftest)
+        run.check_page(0, got, "self-test")
+        if (len(selftest) == n) != want_ok:
+            raise SystemExit("crashcheck self-test: %s: the model %s it"
+                             % (what, "refused" if want_ok else "accepted"))
+
+    def zone(run, z, wp, want_ok, what):
+        got = [0] * (SIZE // SECT)
+        start = z * ZONE_SIZE
+        for w in run.m.zone_ops[z]:
+            for o in range(w.off, min(w.end, start + wp), SECT):
+                got[o // SECT] = w.id
+        n = len(selftest)
+        run.check_zone(z, wp, got, "self-test")
+        if (len(selftest) == n) != want_ok:
+            raise SystemExit("crashcheck self-test: %s: the model %s it"
+                             % (what, "refused" if want_ok else "accepted"))
+
+    # write_cache=true: a FLUSH covers what was acknowledged before it
+    # was sent, and nothing sent after it completed
+    r = make(SECT, True)
+    w1 = write(r, 0, SECT, False, True)
+    flush(r, True)
+    w2 = write(r, SECT, SECT, False, True)
+    page(r, [w1.id], True, "flushed sector kept, later one lost")
+    page(r, [0], False, "a flushed write lost")
+    page(r, [w1.id, w2.id], False, "an unflushed write kept")
+    # FUA keeps the whole 4 KiB page as it is at its completion
+    r = make(SECT, True)
+    w1 = write(r, 0, SECT, False, True)
+    w2 = write(r, SECT, SECT, True, True)
+    page(r, [w1.id, w2.id], True, "FUA keeps its page")
+    page(r, [0, w2.id], False, "FUA kept only its own sector")
+    # a FLUSH in flight at the cut may or may not have run
+    r = make(SECT, True)
+    w1 = write(r, 0, SECT, False, True)
+    flush(r, False)
+    page(r, [w1.id], True, "covered by a flush in flight")
+    page(r, [0], True, "not covered by a flush in flight")
+    # write_cache=false: every acknowledged write survives a kill
+    r = make(SECT, False)
+    w1 = write(r, 0, SECT, False, True)
+    w2 = write(r, SECT, SECT, False, False)
+    page(r, [w1.id, w2.id], True, "an in-flight write landed")
+    page(r, [w1.id], True, "an in-flight write did not land")
+    page(r, [0, w2.id], False, "an acknowledged write lost")
+    # a sequential zone goes back to the last flush or FUA write in it
+    r = make(SECT, True)
+    z = NR_CONV
+    a = write(r, z * ZONE_SIZE, 4 * SECT, False, True)
+    flush(r, True)
+    b = write(r, a.end, 4 * SECT, False, True)
+    c = write(r, b.end, 4 * SECT, True, False)
+    zone(r, z, a.len, True, "zone back at the flushed wp")
+    zone(r, z, c.end - z * ZONE_SIZE, True, "a FUA write in flight ran")
+    zone(r, z, b.end - z * ZONE_SIZE, False, "an unflushed wp kept")
+    zone(r, z, 0, False, "a flushed zone emptied")
+    r = make(SECT, False)
+    a = write(r, z * ZONE_SIZE, 4 * SECT, False, True)
+    zone(r, z, a.len, True, "write_cache=false: acknowledged wp kept")
+    zone(r, z, 2 * SECT, False, "write_cache=false: acknowledged bytes lost")
+    selftest_on[0] = False
+    clock[0] = 0
+    log("self-test: the model refuses %d made-up states the rules forbid" % len(selftest))
+
+
 def main():
+    self_test()
     t0 = time.monotonic()
     log("SEED=%d ITERATIONS=%d TIME_LIMIT=%g" % (seed, iterations, time_limit))
     rnd = 0

@@ -22,7 +22,7 @@ printf '%s\0' "${_cmd[@]}" >"$tmpdir/cmd"
 
 store=${ZNBD_STORE:-ram}
 CHECK_STORE=$store CHECK_CMD_FILE=$tmpdir/cmd CHECK_DIR=$tmpdir \
-  ITERATIONS=${ITERATIONS:-40} TIME_LIMIT=${TIME_LIMIT:-30} \
+  ITERATIONS=${ITERATIONS:-100} TIME_LIMIT=${TIME_LIMIT:-30} \
   /usr/bin/python3 "$top_srcdir/tests/crashcheck.py" || {
   tail -n 30 "$tmpdir/server.log" >&2 || true
   die "violations (see above)"
