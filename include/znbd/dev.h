@@ -114,6 +114,14 @@ const void *znbd_dev_read_ref(struct znbd_dev *d, uint64_t len, uint64_t off);
  * stays allocated (NBD WRITE_ZEROES with NO_HOLE).  Zoned devices ignore
  * it: their base:allocation is the write pointer, not the pages. */
 #define ZNBD_WRITE_ALLOCATE 0x2
+/* NBD FUA: before the write returns, its range is on stable storage as
+ * znbd_dev_sync() makes it, and with write_cache=true inside the same
+ * hold of the power-cut lock as the write, so a cut comes before both or
+ * after both: a FUA write that fails with ESHUTDOWN changed nothing, one
+ * that succeeded is durable.  znbd_dev_write() and
+ * znbd_dev_write_bounded() only (znbd_dev_write_async() ignores it: a
+ * parked write completes on another thread). */
+#define ZNBD_WRITE_FUA 0x4
 
 /* Write LEN bytes from BUF at OFF; BUF NULL writes zeros without
  * allocating (NBD WRITE_ZEROES).  Sequential zones follow null_blk's write
