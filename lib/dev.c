@@ -683,7 +683,7 @@ dev_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
   if (check_range(d, len, off) < 0 || wc_begin(d, true, len, off) < 0)
     return -1;
   int r = dev_write_faults(d, buf, len, off, flags, h);
-  if (r == 0 && (flags & ZNBD_WRITE_FUA) && !h->done)
+  if (r == 0 && (flags & ZNBD_WRITE_FUA)) /* ran here, not parked */
     r = d->wc ? znbd_wcache_sync_held(d->wc, len, off)
               : znbd_store_sync(d->store, len, off);
   if (r < 0 && errno == EAGAIN && d->wc)

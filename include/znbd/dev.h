@@ -118,9 +118,10 @@ const void *znbd_dev_read_ref(struct znbd_dev *d, uint64_t len, uint64_t off);
  * znbd_dev_sync() makes it, and with write_cache=true inside the same
  * hold of the power-cut lock as the write, so a cut comes before both or
  * after both: a FUA write that fails with ESHUTDOWN changed nothing, one
- * that succeeded is durable.  znbd_dev_write() and
- * znbd_dev_write_bounded() only (znbd_dev_write_async() ignores it: a
- * parked write completes on another thread). */
+ * that succeeded is durable.  A write znbd_dev_write_async() parks
+ * (ZNBD_WRITE_PARKED) is not synced: its DONE must call znbd_dev_sync(),
+ * which it does inside the write that filled the gap, still under that
+ * write's hold of the lock. */
 #define ZNBD_WRITE_FUA 0x4
 
 /* Write LEN bytes from BUF at OFF; BUF NULL writes zeros without
