@@ -388,17 +388,6 @@ zoned_pread(void *handle, void *buf, uint32_t count, uint64_t offset,
   return r < 0 ? fail("pread", count, offset, e) : 0;
 }
 
-/* After a trim R (0 or -1): with FUA, its range goes to stable storage
- * before the reply (znbd_dev_sync; nothing to do in RAM).  Writes and
- * zeroes do it inside the write (ZNBD_WRITE_FUA). */
-static int
-fua(int r, uint32_t flags, uint32_t count, uint64_t offset)
-{
-  if (r == 0 && (flags & NBDKIT_FLAG_FUA))
-    r = znbd_dev_sync(dev, count, offset);
-  return r;
-}
-
 /* The device write flag for nbdkit's FUA flag. */
 static unsigned
 fua_flag(uint32_t flags)
@@ -412,8 +401,9 @@ zoned_pwrite(void *handle, const void *buf, uint32_t count, uint64_t offset,
 {
   if (check_aligned(handle, "pwrite", count, offset) < 0)
     return -1;
-  /* FUA inside the write (ZNBD_WRITE_FUA): a power cut cannot come
-   * between the two, so ESHUTDOWN means the write changed nothing. */
+  /* FUA inside the write (ZNBD_WRITE_FUA; trim and zero too): a power
+   * cut cannot come between the two, so ESHUTDOWN means the request
+   * changed nothing. */
   int r = bounded_write(handle, buf, count, offset, fua_flag(flags));
   int e = errno;
   complete_delay_io(ZNBD_IO_WRITE, count);
@@ -440,8 +430,7 @@ zoned_trim(void *handle, uint32_t count, uint64_t offset, uint32_t flags)
 {
   if (check_aligned(handle, "trim", count, offset) < 0)
     return -1;
-  int r = znbd_dev_trim(dev, count, offset);
-  r = fua(r, flags, count, offset);
+  int r = znbd_dev_trim_flags(dev, count, offset, fua_flag(flags));
   int e = errno;
   complete_delay_io(ZNBD_IO_TRIM, count);
   return r < 0 ? fail("trim", count, offset, e) : 0;

@@ -1020,8 +1020,8 @@ exec_block_status(const struct nbdc *c, const struct nbd_req *r,
 
 /* The reply to R, whose execution returned RC (0, or -1 with errno).
  * FUA on a command that changed data: its range on stable storage before
- * the reply (doc/proto.md, NBD_CMD_FLAG_FUA), unless SYNCED (a write that
- * ran with ZNBD_WRITE_FUA did it already).  Returns EXEC_AGAIN for a
+ * the reply (doc/proto.md, NBD_CMD_FLAG_FUA), unless SYNCED (a write or
+ * trim that ran with ZNBD_WRITE_FUA did it already).  Returns EXEC_AGAIN for a
  * write ahead of the wp with EXEC_REQUEUE (no reply), else 0. */
 static int
 finish_exec(const struct nbdc *c, const struct nbd_req *r, int rc,
@@ -1137,7 +1137,8 @@ exec_one(const struct nbdc *c, const struct nbd_req *r, unsigned xflags,
     rc = exec_write(c, r, wflags, NULL, NULL);
     break;
   case NBD_CMD_TRIM:
-    rc = znbd_dev_trim(d, r->len, r->off);
+    rc = znbd_dev_trim_flags(
+        d, r->len, r->off, (r->flags & NBD_CMD_FLAG_FUA) ? ZNBD_WRITE_FUA : 0);
     break;
   case NBD_CMD_FLUSH: /* dir=: fdatasync; RAM: nothing to do */
     rc = znbd_dev_flush(d);
@@ -1153,9 +1154,7 @@ exec_one(const struct nbdc *c, const struct nbd_req *r, unsigned xflags,
     nbd_reply_error(c, r, NBD_EINVAL, "unknown command", out);
     return 0;
   }
-  return finish_exec(c, r, rc, xflags, out,
-                     r->type == NBD_CMD_WRITE ||
-                         r->type == NBD_CMD_WRITE_ZEROES);
+  return finish_exec(c, r, rc, xflags, out, true);
 }
 
 /* The parked write P ran (ERR 0) or failed: its reply, then P->done. */

@@ -95,7 +95,7 @@ def tick():
 
 counts = dict(iterations=0, kills=0, cuts=0, cuts_after=0, restart_kills=0,
               writes=0, acked=0, flushes=0, resets=0, in_flight_at_crash=0,
-              failed=0, violations=0)
+              cuts_in_flight=0, failed=0, violations=0)
 
 
 def log(msg):
@@ -510,7 +510,9 @@ class Run:
         """The control socket's power-cut, sent while requests are in
         flight, and more requests sent until its reply."""
         self.crash_window = True
-        counts["in_flight_at_crash"] += in_flight(self.conns)
+        n = in_flight(self.conns)
+        counts["in_flight_at_crash"] += n
+        counts["cuts_in_flight"] += n > 0
         after = rng.random() < 0.25
         if after:
             n = rng.randrange(1, 20)

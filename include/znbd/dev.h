@@ -183,6 +183,14 @@ int znbd_dev_append(struct znbd_dev *d, const void *buf, uint64_t len,
  * ranges and a non-zoned device have their pages freed.  Errors: EINVAL. */
 int znbd_dev_trim(struct znbd_dev *d, uint64_t len, uint64_t off);
 
+/* znbd_dev_trim() with FLAGS: ZNBD_WRITE_FUA syncs the range in the same
+ * hold of the power-cut lock (as for a write), so a TRIM with FUA that
+ * fails with ESHUTDOWN reset or freed nothing.  Errors as
+ * znbd_dev_trim(), plus EIO and ESHUTDOWN (write_cache: a cut since the
+ * caller's fence). */
+int znbd_dev_trim_flags(struct znbd_dev *d, uint64_t len, uint64_t off,
+                        unsigned flags);
+
 /* NBD FLUSH: every write completed so far is on stable storage (dir=:
  * fdatasync of the zone files written since the last flush; RAM: nothing
  * to do) and, with write_cache=true, survives a power cut.  Errors: EIO,

@@ -380,6 +380,15 @@ fua_race(void)
   CHECK(reads(d0, 2 * ZS, 4 * K, 3) && reads(d0, 2 * ZS + 4 * K, 4 * K, 3));
   CHECK(reads(d0, 2 * ZS + 8 * K, 4 * K, 0));
   CHECK(reads(d0, 8 * K, 4 * K, 3) && reads(d0, 12 * K, 4 * K, 0));
+  /* A TRIM with FUA (znbd_dev_trim_flags) is durable in the same way:
+   * the flushed page it freed stays free; one without FUA comes back. */
+  CHECK(znbd_dev_write(d0, b, sizeof b, 16 * K, 0) == 0);
+  CHECK(znbd_dev_write(d0, b, sizeof b, 20 * K, 0) == 0);
+  CHECK(znbd_dev_flush(d0) == 0);
+  CHECK(znbd_dev_trim_flags(d0, 4 * K, 16 * K, ZNBD_WRITE_FUA) == 0);
+  CHECK(znbd_dev_trim_flags(d0, 4 * K, 20 * K, 0) == 0);
+  CHECK(znbd_dev_power_cut(d0, 0) == 0);
+  CHECK(reads(d0, 16 * K, 4 * K, 0) && reads(d0, 20 * K, 4 * K, 3));
   znbd_dev_free(d0);
 
   for (int round = 0; round < 300; round++) {
