@@ -679,6 +679,15 @@ wc_end(struct znbd_dev *d, int r)
   return r;
 }
 
+/* Between wc_begin and wc_end: FUA of [OFF, OFF+LEN) within the same
+ * hold of the cut lock (ZNBD_WRITE_FUA). */
+static int
+sync_held(struct znbd_dev *d, uint64_t len, uint64_t off)
+{
+  return d->wc ? znbd_wcache_sync_held(d->wc, len, off)
+               : znbd_store_sync(d->store, len, off);
+}
+
 static int dev_write_faults(struct znbd_dev *d, const void *buf, uint64_t len,
                             uint64_t off, unsigned flags,
                             const struct park_how *h);
@@ -693,6 +702,8 @@ dev_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
   if (check_range(d, len, off) < 0 || wc_begin(d, true, len, off) < 0)
     return -1;
   int r = dev_write_faults(d, buf, len, off, flags, h);
+  if (r == 0 && (flags & ZNBD_WRITE_FUA)) /* ran here, not parked */
+    r = sync_held(d, len, off);
   if (r < 0 && errno == EAGAIN && d->wc)
     znbd_wcache_refund(d->wc); /* not run: it counts when it is sent again */
   return wc_end(d, r);
@@ -797,11 +808,20 @@ zoned_trim(struct znbd_dev *d, uint64_t len, uint64_t off)
 int
 znbd_dev_trim(struct znbd_dev *d, uint64_t len, uint64_t off)
 {
+  return znbd_dev_trim_flags(d, len, off, 0);
+}
+
+int
+znbd_dev_trim_flags(struct znbd_dev *d, uint64_t len, uint64_t off,
+                    unsigned flags)
+{
   if (check_range(d, len, off) < 0 || wc_begin(d, false, len, off) < 0)
     return -1;
-  if (is_zoned(d))
-    return wc_end(d, zoned_trim(d, len, off));
-  return wc_end(d, znbd_store_zero(d->store, len, off, 0));
+  int r = is_zoned(d) ? zoned_trim(d, len, off)
+                      : znbd_store_zero(d->store, len, off, 0);
+  if (r == 0 && (flags & ZNBD_WRITE_FUA))
+    r = sync_held(d, len, off);
+  return wc_end(d, r);
 }
 
 int

@@ -640,17 +640,10 @@ znbd_wcache_retire(struct znbd_wcache *wc)
 }
 
 int
-znbd_wcache_sync(struct znbd_wcache *wc, uint64_t len, uint64_t off,
-                 uint64_t fence)
+znbd_wcache_sync_held(struct znbd_wcache *wc, uint64_t len, uint64_t off)
 {
   if (len == 0)
     return 0;
-  pthread_rwlock_rdlock(&wc->cut);
-  if (fenced_out(wc, fence) < 0) {
-    pthread_rwlock_unlock(&wc->cut);
-    errno = ESHUTDOWN;
-    return -1;
-  }
   int r = znbd_store_sync(wc->st, len, off);
   uint64_t end = off + len;
   if (r == 0 && off < wc->undo_end) {
@@ -685,7 +678,25 @@ znbd_wcache_sync(struct znbd_wcache *wc, uint64_t len, uint64_t off,
       pthread_mutex_unlock(&wc->lock);
     }
   }
+  return r;
+}
+
+int
+znbd_wcache_sync(struct znbd_wcache *wc, uint64_t len, uint64_t off,
+                 uint64_t fence)
+{
+  if (len == 0)
+    return 0;
+  pthread_rwlock_rdlock(&wc->cut);
+  if (fenced_out(wc, fence) < 0) {
+    pthread_rwlock_unlock(&wc->cut);
+    errno = ESHUTDOWN;
+    return -1;
+  }
+  int r = znbd_wcache_sync_held(wc, len, off);
+  int e = errno;
   pthread_rwlock_unlock(&wc->cut);
+  errno = e;
   return r;
 }
 

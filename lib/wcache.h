@@ -85,6 +85,12 @@ int znbd_wcache_retire(struct znbd_wcache *wc);
 int znbd_wcache_sync(struct znbd_wcache *wc, uint64_t len, uint64_t off,
                      uint64_t fence);
 
+/* znbd_wcache_sync() for a caller inside znbd_wcache_enter() (holding
+ * the cut lock shared, its fence already checked): the FUA of a write
+ * done in the same hold, so no cut can come between the write and its
+ * FUA.  Errors: EIO. */
+int znbd_wcache_sync_held(struct znbd_wcache *wc, uint64_t len, uint64_t off);
+
 /* Power cut.  AFTER 0: now.  AFTER N > 0: the next N writes (WRITE,
  * WRITE_ZEROES, zone append; counted when they start, failed ones too,
  * requeued ones once: znbd_wcache_refund)

@@ -388,15 +388,11 @@ zoned_pread(void *handle, void *buf, uint32_t count, uint64_t offset,
   return r < 0 ? fail("pread", count, offset, e) : 0;
 }
 
-/* After a write, zero or trim R (0 or -1): with FUA, its range goes to
- * stable storage before the reply (znbd_dev_sync; nothing to do in
- * RAM). */
-static int
-fua(int r, uint32_t flags, uint32_t count, uint64_t offset)
+/* The device write flag for nbdkit's FUA flag. */
+static unsigned
+fua_flag(uint32_t flags)
 {
-  if (r == 0 && (flags & NBDKIT_FLAG_FUA))
-    r = znbd_dev_sync(dev, count, offset);
-  return r;
+  return (flags & NBDKIT_FLAG_FUA) ? ZNBD_WRITE_FUA : 0;
 }
 
 static int
@@ -405,8 +401,10 @@ zoned_pwrite(void *handle, const void *buf, uint32_t count, uint64_t offset,
 {
   if (check_aligned(handle, "pwrite", count, offset) < 0)
     return -1;
-  int r = bounded_write(handle, buf, count, offset, 0);
-  r = fua(r, flags, count, offset);
+  /* FUA inside the write (ZNBD_WRITE_FUA; trim and zero too): a power
+   * cut cannot come between the two, so ESHUTDOWN means the request
+   * changed nothing. */
+  int r = bounded_write(handle, buf, count, offset, fua_flag(flags));
   int e = errno;
   complete_delay_io(ZNBD_IO_WRITE, count);
   return r < 0 ? fail("pwrite", count, offset, e) : 0;
@@ -421,8 +419,7 @@ zoned_zero(void *handle, uint32_t count, uint64_t offset, uint32_t flags)
    * MAY_TRIM the pages are freed (they read back as zeros); without it
    * (the client sent NO_HOLE) the range must stay allocated. */
   unsigned wflags = (flags & NBDKIT_FLAG_MAY_TRIM) ? 0 : ZNBD_WRITE_ALLOCATE;
-  int r = bounded_write(handle, NULL, count, offset, wflags);
-  r = fua(r, flags, count, offset);
+  int r = bounded_write(handle, NULL, count, offset, wflags | fua_flag(flags));
   int e = errno;
   complete_delay_io(ZNBD_IO_WRITE, 0);
   return r < 0 ? fail("zero", count, offset, e) : 0;
@@ -433,8 +430,7 @@ zoned_trim(void *handle, uint32_t count, uint64_t offset, uint32_t flags)
 {
   if (check_aligned(handle, "trim", count, offset) < 0)
     return -1;
-  int r = znbd_dev_trim(dev, count, offset);
-  r = fua(r, flags, count, offset);
+  int r = znbd_dev_trim_flags(dev, count, offset, fua_flag(flags));
   int e = errno;
   complete_delay_io(ZNBD_IO_TRIM, count);
   return r < 0 ? fail("trim", count, offset, e) : 0;

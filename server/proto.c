@@ -913,6 +913,10 @@ exec_write(const struct nbdc *c, const struct nbd_req *r, unsigned wflags,
   const void *data = r->type == NBD_CMD_WRITE ? r->payload : NULL;
   if (r->type == NBD_CMD_WRITE_ZEROES && (r->flags & NBD_CMD_FLAG_NO_HOLE))
     wflags |= ZNBD_WRITE_ALLOCATE;
+  /* FUA inside the write when it runs in this call: a power cut comes
+   * before both or after both (finish_exec then has nothing to sync). */
+  if (r->flags & NBD_CMD_FLAG_FUA)
+    wflags |= ZNBD_WRITE_FUA;
   if (!done)
     return znbd_dev_write(c->cfg->dev, data, r->len, r->off, wflags);
   return znbd_dev_write_async(c->cfg->dev, data, r->len, r->off, wflags, done,
@@ -1064,13 +1068,14 @@ exec_block_status(const struct nbdc *c, const struct nbd_req *r,
 
 /* The reply to R, whose execution returned RC (0, or -1 with errno).
  * FUA on a command that changed data: its range on stable storage before
- * the reply (doc/proto.md, NBD_CMD_FLAG_FUA).  Returns EXEC_AGAIN for a
+ * the reply (doc/proto.md, NBD_CMD_FLAG_FUA), unless SYNCED (a write or
+ * trim that ran with ZNBD_WRITE_FUA did it already).  Returns EXEC_AGAIN for a
  * write ahead of the wp with EXEC_REQUEUE (no reply), else 0. */
 static int
 finish_exec(const struct nbdc *c, const struct nbd_req *r, int rc,
-            unsigned xflags, struct buf *out)
+            unsigned xflags, struct buf *out, bool synced)
 {
-  if (rc == 0 && (r->flags & NBD_CMD_FLAG_FUA) &&
+  if (rc == 0 && !synced && (r->flags & NBD_CMD_FLAG_FUA) &&
       (r->type == NBD_CMD_WRITE || r->type == NBD_CMD_WRITE_ZEROES ||
        r->type == NBD_CMD_TRIM))
     rc = znbd_dev_sync(c->cfg->dev, r->len, r->off);
@@ -1180,7 +1185,8 @@ exec_one(const struct nbdc *c, const struct nbd_req *r, unsigned xflags,
     rc = exec_write(c, r, wflags, NULL, NULL);
     break;
   case NBD_CMD_TRIM:
-    rc = znbd_dev_trim(d, r->len, r->off);
+    rc = znbd_dev_trim_flags(
+        d, r->len, r->off, (r->flags & NBD_CMD_FLAG_FUA) ? ZNBD_WRITE_FUA : 0);
     break;
   case NBD_CMD_FLUSH: /* dir=: fdatasync; RAM: nothing to do */
     rc = znbd_dev_flush(d);
@@ -1196,7 +1202,7 @@ exec_one(const struct nbdc *c, const struct nbd_req *r, unsigned xflags,
     nbd_reply_error(c, r, NBD_EINVAL, "unknown command", out);
     return 0;
   }
-  return finish_exec(c, r, rc, xflags, out);
+  return finish_exec(c, r, rc, xflags, out, true);
 }
 
 /* The parked write P ran (ERR 0) or failed: its reply, then P->done. */
@@ -1206,7 +1212,7 @@ park_done(void *opaque, int err)
   struct nbd_park *p = opaque;
   size_t before = p->out->len;
   errno = err;
-  finish_exec(p->c, &p->req, err ? -1 : 0, 0, p->out);
+  finish_exec(p->c, &p->req, err ? -1 : 0, 0, p->out, false);
   drop_after(p->c, ZNBD_IO_WRITE, p->out, before);
   p->done(p);
 }
@@ -1220,7 +1226,7 @@ nbd_exec_park(struct nbd_park *p, unsigned xflags)
   int rc = exec_write(p->c, &p->req, wflags, park_done, p);
   if (rc == ZNBD_WRITE_PARKED)
     return EXEC_PARKED;
-  rc = finish_exec(p->c, &p->req, rc, xflags, p->out);
+  rc = finish_exec(p->c, &p->req, rc, xflags, p->out, true);
   if (rc != EXEC_AGAIN)
     drop_after(p->c, ZNBD_IO_WRITE, p->out, before);
   return rc;

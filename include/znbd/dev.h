@@ -114,6 +114,15 @@ const void *znbd_dev_read_ref(struct znbd_dev *d, uint64_t len, uint64_t off);
  * stays allocated (NBD WRITE_ZEROES with NO_HOLE).  Zoned devices ignore
  * it: their base:allocation is the write pointer, not the pages. */
 #define ZNBD_WRITE_ALLOCATE 0x2
+/* NBD FUA: before the write returns, its range is on stable storage as
+ * znbd_dev_sync() makes it, and with write_cache=true inside the same
+ * hold of the power-cut lock as the write, so a cut comes before both or
+ * after both: a FUA write that fails with ESHUTDOWN changed nothing, one
+ * that succeeded is durable.  A write znbd_dev_write_async() parks
+ * (ZNBD_WRITE_PARKED) is not synced: its DONE must call znbd_dev_sync(),
+ * which it does inside the write that filled the gap, still under that
+ * write's hold of the lock. */
+#define ZNBD_WRITE_FUA 0x4
 
 /* Write LEN bytes from BUF at OFF; BUF NULL writes zeros without
  * allocating (NBD WRITE_ZEROES).  Sequential zones follow null_blk's write
@@ -173,6 +182,14 @@ int znbd_dev_append(struct znbd_dev *d, const void *buf, uint64_t len,
  * reset-all), partly covered sequential zones are left alone, conventional
  * ranges and a non-zoned device have their pages freed.  Errors: EINVAL. */
 int znbd_dev_trim(struct znbd_dev *d, uint64_t len, uint64_t off);
+
+/* znbd_dev_trim() with FLAGS: ZNBD_WRITE_FUA syncs the range in the same
+ * hold of the power-cut lock (as for a write), so a TRIM with FUA that
+ * fails with ESHUTDOWN reset or freed nothing.  Errors as
+ * znbd_dev_trim(), plus EIO and ESHUTDOWN (write_cache: a cut since the
+ * caller's fence). */
+int znbd_dev_trim_flags(struct znbd_dev *d, uint64_t len, uint64_t off,
+                        unsigned flags);
 
 /* NBD FLUSH: every write completed so far is on stable storage (dir=:
  * fdatasync of the zone files written since the last flush; RAM: nothing

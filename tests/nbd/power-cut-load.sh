@@ -52,7 +52,12 @@ ts = [threading.Thread(target=writer, args=(k, handles[k], stop, counts[k]))
       for k in range(CONNS)]
 for t in ts:
     t.start()
-time.sleep(0.01 + 0.02 * (rnd % 5))  # the cut comes mid-stream
+# The cut comes mid-stream: once some writes completed (however slow
+# the machine), then a little later in each round.
+t_end = time.monotonic() + 30
+while sum(c["ok"] for c in counts) == 0 and time.monotonic() < t_end:
+    time.sleep(0.001)
+time.sleep(0.01 + 0.02 * (rnd % 5))
 r = control(ctl, "power-cut", timeout=60)
 check(r.startswith("ok"), "power-cut: %s" % r.strip())
 time.sleep(0.2)  # requests sent around the cut have reached the server

@@ -7,7 +7,8 @@
  * the next open, and a clean close flushes; the same with writeback_mb
  * kicking writeback early.  write_cache=false refuses a power cut.  A
  * request fenced at a generation older than the last cut (znbd_dev_fence)
- * fails with ESHUTDOWN and changes nothing, also when it races the cut.
+ * fails with ESHUTDOWN and changes nothing, also when it races the cut,
+ * and a FUA write racing a cut and a flush is durable or changed nothing.
  * A damaged undo journal stops the next open and changes no file. */
 #include <dirent.h>
 #include <errno.h>
@@ -307,6 +308,110 @@ fence_race(void)
     CHECK_EQ(st.allocated, 0);
     for (uint32_t z = 1; z < 8; z++)
       CHECK_EQ(test_zone(d, z).cond, ZNBD_ZONE_COND_EMPTY);
+    znbd_dev_free(d);
+  }
+}
+
+/* A FUA writer and a flusher, both fenced at the generation before the
+ * cut, race it: each FUA write is ZNBD_WRITE_FUA (as the plugin sends
+ * them), so the cut comes before or after the write and its FUA, never
+ * between.  Afterwards zone 1's wp is exactly the end of the last write
+ * that succeeded: every success was durable, every ESHUTDOWN changed
+ * nothing, also when the flusher made the write durable before the cut
+ * (with the FUA done as a second step, such a write failed with
+ * ESHUTDOWN yet its bytes stayed). */
+struct fua_racer {
+  struct znbd_dev *d;
+  uint64_t gen;
+  _Atomic bool *go, *stop;
+  uint64_t ok_end; /* zone 1: end of the last write that succeeded */
+  int other;       /* a failure other than ESHUTDOWN */
+};
+
+static void *
+fua_writer(void *arg)
+{
+  struct fua_racer *r = arg;
+  znbd_dev_fence(r->gen);
+  uint8_t b[4096];
+  memset(b, 0x5a, sizeof b);
+  while (!atomic_load(r->go))
+    ;
+  for (uint64_t i = 0; i < 12; i++) { /* zone capacity 48K */
+    if (znbd_dev_write(r->d, b, sizeof b, ZS + i * 4 * K, ZNBD_WRITE_FUA) < 0) {
+      r->other += errno != ESHUTDOWN;
+      break;
+    }
+    r->ok_end = (i + 1) * 4 * K;
+  }
+  atomic_store(r->stop, true);
+  return NULL;
+}
+
+static void *
+flusher(void *arg)
+{
+  struct fua_racer *r = arg;
+  znbd_dev_fence(r->gen);
+  while (!atomic_load(r->go))
+    ;
+  while (!atomic_load(r->stop))
+    if (znbd_dev_flush(r->d) < 0) {
+      r->other += errno != ESHUTDOWN;
+      break;
+    }
+  return NULL;
+}
+
+static void
+fua_race(void)
+{
+  /* ZNBD_WRITE_FUA alone (no znbd_dev_sync after it) makes the write
+   * durable: a sequential zone's and a conventional page's. */
+  struct znbd_dev *d0 = open_dev(NULL, geo_wc);
+  uint8_t b[4096];
+  test_fill(b, sizeof b, 3);
+  CHECK(znbd_dev_write(d0, b, sizeof b, 2 * ZS, 0) == 0);
+  CHECK(znbd_dev_write(d0, b, sizeof b, 2 * ZS + 4 * K, ZNBD_WRITE_FUA) == 0);
+  CHECK(znbd_dev_write(d0, b, sizeof b, 8 * K, ZNBD_WRITE_FUA) == 0);
+  CHECK(znbd_dev_write(d0, b, sizeof b, 2 * ZS + 8 * K, 0) == 0);
+  CHECK(znbd_dev_write(d0, b, sizeof b, 12 * K, 0) == 0);
+  CHECK(znbd_dev_power_cut(d0, 0) == 0);
+  CHECK_EQ(WP(d0, 2), 8 * K);
+  CHECK(reads(d0, 2 * ZS, 4 * K, 3) && reads(d0, 2 * ZS + 4 * K, 4 * K, 3));
+  CHECK(reads(d0, 2 * ZS + 8 * K, 4 * K, 0));
+  CHECK(reads(d0, 8 * K, 4 * K, 3) && reads(d0, 12 * K, 4 * K, 0));
+  /* A TRIM with FUA (znbd_dev_trim_flags) is durable in the same way:
+   * the flushed page it freed stays free; one without FUA comes back. */
+  CHECK(znbd_dev_write(d0, b, sizeof b, 16 * K, 0) == 0);
+  CHECK(znbd_dev_write(d0, b, sizeof b, 20 * K, 0) == 0);
+  CHECK(znbd_dev_flush(d0) == 0);
+  CHECK(znbd_dev_trim_flags(d0, 4 * K, 16 * K, ZNBD_WRITE_FUA) == 0);
+  CHECK(znbd_dev_trim_flags(d0, 4 * K, 20 * K, 0) == 0);
+  CHECK(znbd_dev_power_cut(d0, 0) == 0);
+  CHECK(reads(d0, 16 * K, 4 * K, 0) && reads(d0, 20 * K, 4 * K, 3));
+  znbd_dev_free(d0);
+
+  for (int round = 0; round < 300; round++) {
+    struct znbd_dev *d = open_dev(NULL, geo_wc);
+    _Atomic bool go = false, stop = false;
+    struct fua_racer w = {d, znbd_dev_generation(d), &go, &stop, 0, 0};
+    struct fua_racer f = w;
+    pthread_t tw, tf;
+    pthread_create(&tw, NULL, fua_writer, &w);
+    pthread_create(&tf, NULL, flusher, &f);
+    atomic_store(&go, true);
+    for (volatile int spin = 0; spin < (round % 100) * 100; spin++)
+      ;
+    CHECK(znbd_dev_power_cut(d, 0) == 0);
+    pthread_join(tw, NULL);
+    pthread_join(tf, NULL);
+    CHECK_EQ(w.other + f.other, 0);
+    CHECKF(WP(d, 1) == w.ok_end,
+           "round %d: wp %llu after the cut, the last acknowledged FUA write "
+           "ended at %llu",
+           round, (unsigned long long)WP(d, 1), (unsigned long long)w.ok_end);
+    CHECK(reads(d, ZS + w.ok_end, 4 * K, 0));
     znbd_dev_free(d);
   }
 }
@@ -754,6 +859,7 @@ main(void)
   ram();
   fence_after_cut();
   fence_race();
+  fua_race();
   znbd_dev_fence(ZNBD_NO_FENCE);
   dir();
   dir_writeback();
