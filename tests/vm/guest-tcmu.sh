@@ -73,11 +73,22 @@ start_tcmu() {
   PID=$!
   for _ in $(seq 1 120); do
     d=$(ls /sys/block | grep '^sd' | head -1)
-    [ -n "$d" ] && [ -S "$CTL" ] && break
+    [ -n "$d" ] && [ -S "$CTL" ] && grep -q 'serving on' "$work/$1.log" && break
     sleep 0.5
   done
   DEV=/dev/$d
   note "disk $DEV for $*"
+}
+# finish_meanwhile: a FINISH (4 s of zone_finish_nsec) in flight while a
+# read is sent: with several commands in flight the read completes first.
+finish_meanwhile() {
+  $T blkzone finish -o $((6 * ZS / 512)) -c 1 "$DEV" &
+  local fp=$!
+  sleep 1
+  dread 0 4096 > /dev/null || return 1
+  kill -0 "$fp" && echo "the read completed while the FINISH was in flight"
+  local in_flight=$?
+  wait "$fp" && [ "$in_flight" = 0 ]
 }
 # stop_tcmu NAME: SIGTERM, its exit status in rc, its log as comments.
 stop_tcmu() {
@@ -91,7 +102,8 @@ note "kernel $(uname -r), $(nproc) vCPUs"
 for m in target_core_user tcm_loop sd_mod sg; do modprobe "$m"; done
 head -c 4096 /dev/urandom > "$work/a"
 
-start_tcmu zbd0 size=64M zone_size=4M zone_nr_conv=2 zone_max_open=4
+ZBD0=(zbd0 size=64M zone_size=4M zone_nr_conv=2 zone_max_open=4 zone_finish_nsec=4000000000)
+start_tcmu "${ZBD0[@]}"
 check "a SCSI disk appears" test -b "$DEV"
 check "queue/zoned is host-managed" grep -qx host-managed "/sys/block/$d/queue/zoned"
 check "nr_zones is 16" grep -qx 16 "/sys/block/$d/queue/nr_zones"
@@ -120,8 +132,22 @@ check "blkzone reset of the whole disk" blkzone reset "$DEV"
 check "... zone 2 EMPTY at wp 0" zone_is 2 0 1
 check "... zone 5 EMPTY at wp 0" zone_is 5 0 1
 check "a conventional write and read back" write_read 4096 4096 "$work/a"
+# A killed znbd-tcmu leaves its LUN and backstore behind; the next start
+# of the same name takes them down and serves again.
+kill -KILL "$PID"
+wait "$PID" 2> /dev/null
+sed 's/^/# znbd-tcmu (killed): /' "$work/zbd0.log"
+check "after kill -9 the backstore is still configured" test -d "$CFG/core/user_0/zbd0"
+rm -f "$CTL"
+start_tcmu "${ZBD0[@]}"
+check "a restart of the same name reclaims it and serves" same_zones
+check "... writes at the wp again" write_read $((2 * ZS)) 4096 "$work/a"
+check "a read overtakes a slow FINISH (out-of-order completion)" finish_meanwhile
+check "... and zone 6 is FULL" zone_is 6 8192 14
 stop_tcmu zbd0
 check "znbd-tcmu stops on SIGTERM with status 0" test "$rc" = 0
+check "... having had commands in flight together, one completed early" \
+  grep -E 'at most ([2-9]|[1-9][0-9]+) in flight, [1-9][0-9]* completed before' "$work/zbd0.log"
 check "no configfs entry and no disk left" no_config_left
 
 # --------------------------------------------------- file systems and fio
