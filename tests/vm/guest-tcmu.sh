@@ -90,6 +90,51 @@ finish_meanwhile() {
   local in_flight=$?
   wait "$fp" && [ "$in_flight" = 0 ]
 }
+# The same backstore exported a second way: LIO's iSCSI target on
+# 127.0.0.1 (configfs, as targetcli would), open-iscsi logged in to it.
+# iscsid signals its process group when it stops: setsid keeps this
+# script out of it.
+IQN=iqn.2003-01.org.linux-iscsi.znbd:zbd0
+ITPG=$CFG/iscsi/$IQN/tpgt_1
+iscsi_up() {
+  modprobe iscsi_target_mod && modprobe iscsi_tcp || return 1
+  mkdir -p "$ITPG/lun/lun_0" &&
+    ln -s "$CFG/core/user_0/zbd0" "$ITPG/lun/lun_0/zbd0" &&
+    mkdir "$ITPG/np/127.0.0.1:3260" || return 1
+  echo 0 > "$ITPG/attrib/authentication"
+  echo 1 > "$ITPG/attrib/generate_node_acls"
+  echo 0 > "$ITPG/attrib/demo_mode_write_protect"
+  echo 1 > "$ITPG/enable" || return 1
+  mkdir -p /run/lock/iscsi
+  setsid iscsid -f > "$work/iscsid.log" 2>&1 < /dev/null &
+  ISCSID=$!
+  local i
+  for i in $(seq 1 50); do
+    $T iscsiadm -m discovery -t sendtargets -p 127.0.0.1:3260 && break
+    sleep 0.2
+  done
+  $T iscsiadm -m node -T "$IQN" -p 127.0.0.1:3260 --login || return 1
+  for i in $(seq 1 100); do
+    ISDEV=/dev/$(ls /sys/block | grep '^sd' | grep -vx "${DEV#/dev/}" | head -1)
+    [ -b "$ISDEV" ] && grep -qx host-managed "/sys/block/${ISDEV#/dev/}/queue/zoned" &&
+      echo "iSCSI disk $ISDEV" && return 0
+    sleep 0.2
+  done
+  return 1
+}
+iscsi_dwrite() {
+  local DEV=$ISDEV
+  dwrite "$@"
+}
+same_over_iscsi() {
+  diff <(blkzone report "$DEV") <(blkzone report "$ISDEV") && echo "$NZ zones alike"
+}
+iscsi_down() {
+  $T iscsiadm -m node -T "$IQN" -p 127.0.0.1:3260 --logout || return 1
+  kill "$ISCSID" && wait "$ISCSID"
+  rm "$ITPG/lun/lun_0/zbd0" && rmdir "$ITPG/lun/lun_0" "$ITPG/np/127.0.0.1:3260" "$ITPG" \
+    "$CFG/iscsi/$IQN" && [ ! -e "/sys/block/${ISDEV#/dev/}" ]
+}
 # stop_tcmu NAME: SIGTERM, its exit status in rc, its log as comments.
 stop_tcmu() {
   kill "$PID"
@@ -104,6 +149,7 @@ head -c 4096 /dev/urandom > "$work/a"
 
 ZBD0=(zbd0 size=64M zone_size=4M zone_nr_conv=2 zone_max_open=4 zone_finish_nsec=4000000000)
 start_tcmu "${ZBD0[@]}"
+note "t=${SECONDS}s"
 check "a SCSI disk appears" test -b "$DEV"
 check "queue/zoned is host-managed" grep -qx host-managed "/sys/block/$d/queue/zoned"
 check "nr_zones is 16" grep -qx 16 "/sys/block/$d/queue/nr_zones"
@@ -144,6 +190,13 @@ check "a restart of the same name reclaims it and serves" same_zones
 check "... writes at the wp again" write_read $((2 * ZS)) 4096 "$work/a"
 check "a read overtakes a slow FINISH (out-of-order completion)" finish_meanwhile
 check "... and zone 6 is FULL" zone_is 6 8192 14
+check "LIO iSCSI on 127.0.0.1 + open-iscsi: a second host-managed disk" iscsi_up
+check "... with the zones the tcm_loop disk reports" same_over_iscsi
+check "... a write at the wp through iSCSI (zone 7)" iscsi_dwrite $((7 * ZS)) 4096 "$work/a"
+check "... moves the wp the tcm_loop disk reports" zone_is 7 8 2
+check "... and reads back through tcm_loop" same_bytes $((7 * ZS)) 4096 "$work/a"
+check "iSCSI logout and target removal" iscsi_down
+note "t=${SECONDS}s"
 stop_tcmu zbd0
 check "znbd-tcmu stops on SIGTERM with status 0" test "$rc" = 0
 check "... having had commands in flight together, one completed early" \
@@ -185,12 +238,15 @@ fs_check() {
 for m in btrfs f2fs; do modprobe "$m"; done
 start_tcmu fs0 size=512M zone_size=8M zone_nr_conv=4 zone_max_open=8 dir="$FS"
 check "the fs disk: 64 zones of 8 MiB, host-managed" grep -qx 64 "/sys/block/$d/queue/nr_zones"
+note "t=${SECONDS}s"
 check "fio zbd: 128 MiB sequential writes at QD8, crc32c verified" fio_zbd
 check "... again over the now full zones (fio resets them first)" fio_zbd
 check "blkzone report equals the control socket's after fio" same_zones
+note "t=${SECONDS}s"
 check "mkfs.btrfs -O zoned, mount, write, btrfs check, remount, read back" \
   fs_check btrfs "btrfs check" mkfs.btrfs -f -O zoned -d single -m single
 check "blkzone report equals the control socket's after btrfs" same_zones
+note "t=${SECONDS}s"
 check "mkfs.f2fs -m, mount, write, fsck.f2fs, remount, read back" \
   fs_check f2fs "fsck.f2fs" mkfs.f2fs -f -m
 check "blkzone report equals the control socket's after f2fs" same_zones
@@ -212,5 +268,6 @@ nbdzone_same() {
     diff "$work/blkzone.txt" "$work/nbdzone.txt" && echo "64 zones alike"
 }
 check "nbdzone report over NBD (znbd on the same dir=) equals blkzone's" nbdzone_same
+note "t=${SECONDS}s"
 check "no kernel WARNING, BUG or oops" sh -c '! dmesg | grep -E "WARNING:|BUG:|Oops"'
 tap_end
