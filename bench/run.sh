@@ -12,7 +12,7 @@
 #   BUILD=DIR        build tree (default: <top>/build)
 #   BENCH_QUICK=1    1-2 s runs, 1 round, small ranges; results go to
 #                    bench/results/tmp/ (not committed)
-#   BENCH_PARTS="ram zoned order submit peers scale engine persist faults"
+#   BENCH_PARTS="ram zoned order submit peers scale engine persist faults map"
 #                    parts to run, in order (persist: bench/persist.sh,
 #                    faults: bench/faults.sh; each its own table)
 #   BENCH_TIME_LIMIT=S  skip what is left after S seconds (default 1680)
@@ -28,7 +28,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
 build=${BUILD:-$top/build}
 quick=${BENCH_QUICK:-0}
-parts=${BENCH_PARTS:-ram zoned order submit peers scale engine persist faults}
+parts=${BENCH_PARTS:-ram zoned order submit peers scale engine persist faults map}
 
 if [ "$quick" = 1 ]; then
   rounds=${BENCH_ROUNDS:-1}
@@ -73,6 +73,9 @@ done
 # found fio's source).
 engine_so=
 [ -f "$build/znbd-fio.so" ] && engine_so=$(cd "$build" && pwd)/znbd-fio.so
+# nbdzone draws the zone state a zoned run leaves (MAP_OUT below).
+nbdzone=
+[ -x "$build/client/nbdzone" ] && nbdzone=$build/client/nbdzone
 
 work=$(mktemp -d /tmp/znbd-bench.XXXXXX)
 raw=$work/raw.tsv
@@ -287,6 +290,13 @@ session() {
     fi
     printf '.' >&2
   done
+  # MAP_OUT=PREFIX: the zone map of what the runs left, as text
+  # (PREFIX.txt) and as a picture (PREFIX.svg), before the server goes.
+  if [ -n "${MAP_OUT:-}" ] && [ -n "$nbdzone" ] && kill -0 "$SRV_PID" 2>/dev/null; then
+    { NO_COLOR=1 "$nbdzone" map "$URI" >"$MAP_OUT.txt" 2>&1 &&
+      "$nbdzone" map --svg "$MAP_OUT.svg" "$URI" 2>>"$MAP_OUT.txt"; } ||
+      echo "bench: nbdzone map failed: $(head -c 200 "$MAP_OUT.txt")" >&2
+  fi
   stop_server
 }
 
@@ -524,9 +534,13 @@ part_engine() { # fio --zonemode=zbd through znbd-fio.so vs fio's nbd engine
       [ "${row#engine-}" != "$row" ] && ENGINE=external:$engine_so
       session engine "$row" $r none \
         "write-4k-qd32|--rw=write --bs=4k --iodepth=32 $zm --size=$FRESH --runtime=$R"
+      # The last round's zbd run through the engine: its zone map goes
+      # into the report.
+      MAP_OUT=
+      [ "$r" = "$rounds" ] && [ "$row" = engine-zbd ] && MAP_OUT=$work/zones-engine-zbd
       session engine "$row" $r none \
         "write-128k-qd32|--rw=write --bs=128k --iodepth=32 $zm --size=$FRESH --runtime=$R"
-      ENGINE=nbd
+      MAP_OUT= ENGINE=nbd
     done
   done
   echo >&2
@@ -569,8 +583,9 @@ for p in $parts; do
       echo "elapsed_$p=$(($(date +%s) - tp))" >>"$work/meta"
       echo "load_$p=$la→$(cut -d' ' -f1 /proc/loadavg)" >>"$work/meta"
       ;;
-    persist | faults) # scripts of their own, each printing its own table
-      # (persist: dir= against plain files; faults: mbps and zone_*_nsec)
+    persist | faults | map) # scripts of their own, each printing its own
+      # table (persist: dir= against plain files; faults: mbps and
+      # zone_*_nsec; map: nbdzone map's redraw rate on 100,000 zones)
       if over_time; then
         echo "bench: part $p skipped (time limit)" >&2
       else
@@ -590,8 +605,21 @@ for k in "${!SRV[@]}"; do echo "srv.$k=${SRV[$k]//@ZONED@/zoned.so}"; done | sor
 
 mkdir -p "$outdir"
 /usr/bin/python3 "$here/report.py" "$work" "$outdir/$stamp-$host"
-for p in persist faults; do
+for p in persist faults map; do
   if [ -s "$work/$p.md" ]; then
     { echo; cat "$work/$p.md"; } | tee -a "$outdir/$stamp-$host.md"
   fi
 done
+if [ -s "$work/zones-engine-zbd.txt" ]; then
+  svg=$stamp-$host-zones-engine-zbd.svg
+  [ -s "$work/zones-engine-zbd.svg" ] && cp "$work/zones-engine-zbd.svg" "$outdir/$svg"
+  {
+    echo
+    echo "## Zone state after part engine's last zbd run"
+    echo
+    echo "\`nbdzone map\` of the znbd device (engine-zbd row, write-128k-qd32, last"
+    echo "round) just before the server stopped; the same map as a picture: ![zones]($svg)"
+    echo
+    sed 's/^/    /' "$work/zones-engine-zbd.txt"
+  } | tee -a "$outdir/$stamp-$host.md"
+fi

@@ -488,7 +488,10 @@ znbdc_open(const char *uri, const char *control, char *err, size_t errlen)
   h->src = ZNBDC_SRC_NONE;
   h->pid = getpid();
   h->nbd = nbd_create();
-  if (h->nbd == NULL || nbd_set_full_info(h->nbd, true) == -1 ||
+  /* URI parameters naming local files (tls-psk-file=, tls-certificates=
+   * of an nbds:// URI) are the user's own, as in nbdinfo and nbdcopy. */
+  if (h->nbd == NULL || nbd_set_uri_allow_local_file(h->nbd, true) == -1 ||
+      nbd_set_full_info(h->nbd, true) == -1 ||
       nbd_add_meta_context(h->nbd, ZNBD_ZONECTX_NAME) == -1 ||
       nbd_add_meta_context(h->nbd, LIBNBD_CONTEXT_BASE_ALLOCATION) == -1) {
     fail(h, nbd_errno(), "%s", nbd_get_error());

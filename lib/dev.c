@@ -221,6 +221,13 @@ replay_journal(struct znbd_dev *d, char *err, size_t errlen)
               "with the zone files as they are (keeping unflushed writes), "
               "move znbd.wcache out of the directory",
               d->p.dir, why);
+    else if (e == ESTALE)
+      set_err(err, errlen,
+              "write_cache: %s/znbd.wcache holds the writes a crash left "
+              "unflushed, but %s; no file was changed. To start with the "
+              "zone files as they are (nothing rolled back), move "
+              "znbd.wcache out of the directory",
+              d->p.dir, why);
     else
       set_err(err, errlen,
               "write_cache: %s/znbd.wcache (the undo journal): %s: %s",
@@ -318,6 +325,9 @@ znbd_dev_free(struct znbd_dev *d)
     /* Shutting down: flush as a drive does before power goes. */
     if (znbd_wcache_flush(d->wc, ZNBD_NO_FENCE) < 0)
       fprintf(stderr, "znbd: shutdown flush: %s\n", strerror(errno));
+    else if (znbd_wcache_retire(d->wc) < 0)
+      fprintf(stderr, "znbd: shutdown: emptying the journal: %s\n",
+              strerror(errno));
     znbd_wcache_free(d->wc);
   }
   znbd_zones_destroy(&d->zs);

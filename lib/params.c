@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "znbd/params.h"
 #include "err.h"
@@ -63,7 +64,7 @@ static const struct param table[] = {
     P(zoned, BOOL, "BOOL", "true", 0, NULL, ALL, "zoned",
       "Host-managed zoned device"),
     P(blocksize, CHOICE, "512|4096", "512", 0, "bytes", ALL, "blocksize",
-      "Logical block size in bytes"),
+      "Logical block size in bytes (new zoned dir=: the file system's)"),
     P(memory_backed, BOOL, "BOOL", "true", 0, NULL, ALL, "memory_backed",
       "Keep written data"),
     P(zone_size, SIZE, "SIZE", "256M", 0, "bytes", ALL, "zone_size",
@@ -508,7 +509,23 @@ set_str(const struct znbd_param_info *i, const char *value, char **dst,
     errno = EINVAL;
     return -1;
   }
-  char *c = strdup(value);
+  /* A relative PATH is made absolute now, against the directory the
+   * front-end was started in: a server that goes into the background
+   * changes to "/" (as nbdkit does), and its control socket and store
+   * must still be where the user named them. */
+  char *c = NULL;
+  if (i->type == ZNBD_PARAM_T_PATH && value[0] != '/') {
+    char *cwd = getcwd(NULL, 0);
+    if (!cwd) {
+      set_err(err, errlen, "%s: %s: cannot make the path absolute: %s", i->name,
+              value, strerror(errno));
+      return -1;
+    }
+    if (asprintf(&c, "%s/%s", cwd, value) == -1)
+      c = NULL;
+    free(cwd);
+  } else
+    c = strdup(value);
   if (!c) {
     set_err(err, errlen, "%s: out of memory", i->name);
     errno = ENOMEM;

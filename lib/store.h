@@ -84,6 +84,13 @@ struct znbd_store_ops {
    * Returns the descriptor, or -1 with errno (ENOENT: absent, not
    * CREATE). */
   int (*journal)(struct znbd_store *s, bool create);
+  /* The file that keeps zone ZNO (ZNO 0 without zones: the whole
+   * device): its name in NAME (NAMELEN bytes) and in *CTIME_NS its last
+   * status change (st_ctim, ns since the epoch: every write, truncate or
+   * allocation sets it, and no tool can set it back).  NULL: no files
+   * (RAM).  Errors: EIO. */
+  int (*zone_file)(struct znbd_store *s, uint32_t zno, char *name,
+                   size_t namelen, int64_t *ctime_ns);
   /* Bytes of data held now. */
   uint64_t (*allocated)(struct znbd_store *s);
   /* The LEN bytes at OFF in place (zero-copy send), or NULL: the caller
@@ -97,7 +104,23 @@ struct znbd_store {
   /* Writes can fail although ops->write_may_fail is false (RAM with a
    * memory limit below its size: znbd_store_ram_limit). */
   bool may_fail;
+  /* Called by a store with files right before each system call that
+   * changes one (write, truncate, allocate, punch), and again after the
+   * last of a request's, when set: the write cache's journal keeps a bound
+   * of the files' change times (lib/wcache.c, the lease); the call after
+   * renews it at once should a thread have stalled past it between the
+   * first call and its system call.  NULL: nothing to call. */
+  void (*before_change)(void *opaque);
+  void *before_change_opaque;
 };
+
+/* A file of store S is about to change (see before_change). */
+static inline void
+znbd_store_before_change(struct znbd_store *s)
+{
+  if (s->before_change)
+    s->before_change(s->before_change_opaque);
+}
 
 /* Whether a write or zero may fail (then a zoned write stores its data
  * before it commits the write pointer, lib/dev.c). */

@@ -85,6 +85,7 @@
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "store_dir.h"
@@ -477,6 +478,76 @@ meta_load(int dirfd, const char *path, struct meta *m, char **text, char **ro,
   return 1;
 }
 
+/* The block size Linux zloop gives a device whose zone files live on the
+ * file system of PATH (or of its parent directory, PATH not made yet):
+ * zloop_get_block_size() takes the file system's block size when it is at
+ * most 4096 bytes.  0 when larger (zloop then takes the direct-I/O
+ * alignment, which is not known before a file exists) or unknown. */
+static uint32_t
+zloop_block_size(const char *path)
+{
+  struct statvfs sv;
+  char *parent = NULL;
+  int r = statvfs(path, &sv);
+  if (r < 0 && errno == ENOENT) {
+    parent = strdup(path);
+    char *slash = parent ? strrchr(parent, '/') : NULL;
+    if (slash == parent && slash)
+      slash[1] = '\0'; /* "/x": the root */
+    else if (slash)
+      *slash = '\0';
+    r = parent ? statvfs(slash ? parent : ".", &sv) : -1;
+    free(parent);
+  }
+  if (r < 0 || sv.f_bsize == 0 || sv.f_bsize > 4096)
+    return 0;
+  return (uint32_t)sv.f_bsize;
+}
+
+/* The blocksize of a directory formatted now (zoned): zloop's block size
+ * of the file system (512 up to 512 bytes, 4096 for 1024 to 4096: the
+ * sequential files' sizes are then multiples of it, as zloop requires),
+ * 4096 when zloop's is not known.  A given blocksize smaller than zloop's
+ * is kept, with a NOTE that zloop may refuse the files. */
+static void
+default_blocksize(struct znbd_params *p, void (*note)(const char *msg))
+{
+  uint32_t zbs = zloop_block_size(p->dir);
+  if (!znbd_params_given(p, "blocksize")) {
+    p->blocksize = zbs && zbs <= 512 ? 512 : 4096;
+    return;
+  }
+  if (note && zbs && p->blocksize < zbs) {
+    char msg[512];
+    snprintf(msg, sizeof msg,
+             "blocksize: %" PRIu32 " is smaller than the file system's "
+             "block size %" PRIu32 " under dir=%s: Linux zloop refuses a "
+             "sequential zone file whose size is not a multiple of %" PRIu32,
+             p->blocksize, zbs, p->dir, zbs);
+    note(msg);
+  }
+}
+
+/* DIRFD holds a zone file (cnv-NNNNNN, seq-NNNNNN): 1, else 0. */
+static bool zone_file_name(const char *n);
+static int
+has_zone_files(int dirfd)
+{
+  int fd = dup(dirfd);
+  DIR *dp = fd >= 0 ? fdopendir(fd) : NULL;
+  struct dirent *de;
+  int r = 0;
+  if (!dp) {
+    if (fd >= 0)
+      close(fd);
+    return 0;
+  }
+  while (!r && (de = readdir(dp)))
+    r = zone_file_name(de->d_name) && strcmp(de->d_name, "data");
+  closedir(dp);
+  return r;
+}
+
 int
 znbd_store_dir_params(struct znbd_params *p, void (*note)(const char *msg),
                       char *err, size_t errlen)
@@ -490,13 +561,29 @@ znbd_store_dir_params(struct znbd_params *p, void (*note)(const char *msg),
     errno = e;
     return -1;
   }
+  bool zloop = false;
   if (dirfd >= 0) {
     r = meta_load(dirfd, p->dir, &m, NULL, NULL, NULL, err, errlen);
+    zloop = r == 0 && faccessat(dirfd, FORMAT_MARK, F_OK, 0) < 0 &&
+            has_zone_files(dirfd);
     close(dirfd);
   }
   if (r < 0)
     return r;
   if (r == 0) { /* formatted when the device is made: the geometry first */
+    if (p->size == 0 && zloop) {
+      set_err(err, errlen,
+              "size: required: dir=%s holds zone files but no %s (a Linux "
+              "zloop directory?): give the geometry it was made with, "
+              "size= (zloop's capacity_mb), zone_size= (zone_size_mb, "
+              "zloop's default 256M), zone_capacity= (zone_capacity_mb) and "
+              "zone_nr_conv= (conv_zones, zloop's default 8)",
+              p->dir, META_NAME);
+      errno = EINVAL;
+      return -1;
+    }
+    if (p->zoned)
+      default_blocksize(p, note);
     if (p->size == 0) {
       set_err(err, errlen,
               "size: required: dir=%s has no %s yet (a new directory is "
@@ -544,6 +631,8 @@ znbd_store_dir_params(struct znbd_params *p, void (*note)(const char *msg),
 }
 
 /* ------------------------------------------------------------- opening */
+
+static int open_files(struct dir_store *s, char *err, size_t errlen);
 
 static void
 zone_name(const struct dir_store *s, uint32_t i, char *buf, size_t len)
@@ -619,13 +708,15 @@ zone_file_name(const char *n)
   return true;
 }
 
-/* The directory holds nothing but our lock (and maybe a stale temporary
- * metadata file): may be formatted.  A format that was cut short (its
- * mark FORMAT_MARK is there, no znbd.meta) left zone files that no server
- * ever served: they are removed and the format is done again, with the
- * geometry given now.  Otherwise ERR names a stranger. */
+/* What a directory without znbd.meta holds: nothing but our lock (and
+ * maybe a stale temporary metadata file), or zone files.  A format that
+ * was cut short (its mark FORMAT_MARK is there) left zone files that no
+ * server ever served: they are removed and the format is done again, with
+ * the geometry given now.  Zone files without that mark (Linux zloop's)
+ * are counted in *NFILES: the directory is adopted (adopt()).  Any other
+ * file: ERR names it. */
 static int
-dir_empty(struct dir_store *s, char *err, size_t errlen)
+dir_scan(struct dir_store *s, uint32_t *nfiles, char *err, size_t errlen)
 {
   int fd = dup(s->dirfd);
   DIR *dp = fd >= 0 ? fdopendir(fd) : NULL;
@@ -633,12 +724,14 @@ dir_empty(struct dir_store *s, char *err, size_t errlen)
   int r = 0;
   bool redo = faccessat(s->dirfd, FORMAT_MARK, F_OK, 0) == 0;
 
+  *nfiles = 0;
   if (!dp) {
     if (fd >= 0)
       close(fd);
     set_err(err, errlen, "dir: %s: %s", s->path, strerror(errno));
     return -1;
   }
+  rewinddir(dp); /* the descriptor's offset is shared */
   while ((de = readdir(dp))) {
     const char *n = de->d_name;
     if (!strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, LOCK_NAME) ||
@@ -646,9 +739,14 @@ dir_empty(struct dir_store *s, char *err, size_t errlen)
       continue;
     if (redo && zone_file_name(n) && unlinkat(s->dirfd, n, 0) == 0)
       continue;
+    if (!redo && zone_file_name(n)) {
+      (*nfiles)++;
+      continue;
+    }
     set_err(err, errlen,
-            "dir: %s has no %s but holds %s: not a znbd directory, "
-            "refusing to format it (use an empty or new directory)",
+            "dir: %s has no %s but holds %s: neither a znbd nor a zloop "
+            "directory, refusing to format it (use an empty or new "
+            "directory)",
             s->path, META_NAME, n);
     errno = EINVAL;
     r = -1;
@@ -656,6 +754,82 @@ dir_empty(struct dir_store *s, char *err, size_t errlen)
   }
   closedir(dp);
   return r;
+}
+
+/* Zone file name N (zone_file_name() true) against the layout: 0, or -1
+ * with errno EINVAL and ERR saying why it does not fit. */
+static int
+fits_layout(const struct dir_store *s, const char *n, char *err, size_t errlen)
+{
+  errno = EINVAL;
+  if (!strcmp(n, "data")) {
+    set_err(err, errlen,
+            "dir: %s/%s is the file of a zoned=false device, the directory "
+            "also holds zone files",
+            s->path, n);
+    return -1;
+  }
+  uint32_t zno = (uint32_t)strtoul(n + 4, NULL, 10);
+  bool seq = n[0] == 's';
+  if (zno >= s->nr_zones) {
+    set_err(err, errlen,
+            "dir: %s/%s is zone %" PRIu32 ", but size=%" PRIu64
+            " and zone_size=%" PRIu64 " give %" PRIu32 " zones",
+            s->path, n, zno, s->m.size, s->m.zone_size, s->nr_zones);
+    return -1;
+  }
+  if (seq != s->z[zno].seq) {
+    set_err(err, errlen,
+            "dir: %s/%s: zone %" PRIu32 " is %s with zone_nr_conv=%" PRIu32
+            " (zloop's conv_zones)",
+            s->path, n, zno, seq ? "conventional" : "sequential", s->m.nr_conv);
+    return -1;
+  }
+  return 0;
+}
+
+/* A directory of zone files without znbd.meta (one Linux zloop made, or
+ * a znbd directory whose znbd.meta was lost), with the geometry given:
+ * every file must be one of that geometry's, and every zone's file must
+ * be there and pass zloop's own checks of a device it adds again
+ * (zloop_init_zone(), zloop_update_seq_zone(); open_files() here).  Then
+ * znbd.meta is written; no zone file is changed.  Errors name the file:
+ * EINVAL, ENOENT (a zone's file is missing), ELOOP, EIO. */
+static int
+adopt(struct dir_store *s, char *err, size_t errlen)
+{
+  if (!s->m.zoned) {
+    set_err(err, errlen,
+            "zoned: false, but dir=%s holds zone files and no %s (a zloop "
+            "directory?); they can only be served zoned",
+            s->path, META_NAME);
+    errno = EINVAL;
+    return -1;
+  }
+  int fd = dup(s->dirfd);
+  DIR *dp = fd >= 0 ? fdopendir(fd) : NULL;
+  struct dirent *de;
+  if (!dp) {
+    if (fd >= 0)
+      close(fd);
+    set_err(err, errlen, "dir: %s: %s", s->path, strerror(errno));
+    return -1;
+  }
+  rewinddir(dp); /* the descriptor's offset is shared with dir_scan's */
+  int r = 0;
+  while (r == 0 && (de = readdir(dp)))
+    if (zone_file_name(de->d_name))
+      r = fits_layout(s, de->d_name, err, errlen);
+  closedir(dp);
+  if (r < 0)
+    return -1;
+  if (open_files(s, err, errlen) < 0)
+    return -1;
+  if (meta_save(s) < 0) {
+    set_err(err, errlen, "dir: %s/%s: %s", s->path, META_NAME, strerror(errno));
+    return -1;
+  }
+  return 0;
 }
 
 /* Create every zone file: conventional files the zone's length (sparse),
@@ -759,6 +933,51 @@ distinct_files(const struct dir_store *s, struct file_id *ids, char *err,
   return 0;
 }
 
+/* Sequential zone Z's file (NAME) is the zone's whole length, more than
+ * its capacity: Linux zloop as merged (6.16) truncates a finished zone's file
+ * to the zone size (zloop_finish_zone()), later versions to the capacity, as
+ * znbd does.  The zone is FULL (Z->loaded becomes the capacity; the file
+ * stays as it is) when the bytes past the capacity are zeros, as a finish
+ * leaves them; data there means the zone_capacity given is not the one
+ * the zone was written with: -1, EINVAL, ERR names the file. */
+static int
+full_at_len(const struct dir_store *s, struct dzone *z, const char *name,
+            char *err, size_t errlen)
+{
+  uint8_t buf[4096];
+  uint64_t pos = z->cap;
+  while (pos < z->len) {
+    off_t d = lseek(z->fd, (off_t)pos, SEEK_DATA);
+    if (d < 0 && errno == ENXIO)
+      break; /* a hole up to the end */
+    if (d >= 0)
+      pos = (uint64_t)d;
+    if (pos >= z->len)
+      break;
+    uint64_t n = z->len - pos < sizeof buf ? z->len - pos : sizeof buf;
+    ssize_t r = pread(z->fd, buf, n, (off_t)pos);
+    if (r <= 0) {
+      set_err(err, errlen, "dir: %s/%s: %s", s->path, name,
+              r < 0 ? strerror(errno) : "cut short while read");
+      errno = EIO;
+      return -1;
+    }
+    for (ssize_t i = 0; i < r; i++)
+      if (buf[i]) {
+        set_err(err, errlen,
+                "dir: %s/%s holds data at byte %" PRIu64 ", past the zone "
+                "capacity %" PRIu64 " (was the zone written with another "
+                "zone_capacity?)",
+                s->path, name, pos + (uint64_t)i, z->cap);
+        errno = EINVAL;
+        return -1;
+      }
+    pos += (uint64_t)r;
+  }
+  z->loaded = z->cap;
+  return 0;
+}
+
 /* Open the zone files of a formatted directory and check them: each a
  * regular file of its own, not reached through a symbolic link
  * (O_NOFOLLOW: two zones sharing one file would each overwrite the
@@ -810,6 +1029,9 @@ open_files(struct dir_store *s, char *err, size_t errlen)
       errno = EINVAL;
       goto out;
     }
+    if (z->seq && z->cap < z->len && z->loaded == z->len &&
+        full_at_len(s, z, name, err, errlen) < 0)
+      goto out;
     if (z->seq && z->loaded > z->cap) {
       set_err(err, errlen,
               "dir: %s/%s holds %" PRIu64 " bytes, more than the zone "
@@ -1028,10 +1250,12 @@ znbd_store_dir_open(const struct znbd_params *p, char *err, size_t errlen)
               strerror(errno));
       goto fail;
     }
+    uint32_t nfiles;
     meta_from_params(&s->m, p);
-    if (dir_empty(s, err, errlen) < 0 || layout(s) < 0 ||
+    if (dir_scan(s, &nfiles, err, errlen) < 0 || layout(s) < 0 ||
         enough_fds(s, err, errlen) < 0 ||
-        format(s, p->zone_full, err, errlen) < 0)
+        (nfiles ? adopt(s, err, errlen)
+                : format(s, p->zone_full, err, errlen)) < 0)
       goto fail;
   }
   if (open_direct(s, err, errlen) < 0)
@@ -1162,8 +1386,12 @@ pwrite_all(struct dir_store *s, struct dzone *z, int fd, const uint8_t *p,
            uint64_t n, uint64_t off)
 {
   while (n) {
+    if (s)
+      znbd_store_before_change(&s->base);
     ssize_t r = z ? zone_io(s, z, (uint8_t *)(uintptr_t)p, n, off, true)
                   : pwrite(fd, p, n, (off_t)off);
+    if (s)
+      znbd_store_before_change(&s->base); /* and after: see store.h */
     if (r < 0 && errno == EINTR)
       continue;
     if (r < 0)
@@ -1179,12 +1407,12 @@ pwrite_all(struct dir_store *s, struct dzone *z, int fd, const uint8_t *p,
  * provisioned, and file systems report fallocated (unwritten) extents as
  * holes to SEEK_DATA. */
 static int
-write_zeros(int fd, uint64_t len, uint64_t off)
+write_zeros(struct dir_store *s, int fd, uint64_t len, uint64_t off)
 {
   static const uint8_t zeros[64 * 1024];
   for (uint64_t pos = 0; pos < len;) {
     uint64_t n = len - pos < sizeof zeros ? len - pos : sizeof zeros;
-    if (pwrite_all(NULL, NULL, fd, zeros, n, off + pos) < 0)
+    if (pwrite_all(s, NULL, fd, zeros, n, off + pos) < 0)
       return -1;
     pos += n;
   }
@@ -1294,7 +1522,9 @@ prealloc(struct dir_store *s, struct dzone *z)
   if (!s->prealloc || !z->seq || atomic_load(&z->prealloc))
     return;
   atomic_store(&z->prealloc, true);
+  znbd_store_before_change(&s->base);
   (void)fallocate(z->fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)z->cap);
+  znbd_store_before_change(&s->base);
 }
 
 /* The writeback thread: takes the queued zones and starts the
@@ -1377,6 +1607,7 @@ put(struct dir_store *s, const uint8_t *buf, uint64_t len, uint64_t off0,
   FOR_EACH_PIECE(s, off0, len, z, off, plen)
   {
     uint64_t zoff = off - z->start;
+    znbd_store_before_change(&s->base);
     if (z->seq) {
       prealloc(s, z);
     } else if ((buf || (flags & ZNBD_STORE_ZERO_ALLOCATE)) &&
@@ -1392,12 +1623,13 @@ put(struct dir_store *s, const uint8_t *buf, uint64_t len, uint64_t off0,
   {
     uint64_t zoff = off - z->start;
     int r;
+    znbd_store_before_change(&s->base);
     if (buf)
       r = pwrite_all(s, z, -1, buf + (off - off0), plen, zoff);
     else if (z->seq) /* zeros at the wp: the file grows */
       r = ftruncate(z->fd, (off_t)(zoff + plen));
     else if (flags & ZNBD_STORE_ZERO_ALLOCATE)
-      r = write_zeros(z->fd, plen, zoff);
+      r = write_zeros(s, z->fd, plen, zoff);
     else
       r = fallocate(z->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
                     (off_t)zoff, (off_t)plen);
@@ -1414,10 +1646,12 @@ put(struct dir_store *s, const uint8_t *buf, uint64_t len, uint64_t off0,
         if (u->seq)
           (void)ftruncate(u->fd, (off_t)(uoff - u->start));
       }
+      znbd_store_before_change(&s->base); /* and after: see store.h */
       errno = e;
       return -1;
     }
   }
+  znbd_store_before_change(&s->base);
   return 0;
 }
 
@@ -1526,7 +1760,10 @@ truncate_zone(struct dir_store *s, uint32_t zno, uint64_t size)
 {
   struct dzone *z = &s->z[zno];
   atomic_store(&z->dirty, true);
-  if (ftruncate(z->fd, (off_t)size) < 0)
+  znbd_store_before_change(&s->base);
+  int r = ftruncate(z->fd, (off_t)size);
+  znbd_store_before_change(&s->base);
+  if (r < 0)
     return -1;
   return 0;
 }
@@ -1628,6 +1865,21 @@ dir_zone_load(struct znbd_store *base, uint32_t zno, uint64_t *written,
   return 0;
 }
 
+static int
+dir_zone_file(struct znbd_store *base, uint32_t zno, char *name, size_t namelen,
+              int64_t *ctime_ns)
+{
+  struct dir_store *s = (struct dir_store *)base;
+  struct stat st;
+  zone_name(s, zno, name, namelen);
+  if (fstat(s->z[zno].fd, &st) < 0) {
+    errno = EIO;
+    return -1;
+  }
+  *ctime_ns = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
+  return 0;
+}
+
 /* Blocks the files hold (st_blocks), in bytes. */
 static uint64_t
 dir_allocated(struct znbd_store *base)
@@ -1662,6 +1914,7 @@ static const struct znbd_store_ops dir_ops = {
     .zone_open = dir_zone_open,
     .zone_truncate = dir_zone_truncate,
     .journal = dir_journal,
+    .zone_file = dir_zone_file,
     .zone_fault = dir_zone_fault,
     .zone_load = dir_zone_load,
     .allocated = dir_allocated,

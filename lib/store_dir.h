@@ -21,7 +21,10 @@
 #include "znbd/params.h"
 
 /* Open (or format, when PATH is absent or empty) the directory P->dir for
- * the finished params P.  Takes the directory's lock for the life of the
+ * the finished params P.  Zone files without PATH/znbd.meta (a directory
+ * Linux zloop made) are adopted with the geometry P gives: checked by
+ * zloop's rules (zloop_init_zone()), then znbd.meta is written, no zone
+ * file changed.  Takes the directory's lock for the life of the
  * store.  Raises RLIMIT_NOFILE's soft limit to its hard limit (one open
  * file per zone).  Returns NULL with errno and a message naming the
  * parameter or the file in ERR: EEXIST (another server holds the lock),
@@ -37,7 +40,10 @@ struct znbd_store *znbd_store_dir_open(const struct znbd_params *p, char *err,
  * formatted device, its recorded geometry (size, zoned, blocksize,
  * zone_size, zone_capacity, zone_nr_conv, zone_max_open, zone_max_active)
  * fills the parameters that were not given; a given one that differs
- * fails with errno EINVAL and a message naming it and both values.
+ * fails with errno EINVAL and a message naming it and both values.  A
+ * zoned directory not formatted yet gets the file system's block size
+ * when blocksize is not given (Linux zloop's zloop_get_block_size(): 512
+ * or 4096, see there), and NOTE says when a given one is smaller.
  * zone_full is only used when formatting (NOTE says so if it is given).
  * Returns 0 (also when PATH is absent or not formatted yet), or -1 with
  * errno EINVAL or EIO (unreadable or corrupt PATH/znbd.meta, named in

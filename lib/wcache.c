@@ -34,6 +34,28 @@
  *   it survives the end of the server process (kill -9), which is the
  *   crash emulated here, not a power failure of the host.  Host byte
  *   order: the journal is not meant to move between machines.
+ *
+ * - The journal's lease: after a crash the files may have been changed by
+ *   someone else (Linux zloop adding the directory, a user) before the
+ *   next start, and rolling those changes back would destroy them.  Exact
+ *   sizes and times of every file cannot be kept: that is a journal write
+ *   per data write, and a crash between the two would make the server
+ *   refuse its own directory.  Instead the header holds a time (the
+ *   lease, CLOCK_REALTIME ns) before which every change of a zone file by
+ *   the server began: the store calls lease_guard() before each system
+ *   call that changes a file, which writes a new lease (now + 10 s) into
+ *   the journal first when less than 5 s is left (and again after the
+ *   call, so a thread stalled past the lease renews it at once).  The
+ *   kernel stamps a
+ *   change with a status change time (ctime) no later than the moment it
+ *   is made, and no tool can set a ctime back (touch and rsync set the
+ *   mtime), so at the next start a zone file whose ctime is past the
+ *   lease was changed after the server stopped: the replay refuses
+ *   (ESTALE) before it changes anything.  Not detected: a change within
+ *   the lease (up to 10 s after the server's last change), on a file
+ *   system whose clock is not this machine's (a network file system), or
+ *   after the clock was set back.  A clean stop empties the journal
+ *   (znbd_wcache_retire), so nothing is checked or rolled back then.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -43,12 +65,13 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "wcache.h"
 
 #define PAGE ((uint64_t)ZNBD_STORE_PAGE_SIZE)
-#define MAGIC "znbd-wcache 1\n"
+#define MAGIC "znbd-wcache 2\n"
 #define MAGIC_LEN 16
 #define NONE UINT64_MAX /* FLUSHED of a zone that is not sequential */
 
@@ -85,12 +108,46 @@ struct znbd_wcache {
   _Atomic uint64_t gen;
   void (*on_cut)(void *);
   void *on_cut_opaque;
+
+  /* The lease (see the top of this file): no zone file changes at or
+   * after LEASE (ns since the epoch, CLOCK_REALTIME) without a later
+   * lease in the journal first.  Under lease_lock when renewed. */
+  _Atomic int64_t lease;
+  pthread_mutex_t lease_lock;
 };
 
+/* The lease: renewed for LEASE_NS once less than LEASE_MARGIN_NS of it is
+ * left, so a change begins at least the margin before the recorded end
+ * (a thread stalled that long between the check and its system call
+ * would break the bound; the restart then refuses the directory, which
+ * loses nothing). */
+/* 10 s and 5 s: a wide margin, because a thread can stall for a second or
+ * more on a loaded machine (two cores, sanitizers, writeback) and a stall
+ * past the margin makes the restart refuse a directory it could serve;
+ * the price is a wider window in which a change by someone else after a
+ * crash goes unnoticed. */
+#define LEASE_NS INT64_C(10000000000)
+#define LEASE_MARGIN_NS INT64_C(5000000000)
+
+/* Header: magic, zone count, FLUSHED of each zone, the lease. */
 static uint64_t
 hdr_len(uint32_t nr)
 {
-  return MAGIC_LEN + 8 + 8 * (uint64_t)nr;
+  return MAGIC_LEN + 8 + 8 * (uint64_t)nr + 8;
+}
+
+static uint64_t
+lease_off(uint64_t nr)
+{
+  return MAGIC_LEN + 8 + 8 * nr;
+}
+
+static int64_t
+now_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 /* All N bytes of BUF written to (WRITE) or read from FD at OFF.  Errors:
@@ -147,15 +204,42 @@ journal_reset(struct znbd_wcache *wc)
   uint64_t nr = wc->nr;
   memcpy(buf + MAGIC_LEN, &nr, 8);
   memcpy(buf + MAGIC_LEN + 8, wc->flushed, 8 * (size_t)wc->nr);
+  /* Under lease_lock: a renewal cannot land between the two and be
+   * overwritten with the older lease. */
+  pthread_mutex_lock(&wc->lease_lock);
+  int64_t lease = atomic_load(&wc->lease);
+  memcpy(buf + lease_off(nr), &lease, 8);
   int r = ftruncate(wc->jfd, 0) < 0 || pwrite_full(wc->jfd, buf, len, 0) < 0 ||
                   fdatasync(wc->jfd) < 0
               ? -1
               : 0;
+  pthread_mutex_unlock(&wc->lease_lock);
   free(buf);
   wc->jend = len;
   if (r < 0)
     errno = EIO;
   return r;
+}
+
+/* The store's before_change hook: a zone file is about to change.  When
+ * less than the margin of the lease is left, a new one goes into the
+ * journal first (one 8-byte write at most once every 5 s under load).  A
+ * failed write keeps the old lease: the restart after a crash may then
+ * refuse the directory, it never rolls back blindly. */
+static void
+lease_guard(void *opaque)
+{
+  struct znbd_wcache *wc = opaque;
+  int64_t now = now_ns();
+  if (now + LEASE_MARGIN_NS < atomic_load(&wc->lease))
+    return;
+  pthread_mutex_lock(&wc->lease_lock);
+  if (now + LEASE_MARGIN_NS >= atomic_load(&wc->lease)) {
+    int64_t l = now + LEASE_NS;
+    if (pwrite_full(wc->jfd, &l, 8, lease_off(wc->nr)) == 0)
+      atomic_store(&wc->lease, l);
+  }
+  pthread_mutex_unlock(&wc->lease_lock);
 }
 
 static void
@@ -331,6 +415,8 @@ znbd_wcache_new(struct znbd_store *st, struct znbd_zones *zs, uint64_t size)
    * waiting for the lock. */
   pthread_rwlock_init(&wc->cut, NULL);
   pthread_mutex_init(&wc->lock, NULL);
+  pthread_mutex_init(&wc->lease_lock, NULL);
+  atomic_init(&wc->lease, now_ns() + LEASE_NS);
   wc->flushed = malloc(8 * (size_t)wc->nr);
   if (!wc->flushed) {
     znbd_wcache_free(wc);
@@ -347,6 +433,8 @@ znbd_wcache_new(struct znbd_store *st, struct znbd_zones *zs, uint64_t size)
       errno = EIO;
       return NULL;
     }
+    st->before_change = lease_guard;
+    st->before_change_opaque = wc;
   }
   return wc;
 }
@@ -356,12 +444,17 @@ znbd_wcache_free(struct znbd_wcache *wc)
 {
   if (!wc)
     return;
+  if (wc->st->before_change_opaque == wc) {
+    wc->st->before_change = NULL;
+    wc->st->before_change_opaque = NULL;
+  }
   clear_table(wc);
   free(wc->u);
   free(wc->slot);
   free(wc->flushed);
   pthread_rwlock_destroy(&wc->cut);
   pthread_mutex_destroy(&wc->lock);
+  pthread_mutex_destroy(&wc->lease_lock);
   free(wc);
 }
 
@@ -533,6 +626,20 @@ znbd_wcache_flush(struct znbd_wcache *wc, uint64_t fence)
 }
 
 int
+znbd_wcache_retire(struct znbd_wcache *wc)
+{
+  if (wc->jfd < 0)
+    return 0;
+  pthread_rwlock_wrlock(&wc->cut);
+  int r = ftruncate(wc->jfd, 0) < 0 || fdatasync(wc->jfd) < 0 ? -1 : 0;
+  wc->jend = 0;
+  pthread_rwlock_unlock(&wc->cut);
+  if (r < 0)
+    errno = EIO;
+  return r;
+}
+
+int
 znbd_wcache_sync(struct znbd_wcache *wc, uint64_t len, uint64_t off,
                  uint64_t fence)
 {
@@ -628,6 +735,66 @@ why_set(char *why, size_t whylen, const char *fmt, ...)
   va_end(ap);
 }
 
+/* "2026-12-02 17:30:58 UTC" for T (ns since the epoch) in BUF. */
+static const char *
+utc(int64_t t, char *buf, size_t len)
+{
+  time_t sec = (time_t)(t / 1000000000);
+  struct tm tm;
+  if (!gmtime_r(&sec, &tm) ||
+      strftime(buf, len, "%Y-%m-%d %H:%M:%S UTC", &tm) == 0)
+    snprintf(buf, len, "%" PRId64 " ns", t);
+  return buf;
+}
+
+/* Before the check pass changes nothing: no zone file of ST may have
+ * changed after the lease LEASE of the server that wrote the journal
+ * (its status change time later: a file changed since that server
+ * stopped, by zloop or by hand; rolling it back would undo that change).
+ * -1 with errno ESTALE and WHY naming the file; EIO. */
+static int
+files_unchanged(struct znbd_store *st, const struct jgeo *g, int64_t lease,
+                char *why, size_t whylen)
+{
+  if (!st->ops->zone_file)
+    return 0;
+  for (uint64_t i = 0; i < g->nr; i++) {
+    char name[64], t1[64], t2[64];
+    int64_t ct;
+    if (st->ops->zone_file(st, (uint32_t)i, name, sizeof name, &ct) < 0) {
+      why_set(why, whylen, "reading its zone files' status failed");
+      errno = EIO;
+      return -1;
+    }
+    if (ct > lease) {
+      why_set(why, whylen,
+              "%s was changed at %s, after the server that wrote the "
+              "journal stopped (it could change no file after %s): rolling the "
+              "directory back would undo a change made since",
+              name, utc(ct, t1, sizeof t1), utc(lease, t2, sizeof t2));
+      errno = ESTALE;
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* Apply pass: the replay changes files too, so it renews the lease in
+ * the journal FD (header for NR zones) first, as the server did: a replay
+ * cut short is checked against its own lease next time. */
+static int
+replay_lease(int fd, uint64_t nr, int64_t *lease)
+{
+  int64_t now = now_ns();
+  if (now + LEASE_MARGIN_NS < *lease)
+    return 0;
+  int64_t l = now + LEASE_NS;
+  if (pwrite_full(fd, &l, 8, lease_off(nr)) < 0)
+    return -1;
+  *lease = l;
+  return 0;
+}
+
 /* One pass over journal FD (FLEN bytes).  APPLY false: only check that
  * every entry is one this server could have written for geometry G:
  * FLUSHED is "not sequential" exactly for the conventional zones (and a
@@ -641,7 +808,8 @@ static int
 replay_pass(struct znbd_store *st, int fd, uint64_t flen, const struct jgeo *g,
             bool apply, uint8_t *data, char *why, size_t whylen)
 {
-  uint64_t hl = MAGIC_LEN + 8 + 8 * g->nr;
+  uint64_t hl = hdr_len((uint32_t)g->nr);
+  int64_t lease;
   if (flen < hl) {
     why_set(why, whylen,
             "its header is cut short (%" PRIu64 " of %" PRIu64 " bytes)", flen,
@@ -649,6 +817,8 @@ replay_pass(struct znbd_store *st, int fd, uint64_t flen, const struct jgeo *g,
     errno = EINVAL;
     return -1;
   }
+  if (pread_full(fd, &lease, 8, lease_off(g->nr)) < 0)
+    goto io;
   for (uint64_t i = 0; i < g->nr; i++) {
     uint64_t f;
     if (pread_full(fd, &f, 8, MAGIC_LEN + 8 + 8 * i) < 0)
@@ -675,7 +845,8 @@ replay_pass(struct znbd_store *st, int fd, uint64_t flen, const struct jgeo *g,
       return -1;
     }
     if (apply && seq &&
-        st->ops->zone_truncate(st, (uint32_t)i, start, len, f) < 0)
+        (replay_lease(fd, g->nr, &lease) < 0 ||
+         st->ops->zone_truncate(st, (uint32_t)i, start, len, f) < 0))
       goto io;
   }
   uint64_t step = sizeof(struct rec_hdr) + PAGE;
@@ -702,12 +873,16 @@ replay_pass(struct znbd_store *st, int fd, uint64_t flen, const struct jgeo *g,
     }
     if (!apply)
       continue;
+    if (replay_lease(fd, g->nr, &lease) < 0)
+      goto io;
     if (h.kind == K_DATA && (pread_full(fd, data, h.len, pos + sizeof h) < 0 ||
                              znbd_store_write(st, data, h.len, off) < 0))
       goto io;
     if (h.kind == K_HOLE && znbd_store_zero(st, h.len, off, 0) < 0)
       goto io;
   }
+  if (!apply)
+    return files_unchanged(st, g, lease, why, whylen);
   return 0;
 io:
   why_set(why, whylen, "%s",

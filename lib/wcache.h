@@ -70,6 +70,13 @@ void znbd_wcache_zone_durable(struct znbd_wcache *wc, uint32_t zno,
  * than the current generation); EIO. */
 int znbd_wcache_flush(struct znbd_wcache *wc, uint64_t fence);
 
+/* The device stops after a FLUSH that succeeded (nothing is written any
+ * more): the journal is emptied, so the next start rolls nothing back and
+ * another tool (Linux zloop, say) may use the files meanwhile.  Errors:
+ * EIO (the journal stays, and the next start checks the files against
+ * it). */
+int znbd_wcache_retire(struct znbd_wcache *wc);
+
 /* NBD FUA after a write of [OFF, OFF+LEN): the store syncs the range;
  * conventional pages of it become durable as they are now; a sequential
  * zone holding part of it becomes durable up to the end of that part
@@ -102,9 +109,13 @@ void znbd_wcache_on_cut(struct znbd_wcache *wc, void (*fn)(void *opaque),
  * The whole journal is checked before anything is changed, and entries
  * can only truncate sequential zones and write conventional pages, so a
  * damaged journal changes no file; a replay cut short by a crash is
- * simply done again.  An empty journal does nothing.  Errors: EINVAL
- * (damaged journal, nothing changed), EIO, ENOMEM; WHY (WHYLEN bytes)
- * then says what is wrong, as a clause ("its header is cut short ..."). */
+ * simply done again.  An empty journal does nothing.  The journal's
+ * lease bounds when the server that wrote it could last change a file:
+ * a zone file whose status change time (ctime) is later was changed after
+ * that server stopped (by zloop or by hand), and is not rolled back.
+ * Errors: EINVAL (damaged journal, nothing changed), ESTALE (a file
+ * changed since, nothing changed), EIO, ENOMEM; WHY (WHYLEN bytes) then
+ * says what is wrong, as a clause ("its header is cut short ..."). */
 int znbd_wcache_replay(struct znbd_store *st, int fd, uint64_t size,
                        uint64_t zone_size, uint32_t nr_conv, uint64_t zone_cap,
                        char *why, size_t whylen);

@@ -2,7 +2,8 @@
  * parser and executor (proto.c), on buffers, with the bio model's inline
  * execution.  Input layout:
  *   byte 0   bit 0: zoned device (else a RAM disk), bit 1: read-only,
- *            bit 2: export name "x" set (-e x)
+ *            bit 2: export name "x" set (-e x), bits 3-4: --tls
+ *            (0 off, 1 on, 2 and 3 require)
  *   byte 1   chunk size for feeding (1..256; 0 = all at once), so
  *            messages split across receives are covered
  *   rest     what a client sends, from the client flags on.
@@ -65,6 +66,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
       .size = znbd_dev_size(dev),
       .blocksize = p.blocksize,
       .holes_ok = true,
+      .tls = (data[0] >> 3 & 3) > TLS_REQUIRE
+                 ? TLS_REQUIRE
+                 : (enum tls_mode)(data[0] >> 3 & 3),
   };
   char desc[512];
   znbd_dev_describe(dev, desc, sizeof desc);
@@ -87,6 +91,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t n = nbdc_feed(&c, in, have, &out, 1 << 20, submit, &out, &need);
     memmove(in, in + n, have - n);
     have -= n;
+    /* STARTTLS acknowledged: the server's handshake would run here; the
+     * bytes that follow stand for what it decrypts. */
+    if (c.starttls)
+      nbdc_tls_up(&c);
     out.len = 0;
     if (pos == size)
       break;

@@ -6,7 +6,8 @@
  * server; the parts live in files named for their job: sockets.c
  * (listeners), background.c (daemon, pidfile), captive.c (--run),
  * signals.c, mainloop.c (accept loop), worker.c (connections), mq.c
- * (the mq model), proto.c (the protocol), tag.h (io_uring user data).
+ * (the mq model), proto.c (the protocol), tls.c (TLS sessions), tag.h
+ * (io_uring user data).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -20,6 +21,7 @@
 #include "znbd/params.h"
 #include "znbd/sched.h"
 #include "server.h"
+#include "tls.h"
 
 static void
 usage(FILE *f)
@@ -39,6 +41,12 @@ usage(FILE *f)
           "  -V, --version          print the version and exit\n"
           "      --queue-mode bio|mq     submission model (default bio)\n"
           "      --scheduler none|mq-deadline  mq scheduler (default none)\n"
+          "      --tls off|on|require   NBD_OPT_STARTTLS (default off)\n"
+          "      --tls-certificates DIR X.509: DIR/ca-cert.pem, "
+          "server-cert.pem, server-key.pem\n"
+          "      --tls-psk FILE         pre-shared keys (psktool format)\n"
+          "      --tls-verify-peer      clients need a certificate signed by "
+          "the CA\n"
           "device parameters (key=value):\n%s",
           znbd_params_help);
 }
@@ -88,9 +96,18 @@ struct options {
   int port; /* -1: not given */
   bool foreground;
   long nthreads;
+  struct tls_opts tls;
 };
 
-enum { OPT_RUN = 256, OPT_QMODE, OPT_SCHED };
+enum {
+  OPT_RUN = 256,
+  OPT_QMODE,
+  OPT_SCHED,
+  OPT_TLS,
+  OPT_TLS_CERTS,
+  OPT_TLS_PSK,
+  OPT_TLS_VERIFY
+};
 
 /* Options into O and S; returns -1 to go on, else the exit status
  * (--help, --version, a bad option). */
@@ -109,6 +126,10 @@ parse_options(int argc, char **argv, struct options *o, struct server *s)
       {"run", required_argument, NULL, OPT_RUN},
       {"queue-mode", required_argument, NULL, OPT_QMODE},
       {"scheduler", required_argument, NULL, OPT_SCHED},
+      {"tls", required_argument, NULL, OPT_TLS},
+      {"tls-certificates", required_argument, NULL, OPT_TLS_CERTS},
+      {"tls-psk", required_argument, NULL, OPT_TLS_PSK},
+      {"tls-verify-peer", no_argument, NULL, OPT_TLS_VERIFY},
       {"help", no_argument, NULL, 'h'},
       {"version", no_argument, NULL, 'V'},
       {"verbose", no_argument, NULL, 'v'},
@@ -173,6 +194,27 @@ parse_options(int argc, char **argv, struct options *o, struct server *s)
       else
         die("--scheduler %s: want none or mq-deadline", optarg);
       break;
+    case OPT_TLS: /* nbdkit also takes its booleans for off and on */
+      if (strcmp(optarg, "require") == 0 || strcmp(optarg, "force") == 0)
+        o->tls.mode = TLS_REQUIRE;
+      else if (strcmp(optarg, "on") == 0 || strcmp(optarg, "true") == 0 ||
+               strcmp(optarg, "yes") == 0 || strcmp(optarg, "1") == 0)
+        o->tls.mode = TLS_ON;
+      else if (strcmp(optarg, "off") == 0 || strcmp(optarg, "false") == 0 ||
+               strcmp(optarg, "no") == 0 || strcmp(optarg, "0") == 0)
+        o->tls.mode = TLS_OFF;
+      else
+        die("--tls %s: want off, on or require", optarg);
+      break;
+    case OPT_TLS_CERTS:
+      o->tls.certs_dir = optarg;
+      break;
+    case OPT_TLS_PSK:
+      o->tls.psk_file = optarg;
+      break;
+    case OPT_TLS_VERIFY:
+      o->tls.verify_peer = true;
+      break;
     case 'h':
       usage(stdout);
       return 0;
@@ -189,6 +231,7 @@ parse_options(int argc, char **argv, struct options *o, struct server *s)
   }
   if (o->nthreads < 1)
     o->nthreads = 1;
+  o->tls.verbose = s->cfg.verbose;
   return -1;
 }
 
@@ -316,6 +359,18 @@ main(int argc, char **argv)
   int rc = parse_options(argc, argv, &o, &s);
   if (rc != -1)
     return rc;
+  /* Credentials first: a bad file stops start-up before any device is
+   * made or socket opened. */
+  if (tls_setup(&o.tls, err, sizeof err) == -1)
+    die("%s", err);
+  s.cfg.tls = o.tls.mode;
+  /* -U and -P absolute: the background server changes to "/". */
+  char *abs_unix = NULL, *abs_pid = NULL;
+  if (o.unix_path && strcmp(o.unix_path, "-") != 0 &&
+      !(o.unix_path = abs_unix = absolute_path(o.unix_path)))
+    die("-U: %s", strerror(errno));
+  if (o.pidfile && !(o.pidfile = abs_pid = absolute_path(o.pidfile)))
+    die("-P: %s", strerror(errno));
   struct znbd_dev *dev = parse_params(argc - optind, argv + optind, &p);
   warn_ineffective(&s, &p, znbd_dev_nr_zones(dev) > 0, argc - optind,
                    argv + optind);
@@ -348,6 +403,7 @@ main(int argc, char **argv)
   start_threads(&s);
   if (o.pidfile && pidfile_write(o.pidfile, err, sizeof err) == -1)
     die("%s", err);
+  background_ready();
   pid_t child = -1;
   if (o.run &&
       (child = captive_start(o.run, &l, o.ipaddr, o.port, s.cfg.export_name,
@@ -365,7 +421,10 @@ main(int argc, char **argv)
     captive_stop(child);
   if (o.pidfile)
     unlink(o.pidfile);
+  free(abs_unix);
+  free(abs_pid);
   znbd_dev_free(dev);
   znbd_params_free(&p);
+  tls_cleanup();
   return status;
 }

@@ -55,6 +55,17 @@ seeds = {
     req(1, 4096, 4096, payload=b"\xcd" * 4096, cookie=1) +
     req(7, 100, 5000, cookie=2) + req(7, 4095, 1, flags=8, cookie=3) +
     req(7, 1, (1 << 20) - 3, cookie=4) + req(2, 0, 0),
+    # --tls=require (byte 0 bit 4): options before STARTTLS get
+    # NBD_REP_ERR_TLS_REQD, then STARTTLS (with data: invalid; then right),
+    # a second STARTTLS (invalid), then the session as usual.
+    "tls-require": bytes([0x10 | 1, 0]) + struct.pack(">I", 3) + opt(8) + go +
+    meta([b"base:allocation"]) + opt(3) + opt(5, b"x") + opt(5) + opt(5) + opt(8) +
+    meta([b"base:allocation", b"x-znbd:zone"]) + go + reqs,
+    # --tls=on: STARTTLS after other options (their state is forgotten),
+    # EXPORT_NAME under require ends the session.
+    "tls-on": bytes([0x08, 5]) + struct.pack(">I", 3) + opt(8) + opt(5) +
+    go + reqs,
+    "tls-require-exportname": bytes([0x10, 0]) + struct.pack(">I", 1) + opt(2 - 1, b"") + reqs,
 }
 os.makedirs("fuzz-seeds", exist_ok=True)
 for name, data in seeds.items():

@@ -255,12 +255,56 @@ opt_meta(struct nbdc *c, uint32_t opt, const uint8_t *d, uint32_t len,
   }
 }
 
+void
+nbdc_tls_up(struct nbdc *c)
+{
+  c->starttls = false;
+  c->tls = true;
+  c->structured = false;
+  c->ctx_alloc = c->ctx_zone = false;
+}
+
+/* NBD_OPT_STARTTLS (doc/proto.md, "TLS support"): NOTLS mode refuses it,
+ * otherwise it is acknowledged once, and the handshake follows. */
+static void
+opt_starttls(struct nbdc *c, uint32_t opt, uint32_t len, struct buf *out)
+{
+  if (c->cfg->tls == TLS_OFF) {
+    opt_error(out, opt, NBD_REP_ERR_UNSUP, "TLS is not enabled (--tls=off)");
+    return;
+  }
+  if (len != 0) {
+    opt_error(out, opt, NBD_REP_ERR_INVALID, "NBD_OPT_STARTTLS takes no data");
+    return;
+  }
+  if (c->tls) {
+    opt_error(out, opt, NBD_REP_ERR_INVALID, "TLS already negotiated");
+    return;
+  }
+  opt_reply(out, opt, NBD_REP_ACK, NULL, 0);
+  c->starttls = true;
+}
+
 /* One complete option at D (LEN bytes of data). */
 static void
 do_option(struct nbdc *c, uint32_t opt, const uint8_t *d, uint32_t len,
           struct buf *out)
 {
   const struct srv_cfg *s = c->cfg;
+  /* FORCEDTLS mode (doc/proto.md): before TLS, every option but STARTTLS
+   * and ABORT gets NBD_REP_ERR_TLS_REQD; EXPORT_NAME, which cannot be
+   * answered with an error, ends the session. */
+  if (s->tls == TLS_REQUIRE && !c->tls && opt != NBD_OPT_STARTTLS &&
+      opt != NBD_OPT_ABORT) {
+    if (s->verbose)
+      fprintf(stderr, "znbd: option %" PRIu32 " refused: TLS required\n", opt);
+    if (opt == NBD_OPT_EXPORT_NAME)
+      c->phase = PH_CLOSED;
+    else
+      opt_error(out, opt, NBD_REP_ERR_TLS_REQD,
+                "TLS required: send NBD_OPT_STARTTLS first");
+    return;
+  }
   switch (opt) {
   case NBD_OPT_EXPORT_NAME: {
     if (len > NBD_MAX_STRING || !name_ok(c, d, len)) {
@@ -313,7 +357,10 @@ do_option(struct nbdc *c, uint32_t opt, const uint8_t *d, uint32_t len,
   case NBD_OPT_SET_META_CONTEXT:
     opt_meta(c, opt, d, len, out);
     return;
-  default: /* STARTTLS included: we are a NOTLS server */
+  case NBD_OPT_STARTTLS:
+    opt_starttls(c, opt, len, out);
+    return;
+  default:
     opt_error(out, opt, NBD_REP_ERR_UNSUP, "option not supported");
     return;
   }
@@ -668,7 +715,8 @@ nbdc_feed(struct nbdc *c, const uint8_t *in, size_t len, struct buf *out,
   size_t pos = 0;
   *need = 0;
   c->pause = false;
-  while (c->phase != PH_CLOSED && out->len <= out_high && !c->pause) {
+  while (c->phase != PH_CLOSED && out->len <= out_high && !c->pause &&
+         !c->starttls) {
     if (c->discard) {
       size_t n = len - pos < c->discard ? len - pos : c->discard;
       pos += n;

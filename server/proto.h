@@ -15,6 +15,11 @@
 #include "znbd/dev.h"
 #include "buf.h"
 
+/* --tls (nbdkit's names): NBD_OPT_STARTTLS refused (the NBD spec's
+ * NOTLS mode), offered, or required (FORCEDTLS: every option but
+ * STARTTLS and ABORT refused with NBD_REP_ERR_TLS_REQD until TLS is up). */
+enum tls_mode { TLS_OFF, TLS_ON, TLS_REQUIRE };
+
 /* What every connection of one server shares; read-only once serving. */
 struct srv_cfg {
   struct znbd_dev *dev;
@@ -27,6 +32,7 @@ struct srv_cfg {
   uint32_t blocksize;
   bool holes_ok; /* structured reads may answer zeros with OFFSET_HOLE */
   bool verbose;  /* -v: log every refused request on stderr */
+  enum tls_mode tls;
 };
 
 enum nbdc_phase { PH_CFLAGS, PH_OPTS, PH_TRANS, PH_CLOSED };
@@ -43,6 +49,12 @@ struct nbdc {
   bool ctx_alloc, ctx_zone; /* selected metadata contexts */
   bool stopping;            /* server shutting down: ESHUTDOWN */
   bool pause;               /* set by the submit callback: feed returns */
+  /* NBD_OPT_STARTTLS was answered with NBD_REP_ACK (the last bytes in
+   * OUT): the caller sends OUT as it is, then runs the TLS handshake on
+   * the bytes that follow the option (they are TLS records, not NBD) and
+   * calls nbdc_tls_up(); until then nbdc_feed() consumes nothing. */
+  bool starttls;
+  bool tls; /* TLS is up (nbdc_tls_up) */
   /* The connection is cut off: requests still queued for it are dropped
    * unexecuted (set by its worker, read by mq hardware queue threads). */
   atomic_bool gone;
@@ -85,6 +97,11 @@ struct nbd_req {
 
 /* Start a connection: appends the server greeting to OUT. */
 void nbdc_init(struct nbdc *c, const struct srv_cfg *cfg, struct buf *out);
+
+/* The TLS handshake that followed NBD_OPT_STARTTLS succeeded: options go
+ * on over TLS.  What was negotiated before it (structured replies,
+ * metadata contexts) is forgotten, as it was sent in the clear. */
+void nbdc_tls_up(struct nbdc *c);
 
 /* Called by nbdc_feed() for every valid request in the transmission
  * phase.  Return 0 when it was taken (executed or queued; the payload is

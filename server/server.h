@@ -89,9 +89,18 @@ int listeners_open(struct listeners *l, const char *unix_path, bool tmp,
 /* Close them, remove the Unix socket and the temporary directory. */
 void listeners_close(struct listeners *l);
 
-/* background.c: fork, the parent exits 0, the child detaches (setsid,
- * cwd /, stdio on /dev/null).  0, or -1 with the reason in ERR. */
+/* background.c: fork; the parent waits and exits 0 once the child calls
+ * background_ready (1 if the child exits first: its error went to the
+ * shared stderr).  The child detaches (setsid, stdin and stdout on
+ * /dev/null).  0, or -1 with the reason in ERR. */
 int background_start(char *err, size_t errlen);
+/* In the child once it serves (listeners, control socket, threads,
+ * pidfile): cwd /, stderr on /dev/null, and the parent released.  No-op
+ * without background_start. */
+void background_ready(void);
+/* PATH made absolute against the current directory (a copy; NULL with
+ * errno ENOMEM, or getcwd's errno). */
+char *absolute_path(const char *path);
 /* Write this process's id to PATH atomically (PATH.tmp, rename).  0, or
  * -1 with the reason in ERR. */
 int pidfile_write(const char *path, char *err, size_t errlen);

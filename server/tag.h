@@ -32,6 +32,11 @@ enum tag_op {
   TAG_RQ_DONE,
   TAG_GRACE,
   TAG_TRIM,
+  /* Worker rings: P is a struct conn whose TLS handshake took too long
+   * (or the timer was cancelled); TAG_CANCEL: the completion of a
+   * timeout removal, nothing to do. */
+  TAG_TLS_TIMEOUT,
+  TAG_CANCEL,
   /* Main ring: index I is the listener.  TAG_ACCEPT: a connection (or an
    * accept error); TAG_ACCEPT_PAUSE: the listener's back-off is over. */
   TAG_ACCEPT,

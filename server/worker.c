@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "server.h"
+#include "tls.h"
 #include "wire.h"
 
 #define IN_INITIAL (256u * 1024)
@@ -30,6 +31,12 @@
  * received batch, so client and server overlap instead of taking turns. */
 #define EARLY_SEND_AFTER 8
 #define WORKER_RING_ENTRIES 256
+/* A TLS handshake not done after this is given up and the connection
+ * closed (man/znbd.pod): a client stalling in it holds no more than its
+ * own connection, and that only for so long. */
+#define TLS_HANDSHAKE_NSEC 10000000000ULL
+/* Ciphertext room offered to each receive of a TLS connection. */
+#define TLS_RX_MIN (64u * 1024)
 
 /* A connection's input buffer.  WRITE payloads are not copied in mq mode:
  * their rq holds a reference to the buffer they were received into, and
@@ -86,6 +93,16 @@ struct conn {
   bool sending, receiving, stalled, dead, flush_close, touched;
   unsigned inflight; /* rqs not yet completed back to us */
   unsigned batch;    /* requests executed since the last send started */
+  /* TLS (after NBD_OPT_STARTTLS; NULL before and without): receives go
+   * into its ciphertext buffer, tls_fill() decrypts into in[], sends
+   * encrypt a side into its records (queue_send_tls). */
+  struct tls *tls;
+  bool tls_up;      /* handshake done */
+  bool tls_timer;   /* handshake timeout armed, its CQE not yet seen */
+  bool tls_unarmed; /* ... and its removal asked for */
+  bool tls_in_full; /* in[] had no room for what GnuTLS could give */
+  bool tls_eof;     /* the client's close_notify */
+  struct __kernel_timespec tls_ts;
   struct conn *prev, *next;
   struct conn *touch_next; /* conns with completions this turn */
 };
@@ -441,6 +458,8 @@ give_back(struct conn *c)
   for (int i = 0; i < 2; i++)
     if (c->out[i].cap > OUT_KEEP)
       buf_free(&c->out[i]);
+  if (c->tls)
+    tls_give_back(c->tls, OUT_KEEP, !c->receiving);
 }
 
 /* Close C's socket and free it and its output buffers (not its input
@@ -455,13 +474,14 @@ conn_destroy(struct conn *c)
     buf_free(&c->out[i]);
   }
   free(c->iov);
+  tls_free(c->tls);
   free(c);
 }
 
 static void
 conn_maybe_free(struct conn *c)
 {
-  if (!c->dead || c->sending || c->receiving || c->inflight)
+  if (!c->dead || c->sending || c->receiving || c->inflight || c->tls_timer)
     return;
   struct worker *w = c->w;
   if (c->prev)
@@ -475,20 +495,116 @@ conn_maybe_free(struct conn *c)
   conn_destroy(c);
 }
 
+/* Cancel the TLS handshake timer (its CQE still comes, -ECANCELED). */
 static void
-conn_kill(struct conn *c)
+tls_unarm(struct conn *c)
+{
+  if (!c->tls_timer || c->tls_unarmed)
+    return;
+  struct io_uring_sqe *sqe = get_sqe(&c->w->ring);
+  io_uring_prep_timeout_remove(sqe, tag_ptr(TAG_TLS_TIMEOUT, c), 0);
+  io_uring_sqe_set_data64(sqe, tag_ptr(TAG_CANCEL, NULL));
+  c->tls_unarmed = true;
+}
+
+/* Cut C off; freed once nothing of it is in flight (conn_maybe_free). */
+static void
+conn_cut(struct conn *c)
 {
   if (!c->dead) {
     c->dead = true;
     atomic_store(&c->proto.gone, true);
     shutdown(c->fd, SHUT_RDWR); /* completes our pending recv/send */
+    tls_unarm(c);
   }
+}
+
+static void
+conn_kill(struct conn *c)
+{
+  conn_cut(c);
   conn_maybe_free(c);
+}
+
+/* Bytes of the send in flight: a side, or the TLS records of one. */
+static size_t
+send_len(const struct conn *c)
+{
+  return c->tls ? tls_tx_len(c->tls) : side_len(c, !c->fill);
+}
+
+/* The send in flight went out whole. */
+static void
+send_finished(struct conn *c)
+{
+  side_reset(c, !c->fill);
+  if (c->tls)
+    tls_tx_done(c->tls);
+}
+
+/* Something to send: replies collected, or TLS records waiting. */
+static bool
+out_pending(const struct conn *c)
+{
+  return side_len(c, c->fill) || (c->tls && tls_tx_fill_len(c->tls));
+}
+
+/* Side I of a TLS connection into records: the reply bytes and the
+ * buffers queued with them, in order (store bytes of zero-copy READs are
+ * encrypted from where they are: encryption is their copy).  The side is
+ * empty after.  false: the session failed (C is cut). */
+static bool
+encrypt_side(struct conn *c, int i)
+{
+  struct buf *b = &c->out[i];
+  struct osegs *sg = &c->seg[i];
+  size_t at = 0;
+  int r = 0;
+  if (b->len == 0 && sg->n == 0)
+    return true;
+  tls_write_begin(c->tls);
+  for (unsigned k = 0; k < sg->n && r == 0; k++) {
+    r = tls_write(c->tls, b->p + at, sg->v[k].at - at);
+    at = sg->v[k].at;
+    if (r == 0)
+      r = tls_write(c->tls, sg->v[k].b.p, sg->v[k].b.len);
+  }
+  if (r == 0)
+    r = tls_write(c->tls, b->p + at, b->len - at);
+  if (tls_write_end(c->tls) < 0)
+    r = -1;
+  side_reset(c, i);
+  if (r < 0) {
+    conn_cut(c);
+    return false;
+  }
+  return true;
+}
+
+/* queue_send of a TLS connection: a new send encrypts side !fill first;
+ * what goes out is the records, from c->sent on. */
+static void
+queue_send_tls(struct conn *c)
+{
+  if (tls_tx_len(c->tls) == 0 && c->tls_up && !encrypt_side(c, !c->fill))
+    return;
+  size_t len;
+  const uint8_t *p = tls_tx_take(c->tls, &len);
+  if (len <= c->sent)
+    return; /* nothing to send */
+  struct io_uring_sqe *sqe = get_sqe(&c->w->ring);
+  io_uring_prep_send(sqe, c->fd, p + c->sent, len - c->sent, MSG_NOSIGNAL);
+  io_uring_sqe_set_data64(sqe, tag_ptr(TAG_SEND, c));
+  c->sending = true;
 }
 
 static void
 queue_send(struct conn *c)
 {
+  if (c->tls) {
+    queue_send_tls(c);
+    return;
+  }
   int i = !c->fill;
   struct buf *b = &c->out[i];
   struct osegs *sg = &c->seg[i];
@@ -570,8 +686,10 @@ recv_cap(const struct conn *c, size_t need)
   return 2 * cap > want ? 2 * cap : want;
 }
 
-static void
-queue_recv(struct conn *c)
+/* Room at in[in_tail]: compacted, moved or grown for the next message.
+ * false: C was killed (no memory for a message that is not a WRITE). */
+static bool
+in_room(struct conn *c)
 {
   size_t need = c->need > c->in_tail - c->in_head ? c->need : 0;
   size_t cap = recv_cap(c, need);
@@ -581,7 +699,7 @@ queue_recv(struct conn *c)
     if (c->in_cap - c->in_tail < 64 * 1024 || c->in_cap - c->in_head < need) {
       struct inbuf *b = inbuf_get(c->w, cap);
       if (!b && !recv_no_room(c))
-        return;
+        return false;
       if (b) {
         memcpy(b->data, c->in + c->in_head, c->in_tail - c->in_head);
         c->in_tail -= c->in_head;
@@ -605,7 +723,7 @@ queue_recv(struct conn *c)
     if (need > c->in_cap) {
       struct inbuf *b = realloc(c->inb, sizeof *b + cap);
       if (!b && !recv_no_room(c))
-        return;
+        return false;
       if (b) {
         b->cap = cap;
         c->inb = b;
@@ -614,8 +732,27 @@ queue_recv(struct conn *c)
       }
     }
   }
+  return true;
+}
+
+static void
+queue_recv(struct conn *c)
+{
+  uint8_t *p;
+  size_t len;
+  if (c->tls) { /* ciphertext: decrypted into in[] by tls_fill */
+    if (!(p = tls_rx_space(c->tls, TLS_RX_MIN, &len))) {
+      conn_kill(c);
+      return;
+    }
+  } else {
+    if (!in_room(c))
+      return;
+    p = c->in + c->in_tail;
+    len = c->in_cap - c->in_tail;
+  }
   struct io_uring_sqe *sqe = get_sqe(&c->w->ring);
-  io_uring_prep_recv(sqe, c->fd, c->in + c->in_tail, c->in_cap - c->in_tail, 0);
+  io_uring_prep_recv(sqe, c->fd, p, len, 0);
   io_uring_sqe_set_data64(sqe, tag_ptr(TAG_RECV, c));
   c->receiving = true;
 }
@@ -648,18 +785,25 @@ conn_kick(struct conn *c)
     conn_maybe_free(c);
     return;
   }
-  if (!c->sending && side_len(c, c->fill)) {
+  if (!c->sending && out_pending(c)) {
     c->fill = !c->fill;
     c->sent = 0;
     queue_send(c);
+    if (c->dead) {
+      conn_maybe_free(c);
+      return;
+    }
   }
   if (c->flush_close) {
     if (!c->sending && c->inflight == 0)
       conn_kill(c);
     return;
   }
+  /* No receive between STARTTLS and the start of TLS (tls_begin), nor
+   * while decrypted bytes wait for room in in[]. */
   if (!c->receiving && !c->stalled && side_len(c, c->fill) <= OUT_HIGH &&
-      !(c->w->stopping && c->proto.phase != PH_TRANS))
+      !(c->w->stopping && c->proto.phase != PH_TRANS) &&
+      !(c->proto.starttls && !c->tls) && !c->tls_in_full)
     queue_recv(c);
 }
 
@@ -798,17 +942,86 @@ conn_early_send(struct conn *c)
     int res = cqe->res;
     io_uring_cqe_seen(ring, cqe);
     c->sending = false;
-    if (res > 0 && (size_t)res == side_len(c, !c->fill)) {
-      side_reset(c, !c->fill);
+    if (res > 0 && (size_t)res == send_len(c)) {
+      send_finished(c);
     } else if (res >= 0 || res == -EINTR || res == -EAGAIN) {
       c->sent += res > 0 ? (size_t)res : 0;
       queue_send(c); /* the rest goes with the next submit */
     } else {         /* freed later by conn_kick, not under our caller's feet */
-      c->dead = true;
-      atomic_store(&c->proto.gone, true);
-      shutdown(c->fd, SHUT_RDWR);
+      conn_cut(c);
     }
   }
+}
+
+/* NBD_OPT_STARTTLS was acknowledged: once the ACK is out (plain) and no
+ * receive is in flight, start the session; the bytes received after the
+ * option are its first records.  false: not yet, or C was killed. */
+static bool
+tls_begin(struct conn *c)
+{
+  if (c->sending || side_len(c, 0) || side_len(c, 1) || c->receiving)
+    return false;
+  if (!(c->tls = tls_new()) ||
+      !tls_rx_put(c->tls, c->in + c->in_head, c->in_tail - c->in_head)) {
+    conn_kill(c);
+    return false;
+  }
+  c->in_head = c->in_tail = 0;
+  c->need = 0;
+  arm_timeout(&c->w->ring, &c->tls_ts, TLS_HANDSHAKE_NSEC,
+              tag_ptr(TAG_TLS_TIMEOUT, c));
+  c->tls_timer = true;
+  return true;
+}
+
+/* The TLS handshake goes on with what was received: true once it is
+ * done (options go on over TLS), false while it needs more or after it
+ * failed (the alert goes out, then the connection closes). */
+static bool
+tls_step(struct conn *c)
+{
+  if (!c->tls && !tls_begin(c))
+    return false;
+  int r = tls_handshake(c->tls);
+  if (r == 0)
+    return false;
+  tls_unarm(c);
+  if (r < 0) {
+    c->flush_close = true;
+    return false;
+  }
+  c->tls_up = true;
+  nbdc_tls_up(&c->proto);
+  return true;
+}
+
+/* Decrypt what GnuTLS can give into in[], as far as it has room.  false:
+ * the session failed and C was killed. */
+static bool
+tls_fill(struct conn *c)
+{
+  c->tls_in_full = false;
+  while (!c->tls_eof) {
+    if (!in_room(c))
+      return false;
+    if (c->in_tail == c->in_cap) {
+      c->tls_in_full = true;
+      return true;
+    }
+    ssize_t r = tls_read(c->tls, c->in + c->in_tail, c->in_cap - c->in_tail);
+    if (r == 0)
+      break;
+    if (r == -1) {
+      c->tls_eof = true; /* close_notify: answer what came before it */
+      break;
+    }
+    if (r < 0) {
+      conn_kill(c);
+      return false;
+    }
+    c->in_tail += (size_t)r;
+  }
+  return true;
 }
 
 static void
@@ -822,23 +1035,44 @@ conn_process(struct conn *c)
     conn_kill(c); /* a power cut since it connected */
     return;
   }
+  if (c->proto.starttls && (c->flush_close || !tls_step(c))) {
+    if (!c->dead)
+      conn_kick(c);
+    return;
+  }
   c->stalled = false;
-  while (c->in_tail > c->in_head && !c->flush_close && !c->dead) {
+  for (;;) {
+    if (c->tls && !tls_fill(c))
+      return;
+    if (!(c->in_tail > c->in_head && !c->flush_close && !c->dead))
+      break;
     size_t need;
     c->batch = 0;
     size_t n = nbdc_feed(&c->proto, c->in + c->in_head, c->in_tail - c->in_head,
                          &c->out[c->fill], OUT_HIGH, submit, c, &need);
     c->in_head += n;
     c->need = need;
-    /* A recv in flight writes at in_tail: only rewind when idle. */
-    if (c->in_head == c->in_tail && !c->receiving && c->inb->refs == 1)
+    /* A recv in flight writes at in_tail (unless TLS, where it writes
+     * ciphertext elsewhere): only rewind when idle. */
+    if (c->in_head == c->in_tail && (!c->receiving || c->tls) &&
+        c->inb->refs == 1)
       c->in_head = c->in_tail = 0;
     if (c->proto.phase == PH_CLOSED)
       c->flush_close = true;
-    if (!c->proto.pause || c->sending)
-      break;
-    conn_early_send(c);
+    if (c->proto.starttls)
+      break; /* the ACK goes out, then tls_begin */
+    if (c->proto.pause && !c->sending) {
+      conn_early_send(c);
+      continue;
+    }
+    /* TLS: decrypted bytes that had no room may complete a message now
+     * that some were consumed, or once in[] grows for the one pending. */
+    if (c->tls_in_full && (n > 0 || c->need > c->in_tail - c->in_head))
+      continue;
+    break;
   }
+  if (c->tls_eof)
+    c->flush_close = true;
   inbuf_shrink(c);
   conn_kick(c);
 }
@@ -892,7 +1126,10 @@ on_recv(struct conn *c, int res)
     conn_kill(c);
     return;
   }
-  c->in_tail += (size_t)res;
+  if (c->tls)
+    tls_rx_commit(c->tls, (size_t)res);
+  else
+    c->in_tail += (size_t)res;
   conn_process(c);
 }
 
@@ -909,11 +1146,11 @@ on_send(struct conn *c, int res)
     return;
   }
   c->sent += (size_t)res;
-  if (c->sent < side_len(c, !c->fill) && !c->dead) {
+  if (c->sent < send_len(c) && !c->dead) {
     queue_send(c);
     return;
   }
-  side_reset(c, !c->fill);
+  send_finished(c);
   give_back(c);
   conn_process(c);
 }
@@ -1072,6 +1309,23 @@ worker_trim(struct worker *w)
   w->dirty = false;
 }
 
+/* The TLS handshake timer of C fired (RES -ETIME) or was cancelled. */
+static void
+on_tls_timeout(struct conn *c, int res)
+{
+  c->tls_timer = false;
+  if (res == -ETIME && !c->tls_up && !c->dead) {
+    if (c->w->s->cfg.verbose)
+      fprintf(stderr,
+              "znbd: TLS: handshake not done after %llu s: "
+              "connection closed\n",
+              TLS_HANDSHAKE_NSEC / 1000000000);
+    conn_kill(c);
+    return;
+  }
+  conn_maybe_free(c);
+}
+
 /* One completion on W's ring: TAG (tag.h) with result RES. */
 static void
 worker_handle(struct worker *w, uint64_t tag, int res)
@@ -1105,6 +1359,11 @@ worker_handle(struct worker *w, uint64_t tag, int res)
     break;
   case TAG_RQ_DONE:
     rq_finished(w, p);
+    break;
+  case TAG_TLS_TIMEOUT:
+    on_tls_timeout(p, res);
+    break;
+  case TAG_CANCEL:
     break;
   default: /* not used on a worker's ring */
     break;

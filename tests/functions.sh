@@ -35,10 +35,16 @@
 #                     size= is passed on, other parameters are ignored)
 # A front-end whose binary is not built makes the test skip (77).
 #
+# ZNBD_TLS=psk: the front-ends (plugin, bio, mq) serve with --tls=require
+# --tls-psk=$tmpdir/tls.psk (identity znbd, made by psktool) and $uri is
+# the nbds:// URI naming that file, so a test written for plain NBD runs
+# unchanged over TLS (tests/nbd: TEST.tlsplugin, TEST.tlsbio, TEST.tlsmq).
+#
 # ZNBD_STORE=dir: every start_frontend / expect_start_failure of a znbd
 # front-end gets dir=$tmpdir/storeN (a new directory each time) unless
-# the test passes dir= or memory_backed=false itself, so a test written
-# for the RAM store runs unchanged on the directory store.
+# the test passes dir= or memory_backed=false itself, and blocksize=512
+# unless it passes blocksize=, so a test written for the RAM store runs
+# unchanged on the directory store.
 #
 # Environment from tests/env.am (AM_TESTS_ENVIRONMENT): top_builddir,
 # top_srcdir, builddir, srcdir (absolute), ZNBD_SANITIZERS=yes|no.  When a
@@ -171,6 +177,21 @@ _frontend_cmd() {
     *" dir="* | *" memory_backed=false "* | *" memory_backed=0 "*) ;;
     *) set -- "$@" "dir=$tmpdir/store$_nservers" ;;
     esac
+    # The RAM store's default block size (dir= defaults to the file
+    # system's, 4096 on most), so the test's 512-byte requests mean the same.
+    case " $* " in
+    *" blocksize="*) ;;
+    *) set -- "$@" blocksize=512 ;;
+    esac
+  fi
+  _tls=()
+  if [ "${ZNBD_TLS:-}" = psk ] && [ "$ZNBD_FRONTEND" != memory ]; then
+    if [ ! -s "$tmpdir/tls.psk" ]; then
+      require psktool
+      psktool -u znbd -p "$tmpdir/tls.psk" >/dev/null 2>&1 ||
+        die "psktool could not make $tmpdir/tls.psk"
+    fi
+    _tls=(--tls=require --tls-psk="$tmpdir/tls.psk")
   fi
   case "$ZNBD_FRONTEND" in
   plugin)
@@ -179,7 +200,7 @@ _frontend_cmd() {
       skip "front-end plugin: zoned.so is not built yet (no $top_builddir/zoned.so)"
     _nbdkit_env
     # shellcheck disable=SC2206 # ZNBD_NBDKIT_OPTS: extra nbdkit options, split on spaces
-    _cmd+=(nbdkit --exit-with-parent -f "${_listen[@]}" -P "$pidfile" ${ZNBD_NBDKIT_OPTS:-} ${ZNBD_FRONTEND_OPTS:-} "$plugin" "$@")
+    _cmd+=(nbdkit --exit-with-parent -f "${_listen[@]}" -P "$pidfile" "${_tls[@]}" ${ZNBD_NBDKIT_OPTS:-} ${ZNBD_FRONTEND_OPTS:-} "$plugin" "$@")
     ;;
   bio | mq)
     server=$(_server_path) ||
@@ -188,7 +209,7 @@ _frontend_cmd() {
       _cmd=(env "ASAN_OPTIONS=detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}")
     fi
     # shellcheck disable=SC2206 # ZNBD_FRONTEND_OPTS: options, split on spaces
-    _cmd+=("$server" -f "${_listen[@]}" -P "$pidfile" --queue-mode="$ZNBD_FRONTEND" ${ZNBD_FRONTEND_OPTS:-} "$@")
+    _cmd+=("$server" -f "${_listen[@]}" -P "$pidfile" --queue-mode="$ZNBD_FRONTEND" "${_tls[@]}" ${ZNBD_FRONTEND_OPTS:-} "$@")
     ;;
   memory)
     require nbdkit
@@ -254,7 +275,11 @@ _try_start() {
   note "starting: ${_cmd[*]}"
   "${_cmd[@]}" >"$server_log" 2>&1 </dev/null &
   server_pid=$!
-  if [ -n "${_tcp_port:-}" ]; then
+  if [ "${#_tls[@]}" -gt 0 ] && [ -n "${_tcp_port:-}" ]; then
+    uri="nbds://znbd@127.0.0.1:$_tcp_port/?tls-psk-file=$tmpdir/tls.psk"
+  elif [ "${#_tls[@]}" -gt 0 ]; then
+    uri="nbds+unix://znbd@/?socket=$sock&tls-psk-file=$tmpdir/tls.psk"
+  elif [ -n "${_tcp_port:-}" ]; then
     uri="nbd://127.0.0.1:$_tcp_port"
   else
     uri="nbd+unix:///?socket=$sock"

@@ -11,7 +11,7 @@ require_znbd_frontend "persistent devices"
 require fincore
 
 dev=$tmpdir/dev
-geo=(size=8M zone_size=1M zone_nr_conv=1)
+geo=(size=8M zone_size=1M zone_nr_conv=1 blocksize=512) # 512-byte pieces
 # The bytes every server must read back (python, in both scripts below).
 reads=$(
   cat <<'EOF'

@@ -65,6 +65,33 @@ kill -0 "$dpid" 2>/dev/null && die "daemon did not stop on SIGTERM"
 [ ! -e "$tmpdir/d.sock" ] || die "socket left after SIGTERM"
 note "daemon mode: pidfile written, SIGTERM stops it and removes the socket"
 
+# Daemon mode returns once it serves: with relative -U, -P and
+# zone_control= (taken from the starting directory, though the daemon runs
+# in /), the pidfile and both sockets answer at once, without waiting.
+mkdir "$tmpdir/rel"
+(cd "$tmpdir/rel" && "$znbd" $mode -U r.sock -P r.pid size=8M zoned=false \
+  zone_control=r.ctl) || die "daemon start with relative paths failed"
+[ -s "$tmpdir/rel/r.pid" ] || die "pidfile not there when the parent exited"
+rpid=$(cat "$tmpdir/rel/r.pid")
+on_exit "kill $rpid 2>/dev/null"
+size=$(nbdinfo --size "nbd+unix:///?socket=$tmpdir/rel/r.sock") ||
+  die "relative -U: not serving when the parent exited"
+[ "$size" = 8388608 ] || die "relative -U: size $size"
+"$top_builddir/client/nbdzone" stats --control "$tmpdir/rel/r.ctl" \
+  "nbd+unix:///?socket=$tmpdir/rel/r.sock" >"$tmpdir/rel.stats" ||
+  die "relative zone_control: no control socket when the parent exited"
+kill -TERM "$rpid"
+for i in $(seq 100); do kill -0 "$rpid" 2>/dev/null || break; sleep 0.05; done
+left=$(ls "$tmpdir/rel")
+[ -z "$left" ] || die "left in the starting directory after SIGTERM: $left"
+# A start-up failure after the fork is the parent's exit status and message.
+if "$znbd" $mode -U "$tmpdir/f.sock" size=8M zoned=false \
+  zone_control="$tmpdir/none/f.ctl" 2>"$tmpdir/f.err"; then
+  die "daemon with an impossible zone_control exited 0"
+fi
+grep -q 'zone_control' "$tmpdir/f.err" || die "no message: $(cat "$tmpdir/f.err")"
+note "daemon mode: ready on return with relative paths; a late failure exits 1 naming zone_control"
+
 # SIGTERM with a connection open and requests in flight.
 start_frontend size=16M zoned=false
 /usr/bin/python3 - "$sock" <<'PY' &

@@ -19,10 +19,12 @@ SIMPLE = 0x67446698
 STRUCT = 0x668E33EF
 
 OPT_EXPORT_NAME, OPT_ABORT, OPT_LIST, OPT_INFO, OPT_GO = 1, 2, 3, 6, 7
+OPT_STARTTLS = 5
 OPT_STRUCTURED, OPT_LIST_META, OPT_SET_META = 8, 9, 10
 REP_ACK, REP_SERVER, REP_INFO, REP_META = 1, 2, 3, 4
 ERR_UNSUP, ERR_INVALID, ERR_UNKNOWN, ERR_TOO_BIG = (
     0x80000001, 0x80000003, 0x80000006, 0x80000009)
+ERR_TLS_REQD = 0x80000005
 CMD_READ, CMD_WRITE, CMD_DISC, CMD_FLUSH, CMD_TRIM = 0, 1, 2, 3, 4
 CMD_CACHE, CMD_ZERO, CMD_BS = 5, 6, 7
 EPERM, EIO, EINVAL, ENOSPC = 1, 5, 22, 28
@@ -515,6 +517,62 @@ def case_bs_merge(path):
           "hole, data, hole: %r" % (e,))
     e = block_status(c, 0, size, flags=8)
     check(e == [(16 << 20, 3)], "REQ_ONE: one extent over zones 0-1: %r" % (e,))
+
+
+def case_tls_require(path):
+    """--tls=require (doc/proto.md, FORCEDTLS mode): every option but
+    STARTTLS and ABORT is refused with NBD_REP_ERR_TLS_REQD; EXPORT_NAME,
+    which cannot be refused, ends the session."""
+    c = Conn(path)
+    c.greeting()
+    info = struct.pack(">IH", 0, 0)
+    meta = struct.pack(">II", 0, 0)
+    for o, d, name in ((OPT_STRUCTURED, b"", "STRUCTURED_REPLY"),
+                       (OPT_LIST, b"", "LIST"), (OPT_INFO, info, "INFO"),
+                       (OPT_GO, info, "GO"), (OPT_LIST_META, meta, "LIST_META"),
+                       (0x77, b"junk", "an unknown option")):
+        c.opt(o, d)
+        ro, t, msg = c.reply()
+        check(ro == o and t == ERR_TLS_REQD,
+              "%s before STARTTLS: NBD_REP_ERR_TLS_REQD (%r)" % (name, msg))
+    c.opt(OPT_STARTTLS, b"x")
+    check(c.reply()[1] == ERR_INVALID, "STARTTLS with data: NBD_REP_ERR_INVALID")
+    c.opt(OPT_ABORT)
+    check(c.reply()[1] == REP_ACK, "ABORT before STARTTLS: NBD_REP_ACK")
+    check(c.closed(), "ABORT closes the connection")
+    c = Conn(path)
+    c.greeting()
+    c.opt(OPT_EXPORT_NAME, b"")
+    check(c.closed(), "EXPORT_NAME before STARTTLS: connection closed")
+    c = Conn(path)
+    c.greeting()
+    c.opt(OPT_STARTTLS)
+    o, t, d = c.reply()
+    check(o == OPT_STARTTLS and t == REP_ACK and d == b"",
+          "STARTTLS: NBD_REP_ACK, no data")
+
+
+def case_tls_off(path):
+    """--tls=off (the default): NOTLS mode, STARTTLS unsupported, options
+    served as before."""
+    c = Conn(path)
+    c.greeting()
+    c.opt(OPT_STARTTLS)
+    check(c.reply()[1] == ERR_UNSUP, "STARTTLS: NBD_REP_ERR_UNSUP")
+    c.structured()
+    c.go()
+
+
+def case_tls_stall(path):
+    """A client that stops in the TLS handshake holds no one else up, and
+    the server closes it once the handshake limit (10 s) is over."""
+    c = Conn(path)
+    c.greeting()
+    c.opt(OPT_STARTTLS)
+    check(c.reply()[1] == REP_ACK, "STARTTLS: NBD_REP_ACK")
+    alive(path, "a client stalled in the TLS handshake")
+    c.s.settimeout(40)
+    check(c.closed(), "the stalled handshake was closed by the server")
 
 
 if __name__ == "__main__":

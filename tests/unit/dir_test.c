@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -65,9 +66,12 @@ out:
   return d;
 }
 
-static const char *const geo[] = {"size",          "512K",         "zone_size",
-                                  "64K",           "zone_nr_conv", "1",
-                                  "zone_capacity", "48K",          NULL};
+/* blocksize=512 given: the tests below write 512-byte pieces (a dir=
+ * device defaults to the file system's block size, test_zloop). */
+static const char *const geo[] = {
+    "size", "512K",          "zone_size", "64K",       "zone_nr_conv",
+    "1",    "zone_capacity", "48K",       "blocksize", "512",
+    NULL};
 
 /* Bytes [OFF, OFF+N) read back as test_fill(SEED). */
 static bool
@@ -395,7 +399,7 @@ test_lock(void)
     znbd_dev_free(a);
   }
   /* A format cut short (zone files, its mark, no znbd.meta) is done
-   * again; zone files without the mark (zloop's, say) are refused. */
+   * again (zone files without the mark are adopted: test_zloop). */
   char fresh[4200], mark[4300], meta[4300];
   a = open_dev(new_dir(fresh, sizeof fresh), geo, err, sizeof err);
   CHECK(a != NULL);
@@ -405,9 +409,6 @@ test_lock(void)
   snprintf(meta, sizeof meta, "%s/znbd.meta", fresh);
   CHECK(access(mark, F_OK) == -1 && errno == ENOENT); /* gone once done */
   CHECK(unlink(meta) == 0);
-  a = open_dev(fresh, geo, err, sizeof err);
-  CHECKF(a == NULL && strstr(err, "not a znbd directory"), "%s", err);
-  znbd_dev_free(a);
   int mfd = open(mark, O_CREAT | O_WRONLY, 0600);
   CHECK(mfd >= 0);
   close(mfd);
@@ -785,6 +786,81 @@ test_direct(void)
          "restart in either mode\n");
 }
 
+/* Linux zloop interchange (the NBD side: tests/nbd/zloop.sh).  A new
+ * zoned directory takes the file system's block size as zloop does; a
+ * directory of zone files without znbd.meta is adopted with the geometry
+ * given, a zone the first zloop (6.16) finished (file at the zone size, the
+ * capacity smaller) is FULL, no file changes; zoned=false and a file of
+ * another geometry are refused by name. */
+static void
+test_zloop(void)
+{
+  char dir[4000], err[512], path[4300];
+  static const char *const nobs[] = {"size", "512K", "zone_size", "64K", NULL};
+  struct statvfs sv;
+  struct znbd_dev *d =
+      open_dev(new_dir(dir, sizeof dir), nobs, err, sizeof err);
+  CHECKF(d != NULL, "%s", err);
+  CHECK(statvfs(dir, &sv) == 0);
+  uint32_t want = sv.f_bsize <= 512 ? 512 : 4096;
+  CHECK(d && znbd_dev_params(d)->blocksize == want);
+  znbd_dev_free(d);
+
+  /* zloop's files for size=512K zone_size=64K zone_capacity=48K, one
+   * conventional zone. */
+  new_dir(dir, sizeof dir);
+  CHECK(mkdir(dir, 0700) == 0);
+  static const struct {
+    const char *name;
+    off_t data, size;
+  } files[] = {{"cnv-000000", 8 * K, ZS},      {"seq-000001", 4 * K, ZS},
+               {"seq-000002", 48 * K, 48 * K}, {"seq-000003", 4 * K, 4 * K},
+               {"seq-000004", 0, 0},           {"seq-000005", 0, 0},
+               {"seq-000006", 0, 0},           {"seq-000007", 0, 0}};
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    snprintf(path, sizeof path, "%s/%s", dir, files[i].name);
+    int fd = open(path, O_CREAT | O_WRONLY, 0600);
+    uint8_t *b = malloc(48 * K);
+    test_fill(b, (size_t)files[i].data, (unsigned)i);
+    CHECK(fd >= 0 &&
+          pwrite(fd, b, (size_t)files[i].data, 0) == (ssize_t)files[i].data);
+    CHECK(ftruncate(fd, files[i].size) == 0);
+    close(fd);
+    free(b);
+  }
+  static const char *const flat[] = {"size", "512K", "zoned", "false", NULL};
+  d = open_dev(dir, flat, err, sizeof err);
+  CHECKF(d == NULL && strstr(err, "zoned"), "%s", err);
+  static const char *const geo_zl[] = {
+      "size", "512K",         "zone_size", "64K", "zone_capacity",
+      "48K",  "zone_nr_conv", "1",         NULL};
+  snprintf(path, sizeof path, "%s/seq-000009", dir);
+  int fd = open(path, O_CREAT | O_WRONLY, 0600);
+  close(fd);
+  d = open_dev(dir, geo_zl, err, sizeof err);
+  CHECKF(d == NULL && strstr(err, "seq-000009"), "%s", err);
+  CHECK(unlink(path) == 0);
+  d = open_dev(dir, geo_zl, err, sizeof err);
+  CHECKF(d != NULL, "%s", err);
+  if (d) {
+    CHECK(reads_back(d, 0, 8 * K, 0));
+    CHECK_EQ(test_zone(d, 1).cond, ZNBD_ZONE_COND_FULL);
+    CHECK(reads_back(d, ZS, 4 * K, 1));
+    CHECK_EQ(test_zone(d, 2).cond, ZNBD_ZONE_COND_FULL);
+    CHECK(reads_back(d, 2 * ZS, 48 * K, 2));
+    CHECK_EQ(test_zone(d, 3).cond, ZNBD_ZONE_COND_CLOSED);
+    CHECK_EQ(test_zone(d, 3).wp, 3 * ZS + 4 * K);
+    CHECK(reads_back(d, 3 * ZS, 4 * K, 3));
+    CHECK_EQ(test_zone(d, 4).cond, ZNBD_ZONE_COND_EMPTY);
+    znbd_dev_free(d);
+  }
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+    CHECK_EQ(fsize(dir, files[i].name), files[i].size);
+  CHECK(fsize(dir, "znbd.meta") > 0);
+  printf("zloop: a zloop directory is adopted, its files unchanged; "
+         "mismatches refused\n");
+}
+
 static void
 all_tests(void)
 {
@@ -797,6 +873,7 @@ all_tests(void)
   test_plain();
   test_prealloc();
   test_writeback();
+  test_zloop();
 }
 
 int

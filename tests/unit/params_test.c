@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "znbd/params.h"
 #include "check.h"
@@ -211,6 +212,15 @@ test_set(void)
   CHECK_EQ(p.completion_nsec, 250000);
   CHECK_EQ(znbd_params_set(&p, "zone_control", "/tmp/x.sock", err, 256), 0);
   CHECK(p.zone_control && strcmp(p.zone_control, "/tmp/x.sock") == 0);
+  /* A relative path is joined to the current directory: a server in the
+   * background runs in "/". */
+  {
+    char *cwd = getcwd(NULL, 0), want[4096];
+    snprintf(want, sizeof want, "%s/rel/x.ctl", cwd);
+    CHECK_EQ(znbd_params_set(&p, "zone_control", "rel/x.ctl", err, 256), 0);
+    CHECK(p.zone_control && strcmp(p.zone_control, want) == 0);
+    free(cwd);
+  }
   CHECK_EQ(znbd_params_set(&p, "zone_readonly", "3,7-9", err, 256), 0);
   CHECK(p.zone_readonly && strcmp(p.zone_readonly, "3,7-9") == 0);
   CHECK_EQ(znbd_params_set(&p, "no_zone_write_lock", "yes", err, 256), 0);

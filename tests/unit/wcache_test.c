@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -541,9 +542,10 @@ journal_writes(struct znbd_dev *d)
   CHECK(put(d, ZS + 8 * K, 8 * K, 5) == 0); /* zone 1 on */
 }
 
-/* The journal of geo_wc: 8 zones, so the header is 16 + 8 + 8 * 8 bytes,
+/* The journal of geo_wc: 8 zones, so the header is 16 + 8 + 8 * 8 + 8
+ * bytes (magic, zone count, FLUSHED of each zone, the lease),
  * then records of 24 + 4096 bytes (page, kind, length; data). */
-#define JHDR (16 + 8 + 8 * 8)
+#define JHDR (16 + 8 + 8 * 8 + 8)
 
 static void
 jwrite(const char *path, const void *p, size_t n, off_t off)
@@ -563,10 +565,11 @@ jtruncate(const char *path, off_t len)
   CHECK(truncate(f, len) == 0);
 }
 
-/* Damage the journal after a crash; both write_cache settings refuse to
- * start, naming znbd.wcache and REASON, and no file changes. */
+/* Damage the journal (or a file) after a crash; both write_cache
+ * settings refuse to start with errno E, naming znbd.wcache and REASON,
+ * and no file changes. */
 static void
-refused(const char *path, const char *reason)
+refused_e(const char *path, const char *reason, int e)
 {
   static char before[8192], after[8192];
   char err[1024] = "";
@@ -576,7 +579,7 @@ refused(const char *path, const char *reason)
     errno = 0;
     struct znbd_dev *d =
         try_open(path, wc ? geo_wc : geo_nowc, err, sizeof err);
-    CHECK(d == NULL && errno == EINVAL);
+    CHECK(d == NULL && errno == e);
     CHECKF(strstr(err, "/znbd.wcache") && strstr(err, reason) &&
                strstr(err, "no file was changed"),
            "message: %s", err);
@@ -585,6 +588,20 @@ refused(const char *path, const char *reason)
     snapshot(path, after, sizeof after);
     CHECKF(!strcmp(before, after), "files changed:\n%s---\n%s", before, after);
   }
+}
+
+static void
+refused(const char *path, const char *reason)
+{
+  refused_e(path, reason, EINVAL);
+}
+
+static int64_t
+now_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 /* Move the journal away: the files start as they are, unflushed writes
@@ -645,7 +662,8 @@ damaged_journal(void)
   journal_moved(path);
 
   /* A replay cut short after it changed the files (the journal is still
-   * there): done again, the result is the same. */
+   * there, with the lease the replay renewed before its first change):
+   * done again, the result is the same. */
   crash(path, sizeof path, geo_wc, journal_writes);
   char f1[4400], f2[4400], cmd[9000];
   snprintf(f1, sizeof f1, "%s/znbd.wcache", path);
@@ -655,11 +673,72 @@ damaged_journal(void)
   struct znbd_dev *d = open_dev(path, geo_nowc);
   znbd_dev_free(d);
   CHECK(rename(f2, f1) == 0);
+  int64_t lease = now_ns() + 2000000000;
+  jwrite(path, &lease, 8, JHDR - 8);
   d = open_dev(path, geo_wc);
   CHECK(reads(d, 0, 8 * K, 1));
   CHECK(reads(d, 8 * K, 4 * K, 0));
   CHECK_EQ(WP(d, 1), 8 * K);
   CHECK_EQ(WP(d, 2), 48 * K);
+  znbd_dev_free(d);
+}
+
+/* A zone file changed after the crash (zloop appended to it) is not
+ * rolled back: the start is refused naming the file, nothing changes.
+ * The journal's lease is set to end right after the server's last change,
+ * as when the server died longer ago than the lease (10 s) before the
+ * change; then moving the journal away starts with the change kept. */
+static void
+changed_after_crash(void)
+{
+  char path[4200], f[4400];
+  crash(path, sizeof path, geo_wc, journal_writes);
+  int64_t newest = 0;
+  for (int i = 0; i < 8; i++) {
+    struct stat st;
+    snprintf(f, sizeof f, "%s/%s-%06d", path, i ? "seq" : "cnv", i);
+    CHECK(stat(f, &st) == 0);
+    int64_t ct = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
+    if (ct > newest)
+      newest = ct;
+  }
+  int64_t lease = newest + 1;
+  jwrite(path, &lease, 8, JHDR - 8);
+  struct timespec ms20 = {0, 20 * 1000 * 1000};
+  nanosleep(&ms20, NULL); /* past the kernel's coarse clock tick */
+  snprintf(f, sizeof f, "%s/seq-000003", path);
+  int fd = open(f, O_WRONLY | O_APPEND);
+  uint8_t b[4096];
+  memset(b, 0x5a, sizeof b);
+  CHECK(fd >= 0 && write(fd, b, sizeof b) == (ssize_t)sizeof b);
+  close(fd);
+  refused_e(path, "seq-000003 was changed", ESTALE);
+  journal_moved(path);
+  struct znbd_dev *d = open_dev(path, geo_wc);
+  CHECK_EQ(WP(d, 3), 4 * K);
+  znbd_dev_free(d);
+
+  /* Files untouched since the crash: the rollback happens. */
+  crash(path, sizeof path, geo_wc, journal_writes);
+  d = open_dev(path, geo_wc);
+  CHECK(reads(d, 8 * K, 4 * K, 0));
+  CHECK_EQ(WP(d, 1), 8 * K);
+  znbd_dev_free(d);
+
+  /* A clean stop empties the journal: changes made afterwards stay. */
+  d = open_dev(path, geo_wc);
+  CHECK(put(d, 3 * ZS, 4 * K, 9) == 0);
+  znbd_dev_free(d);
+  char j[4400];
+  snprintf(j, sizeof j, "%s/znbd.wcache", path);
+  struct stat st;
+  CHECK(stat(j, &st) == 0 && st.st_size == 0);
+  snprintf(f, sizeof f, "%s/seq-000003", path);
+  fd = open(f, O_WRONLY | O_APPEND);
+  CHECK(fd >= 0 && write(fd, b, sizeof b) == (ssize_t)sizeof b);
+  close(fd);
+  d = open_dev(path, geo_wc);
+  CHECK_EQ(WP(d, 3), 8 * K);
   znbd_dev_free(d);
 }
 
@@ -679,6 +758,7 @@ main(void)
   dir();
   dir_writeback();
   damaged_journal();
+  changed_after_crash();
   char cmd[4200];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
   if (system(cmd) != 0)

@@ -955,6 +955,14 @@ main(int argc, char **argv)
     snprintf(path, sizeof path, "%s/%zu", base, c);
     kv[n++] = "dir";
     kv[n++] = path;
+    /* The RAM run's block size (dir= defaults to the file system's). */
+    bool bs = false;
+    for (size_t k = 0; k + 1 < n; k += 2)
+      bs |= !strcmp(kv[k], "blocksize");
+    if (!bs) {
+      kv[n++] = "blocksize";
+      kv[n++] = "512";
+    }
     kv[n] = NULL;
     snprintf(name, sizeof name, "dir=, %s", devs[c].name);
     fail |= run_dev(name, kv, argc > 2 ? strtoull(argv[2], NULL, 0) : seeds[0],
