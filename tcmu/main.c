@@ -117,6 +117,11 @@ main(int argc, char **argv)
   }
   stopping = 1;
   pthread_join(th, NULL);
+  fprintf(stderr,
+          "znbd-tcmu: %s: %llu commands, at most %u in flight, %llu "
+          "completed before an older one\n",
+          name, (unsigned long long)ring.commands, ring.max_in_flight,
+          (unsigned long long)ring.out_of_order);
   tcmu_ring_close(&ring);
   if (tcmu_backstore_remove(name, err, sizeof err) < 0) {
     fprintf(stderr, "znbd-tcmu: %s\n", err);

@@ -1,14 +1,16 @@
 /* znbd-tcmu: the TCMU command ring (see ring.h).  The protocol is the one
  * documented at the top of <linux/target_core_user.h>: the kernel puts
- * entries at mailbox->cmd_head; we handle each, write its response in
- * place and move cmd_tail past it, then write 4 bytes to the UIO fd so
- * the kernel reaps the completions (tcmu_handle_completions()). */
+ * entries at mailbox->cmd_head; we copy each out and execute it on a
+ * worker thread, which writes the reply into the next slot at cmd_tail,
+ * moves cmd_tail past it and writes 4 bytes to the UIO fd so the kernel
+ * reaps the completions (tcmu_handle_completions()). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -50,43 +52,131 @@ tcmu_ring_open(struct tcmu_ring *r, const char *uio, char *err, size_t errlen)
   struct tcmu_mailbox *mb = r->map;
   /* Whatever a previous handler left unanswered is answered by the
    * kernel's timeout; start at the tail. */
-  r->last = __atomic_load_n(&mb->cmd_tail, __ATOMIC_ACQUIRE);
+  r->last = r->tail = __atomic_load_n(&mb->cmd_tail, __ATOMIC_ACQUIRE);
+  r->seq_in = r->seq_out = r->commands = r->out_of_order = 0;
+  r->in_flight = r->max_in_flight = 0;
   return 0;
 }
 
-/* Handle the command entry E: CDB and data buffers are offsets from the
- * map base.  The request fields share their bytes with the response, so
- * everything is read before anything is written. */
-static void
-handle(struct tcmu_ring *r, struct znbd_scsi *s, struct tcmu_cmd_entry *e)
+struct tcmu_job {
+  struct tcmu_job *next;
+  uint64_t seq; /* ring order, counted over commands */
+  uint16_t cmd_id;
+  uint8_t cdb[16]; /* sd sends at most 16-byte CDBs */
+  uint32_t iovcnt;
+  struct iovec iov[];
+};
+
+/* Reply to command ID (the SEQ-th taken off the ring) with status ST,
+ * SENSE (CHECK CONDITION only) and READ_LEN data-in bytes, in the next
+ * command slot at the tail.  Entries are replied to in ring order but
+ * each reply names its command (cmd_id), so any command may take any slot
+ * (TCMU_MAILBOX_FLAG_CAP_OOOC; tcmu_handle_completions() looks the id
+ * up).  Every slot up to the tail was copied out by the reader already:
+ * fewer commands were completed than taken. */
+static int
+complete(struct tcmu_ring *r, uint16_t id, uint64_t seq, int st,
+         const uint8_t *sense, uint32_t read_len)
+{
+  struct tcmu_mailbox *mb = r->map;
+  uint8_t *ring = (uint8_t *)r->map + mb->cmdr_off;
+
+  pthread_mutex_lock(&r->lock);
+  struct tcmu_cmd_entry *e = (void *)(ring + r->tail);
+  while (tcmu_hdr_get_op(e->hdr.len_op) != TCMU_OP_CMD) {
+    r->tail = (r->tail + tcmu_hdr_get_len(e->hdr.len_op)) % mb->cmdr_size;
+    e = (void *)(ring + r->tail);
+  }
+  e->hdr.cmd_id = id;
+  e->hdr.uflags = TCMU_UFLAG_READ_LEN;
+  e->rsp.scsi_status = st;
+  if (st != ZNBD_SCSI_GOOD)
+    memcpy(e->rsp.sense_buffer, sense, TCMU_SENSE_BUFFERSIZE);
+  e->rsp.read_len = read_len;
+  r->tail = (r->tail + tcmu_hdr_get_len(e->hdr.len_op)) % mb->cmdr_size;
+  __atomic_store_n(&mb->cmd_tail, r->tail, __ATOMIC_RELEASE);
+  if (seq != r->seq_out)
+    r->out_of_order++;
+  r->seq_out++;
+  r->commands++;
+  r->in_flight--;
+  pthread_mutex_unlock(&r->lock);
+  uint32_t one = 0; /* tcmu_irqcontrol(): reap what is at cmd_tail */
+  return write(r->fd, &one, sizeof one) < 0 ? -1 : 0;
+}
+
+struct worker_arg {
+  struct tcmu_ring *r;
+  struct znbd_scsi *s;
+};
+
+static void *
+worker(void *arg)
+{
+  struct tcmu_ring *r = ((struct worker_arg *)arg)->r;
+  struct znbd_scsi *s = ((struct worker_arg *)arg)->s;
+  for (;;) {
+    pthread_mutex_lock(&r->lock);
+    while (!r->head && !r->quit)
+      pthread_cond_wait(&r->ready, &r->lock);
+    struct tcmu_job *j = r->head;
+    if (j && !(r->head = j->next))
+      r->qtail = &r->head;
+    pthread_mutex_unlock(&r->lock);
+    if (!j) /* quit, and the queue is drained */
+      return NULL;
+    struct znbd_scsi_cmd c = {.cdb = j->cdb,
+                              .cdb_len = sizeof j->cdb,
+                              .iov = j->iov,
+                              .iovcnt = j->iovcnt};
+    int st = znbd_scsi_exec(s, &c);
+    uint64_t ns = znbd_scsi_delay_nsec(s, j->cdb);
+    if (ns) {
+      struct timespec ts = {(time_t)(ns / 1000000000u),
+                            (long)(ns % 1000000000u)};
+      while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+    }
+    if (complete(r, j->cmd_id, j->seq, st, c.sense, c.read_len) < 0)
+      perror("znbd-tcmu: write to the UIO device");
+    free(j);
+  }
+}
+
+/* Take the command entry E off the ring: copy what the job needs (CDB,
+ * buffer list as pointers into the map; the request shares its bytes
+ * with the reply) and queue it.  Out of memory fails this command alone,
+ * with HARDWARE ERROR. */
+static int
+take(struct tcmu_ring *r, struct tcmu_cmd_entry *e)
 {
   uint8_t *base = r->map;
   uint32_t n = e->req.iov_cnt;
-  struct iovec *iov = calloc(n ? n : 1, sizeof *iov);
-  struct znbd_scsi_cmd c = {0};
-  int st;
+  struct tcmu_job *j = malloc(sizeof *j + n * sizeof j->iov[0]);
 
-  if (!iov) {
-    st = ZNBD_SCSI_CHECK_CONDITION;
-    memset(c.sense, 0, sizeof c.sense);
-    c.sense[0] = 0x70, c.sense[2] = 0x04, c.sense[7] = 0x0a; /* HW error */
-  } else {
-    for (uint32_t i = 0; i < n; i++) {
-      iov[i].iov_base = base + (size_t)e->req.iov[i].iov_base;
-      iov[i].iov_len = e->req.iov[i].iov_len;
-    }
-    c.cdb = base + e->req.cdb_off;
-    c.cdb_len = 16;
-    c.iov = iov;
-    c.iovcnt = n;
-    st = znbd_scsi_exec(s, &c);
+  pthread_mutex_lock(&r->lock);
+  uint64_t seq = r->seq_in++;
+  if (++r->in_flight > r->max_in_flight)
+    r->max_in_flight = r->in_flight;
+  if (!j) {
+    pthread_mutex_unlock(&r->lock);
+    uint8_t sense[TCMU_SENSE_BUFFERSIZE] = {0x70, 0, 0x04, 0, 0, 0, 0, 0x0a};
+    return complete(r, e->hdr.cmd_id, seq, ZNBD_SCSI_CHECK_CONDITION, sense, 0);
   }
-  free(iov);
-  e->rsp.scsi_status = st;
-  if (st != ZNBD_SCSI_GOOD)
-    memcpy(e->rsp.sense_buffer, c.sense, TCMU_SENSE_BUFFERSIZE);
-  e->rsp.read_len = c.read_len;
-  e->hdr.uflags |= TCMU_UFLAG_READ_LEN;
+  j->next = NULL;
+  j->seq = seq;
+  j->cmd_id = e->hdr.cmd_id;
+  memcpy(j->cdb, base + e->req.cdb_off, sizeof j->cdb);
+  j->iovcnt = n;
+  for (uint32_t i = 0; i < n; i++) {
+    j->iov[i].iov_base = base + (size_t)e->req.iov[i].iov_base;
+    j->iov[i].iov_len = e->req.iov[i].iov_len;
+  }
+  *r->qtail = j;
+  r->qtail = &j->next;
+  pthread_cond_signal(&r->ready);
+  pthread_mutex_unlock(&r->lock);
+  return 0;
 }
 
 int
@@ -95,35 +185,51 @@ tcmu_ring_serve(struct tcmu_ring *r, struct znbd_scsi *s,
 {
   struct tcmu_mailbox *mb = r->map;
   uint8_t *ring = (uint8_t *)r->map + mb->cmdr_off;
+  struct worker_arg wa = {r, s};
+  pthread_t th[TCMU_RING_WORKERS];
+  int nth = 0, rc = 0, e = 0;
 
-  while (!*stop) {
+  r->head = NULL;
+  r->qtail = &r->head;
+  r->quit = 0;
+  pthread_mutex_init(&r->lock, NULL);
+  pthread_cond_init(&r->ready, NULL);
+  while (nth < TCMU_RING_WORKERS &&
+         pthread_create(&th[nth], NULL, worker, &wa) == 0)
+    nth++;
+  if (!nth) {
+    errno = EAGAIN;
+    return -1;
+  }
+  while (!*stop && rc == 0) {
     struct pollfd pfd = {r->fd, POLLIN, 0};
     int pr = poll(&pfd, 1, 200);
     if (pr < 0 && errno != EINTR)
-      return -1;
-    if (pr > 0) {
-      uint32_t irq;
-      if (read(r->fd, &irq, sizeof irq) < 0 && errno != EINTR)
-        return -1;
-    }
-    bool done = false;
-    while (r->last != __atomic_load_n(&mb->cmd_head, __ATOMIC_ACQUIRE)) {
-      struct tcmu_cmd_entry *e = (void *)(ring + r->last);
-      if (tcmu_hdr_get_op(e->hdr.len_op) == TCMU_OP_CMD)
-        handle(r, s, e);
-      /* PAD and TMR entries are skipped (TMR only with
+      rc = -1;
+    uint32_t irq;
+    if (pr > 0 && read(r->fd, &irq, sizeof irq) < 0 && errno != EINTR)
+      rc = -1;
+    while (rc == 0 &&
+           r->last != __atomic_load_n(&mb->cmd_head, __ATOMIC_ACQUIRE)) {
+      struct tcmu_cmd_entry *ent = (void *)(ring + r->last);
+      unsigned next =
+          (r->last + tcmu_hdr_get_len(ent->hdr.len_op)) % mb->cmdr_size;
+      /* PAD and TMR entries carry no command (TMR only with
        * tmr_notification=1, which znbd-tcmu never sets). */
-      r->last = (r->last + tcmu_hdr_get_len(e->hdr.len_op)) % mb->cmdr_size;
-      __atomic_store_n(&mb->cmd_tail, r->last, __ATOMIC_RELEASE);
-      done = true;
-    }
-    if (done) {
-      uint32_t one = 0;
-      if (write(r->fd, &one, sizeof one) < 0)
-        return -1;
+      if (tcmu_hdr_get_op(ent->hdr.len_op) == TCMU_OP_CMD && take(r, ent) < 0)
+        rc = -1;
+      r->last = next;
     }
   }
-  return 0;
+  e = errno;
+  pthread_mutex_lock(&r->lock);
+  r->quit = 1;
+  pthread_cond_broadcast(&r->ready);
+  pthread_mutex_unlock(&r->lock);
+  for (int i = 0; i < nth; i++)
+    pthread_join(th[i], NULL);
+  errno = e;
+  return rc;
 }
 
 void

@@ -4,16 +4,34 @@
 #ifndef ZNBD_TCMU_RING_H
 #define ZNBD_TCMU_RING_H
 
+#include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "scsi.h"
+
+/* Worker threads executing commands: up to this many are in flight at
+ * once and complete in whatever order they finish. */
+#define TCMU_RING_WORKERS 4
+
+struct tcmu_job;
 
 struct tcmu_ring {
   int fd;
   void *map;
   size_t map_size;
-  unsigned last; /* our cursor into the command ring, bytes */
+  unsigned last;        /* reader's cursor into the command ring, bytes */
+  unsigned tail;        /* completion cursor (the mailbox's cmd_tail), bytes */
+  pthread_mutex_t lock; /* the queue, the tail and the counters */
+  pthread_cond_t ready;
+  struct tcmu_job *head, **qtail;
+  int quit;
+  uint64_t seq_in, seq_out; /* commands taken from / completed to the ring */
+  /* Counters, for the log at the end: */
+  uint64_t commands;     /* commands completed */
+  uint64_t out_of_order; /* completed before an older command */
+  unsigned in_flight, max_in_flight;
 };
 
 /* Open /dev/UIO (e.g. "uio0") and map its region (size from
@@ -23,8 +41,14 @@ int tcmu_ring_open(struct tcmu_ring *r, const char *uio, char *err,
                    size_t errlen);
 
 /* Serve commands with S until *STOP is set (checked at least every
- * 200 ms), one at a time, completing each in ring order.  Returns 0, or
- * -1 with errno (a read/poll error on the UIO fd). */
+ * 200 ms): this thread takes each command off the ring (copying its CDB
+ * and buffer list, since the kernel reuses the slot for a reply) and
+ * queues it; TCMU_RING_WORKERS threads execute them, each waiting the
+ * injected latency of its command (znbd_scsi_delay_nsec()), and
+ * complete them in the order they finish (TCMU_MAILBOX_FLAG_CAP_OOOC:
+ * the reply goes into the next slot at cmd_tail with the command's
+ * cmd_id).  Returns once every queued command has completed: 0, or -1
+ * with errno (a poll/read/write error on the UIO fd, or no thread). */
 int tcmu_ring_serve(struct tcmu_ring *r, struct znbd_scsi *s,
                     volatile sig_atomic_t *stop);
 

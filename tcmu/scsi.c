@@ -389,16 +389,18 @@ errno_sense(int err, bool write)
   }
 }
 
+/* ZBC OUT service actions (ZBC-2 6.4): the zone operation of each. */
+static const enum znbd_zone_op zbc_out_ops[] = {
+    [0x01] = ZNBD_ZONE_OP_CLOSE,
+    [0x02] = ZNBD_ZONE_OP_FINISH,
+    [0x03] = ZNBD_ZONE_OP_OPEN,
+    [0x04] = ZNBD_ZONE_OP_RESET,
+};
+
 static int
 zbc_out(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
 {
   const struct znbd_params *p = znbd_dev_params(s->dev);
-  static const enum znbd_zone_op ops[] = {
-      [0x01] = ZNBD_ZONE_OP_CLOSE,
-      [0x02] = ZNBD_ZONE_OP_FINISH,
-      [0x03] = ZNBD_ZONE_OP_OPEN,
-      [0x04] = ZNBD_ZONE_OP_RESET,
-  };
   unsigned sa = c->cdb[1] & 0x1f;
   bool all = c->cdb[14] & 0x01;
   uint64_t lba = get_be(c->cdb + 2, 8);
@@ -406,7 +408,7 @@ zbc_out(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
 
   if (!nr || sa < 0x01 || sa > 0x04)
     return fail(c, S_INVALID_FIELD);
-  enum znbd_zone_op op = ops[sa];
+  enum znbd_zone_op op = zbc_out_ops[sa];
   if (all) {
     if (op == ZNBD_ZONE_OP_RESET) {
       if (znbd_dev_zone_op(s->dev, op, ZNBD_ALL_ZONES) < 0)
@@ -589,4 +591,14 @@ znbd_scsi_exec(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
   default:
     return fail(c, S_BAD_OPCODE);
   }
+}
+
+uint64_t
+znbd_scsi_delay_nsec(struct znbd_scsi *s, const uint8_t *cdb)
+{
+  uint64_t ns = znbd_dev_params(s->dev)->completion_nsec;
+  unsigned sa = cdb[1] & 0x1f;
+  if (cdb[0] == 0x94 && sa >= 0x01 && sa <= 0x04)
+    ns += znbd_dev_zone_op_nsec(s->dev, zbc_out_ops[sa]);
+  return ns;
 }

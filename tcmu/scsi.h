@@ -62,4 +62,10 @@ int znbd_scsi_check_params(const struct znbd_params *p, char *err,
  * unknown opcode 05/20/00.  Never fails otherwise. */
 int znbd_scsi_exec(struct znbd_scsi *s, struct znbd_scsi_cmd *c);
 
+/* The injected latency of the command whose CDB is CDB, in ns: the
+ * device's completion_nsec, plus zone_open/close/finish/reset_nsec for a
+ * ZBC OUT (the same parameters as znbd's other front-ends; with ALL the
+ * operation's latency counts once). */
+uint64_t znbd_scsi_delay_nsec(struct znbd_scsi *s, const uint8_t *cdb);
+
 #endif

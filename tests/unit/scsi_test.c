@@ -341,6 +341,29 @@ test_refusals(void)
   znbd_params_free(&p);
 }
 
+/* Injected latency per command: completion_nsec for every one, plus the
+ * zone operation's own for ZBC OUT. */
+static void
+test_delay(void)
+{
+  struct znbd_params p;
+  test_params(&p, (const char *const[]){"size", "16M", "zone_size", "1M",
+                                        "completion_nsec", "1000",
+                                        "zone_reset_nsec", "50000",
+                                        "zone_open_nsec", "7000", NULL});
+  struct znbd_scsi d = {test_dev(&p), "lat0"};
+  uint8_t cdb[16];
+  rw16(0x88, 0, 8, cdb);
+  CHECK_EQ(znbd_scsi_delay_nsec(&d, cdb), 1000);
+  zbc_out(0x04, ZLBA, false, cdb);
+  CHECK_EQ(znbd_scsi_delay_nsec(&d, cdb), 51000);
+  zbc_out(0x03, ZLBA, true, cdb);
+  CHECK_EQ(znbd_scsi_delay_nsec(&d, cdb), 8000);
+  zbc_out(0x07, ZLBA, false, cdb); /* no such service action */
+  CHECK_EQ(znbd_scsi_delay_nsec(&d, cdb), 1000);
+  znbd_dev_free(d.dev);
+}
+
 int
 main(void)
 {
@@ -356,6 +379,7 @@ main(void)
   test_zbc_out();
   test_badblocks();
   test_refusals();
+  test_delay();
   znbd_dev_free(s.dev);
   return check_done("scsi_test");
 }
