@@ -25,8 +25,10 @@ scripts/serve.sh, and this test does exactly that, so they stay true:
   * After a command that starts a server (nbdkit, znbd) the runner waits
     until every Unix socket named on its line accepts a connection, as a
     person typing the next line would; then the block goes on.
-  * A block right after the line "<!-- readme-test: skip -->" is not run
-    (the setup commands themselves).
+  * A block right after a line "<!-- readme-test: skip -->" (or
+    "<!-- readme-test: skip, WHY -->") is not run: the setup commands
+    themselves, an example that boots a VM guest.
+  * A here-document belongs to the command that opens it.
 When a block ends, every process it left that still names the private
 directory is killed.
 """
@@ -39,7 +41,7 @@ import subprocess
 import sys
 import time
 
-SKIP = "<!-- readme-test: skip -->"
+SKIP = "<!-- readme-test: skip"  # ... -->, with the reason before -->
 SERVER = re.compile(r"^(\S*/)?(znbd|nbdkit)\s")
 
 
@@ -52,9 +54,10 @@ def blocks(text):
         line = lines[i]
         if line.startswith("#"):
             heading = line.lstrip("# ")
-        if line.startswith("    ") and prev.strip() in ("", SKIP):
-            skip = prev.strip() == SKIP or (
-                prev.strip() == "" and i >= 2 and lines[i - 2].strip() == SKIP)
+        if line.startswith("    ") and (prev.strip() == "" or
+                                         prev.startswith(SKIP)):
+            skip = prev.startswith(SKIP) or (
+                prev.strip() == "" and i >= 2 and lines[i - 2].startswith(SKIP))
             body = []
             while i < len(lines) and (lines[i].startswith("    ") or (
                     lines[i].strip() == "" and i + 1 < len(lines)
@@ -87,6 +90,14 @@ def commands(body):
         while cmd.endswith("\\") and i + 1 < len(body):
             i += 1
             cmd += "\n" + body[i]
+        # A here-document: its lines are the command's, up to the word.
+        m = re.search(r"<<-?\s*(['\"]?)([A-Z_][A-Z0-9_]*)\1(\s|$)", cmd)
+        if m:
+            while i + 1 < len(body):
+                i += 1
+                cmd += "\n" + body[i]
+                if body[i].strip() == m.group(2):
+                    break
         cmds.append((cmd, []))
         i += 1
     return cmds
