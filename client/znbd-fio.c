@@ -6,11 +6,11 @@
  * I/O is asynchronous on libnbd's AIO API (aio_pread/pwrite/trim/flush
  * with completion callbacks, nbd_poll to wait), one NBD connection per
  * job; with --sync_io=1 each request is waited for inside queue, as
- * fio's psync engine does.  The zone hooks of fio's ioengine_ops (FIO_IOOPS_VERSION 31, fio
- * 3.33: get_zoned_model, report_zones, reset_wp, get_max_open_zones) go
- * through libznbdclient (client/znbdclient.h): zone state from
- * x-znbd:zone, the control socket or base:allocation, resets through the
- * control socket or NBD TRIM.  A plain export is reported as ZBD_NONE, so
+ * fio's psync engine does.  The zone hooks of fio's ioengine_ops
+ * (FIO_IOOPS_VERSION 31, fio 3.33: get_zoned_model, report_zones, reset_wp,
+ * get_max_open_zones) go through libznbdclient (client/znbdclient.h): zone
+ * state from x-znbd:zone, the control socket or base:allocation, resets through
+ * the control socket or NBD TRIM.  A plain export is reported as ZBD_NONE, so
  * fio emulates zones on it (--zonesize needed) as on a regular file.
  *
  * Built against fio's internal headers from fio's source package
