@@ -5,11 +5,12 @@
  *
  * I/O is asynchronous on libnbd's AIO API (aio_pread/pwrite/trim/flush
  * with completion callbacks, nbd_poll to wait), one NBD connection per
- * job.  The zone hooks of fio's ioengine_ops (FIO_IOOPS_VERSION 31, fio
- * 3.33: get_zoned_model, report_zones, reset_wp, get_max_open_zones) go
- * through libznbdclient (client/znbdclient.h): zone state from
- * x-znbd:zone, the control socket or base:allocation, resets through the
- * control socket or NBD TRIM.  A plain export is reported as ZBD_NONE, so
+ * job; with --sync_io=1 each request is waited for inside queue, as
+ * fio's psync engine does.  The zone hooks of fio's ioengine_ops
+ * (FIO_IOOPS_VERSION 31, fio 3.33: get_zoned_model, report_zones, reset_wp,
+ * get_max_open_zones) go through libznbdclient (client/znbdclient.h): zone
+ * state from x-znbd:zone, the control socket or base:allocation, resets through
+ * the control socket or NBD TRIM.  A plain export is reported as ZBD_NONE, so
  * fio emulates zones on it (--zonesize needed) as on a regular file.
  *
  * Built against fio's internal headers from fio's source package
@@ -32,6 +33,7 @@ struct zf_options {
   void *pad;
   char *uri;
   char *control;
+  unsigned int sync_io;
 };
 
 static struct fio_option zf_option_table[] = {
@@ -53,6 +55,17 @@ static struct fio_option zf_option_table[] = {
         .group = FIO_OPT_G_NBD,
         .type = FIO_OPT_STR_STORE,
         .off1 = offsetof(struct zf_options, control),
+    },
+    {
+        .name = "sync_io",
+        .lname = "synchronous requests",
+        .help = "Complete each request before returning it to fio, as fio's "
+                "sync engines (psync) do",
+        .category = FIO_OPT_C_ENGINE,
+        .group = FIO_OPT_G_NBD,
+        .type = FIO_OPT_BOOL,
+        .off1 = offsetof(struct zf_options, sync_io),
+        .def = "0",
     },
     {
         .name = NULL,
@@ -214,6 +227,28 @@ zf_completed(void *opaque, int *error)
   return 1;
 }
 
+/* sync_io=1: wait until IO_U's reply is in, take it off the completion
+ * list and let zf_queue() return it completed.  0, or -1 if the
+ * connection failed (IO_U then gets EIO). */
+static int
+zf_wait(struct zf_data *d, struct nbd_handle *nbd, struct io_u *io_u)
+{
+  for (;;) {
+    for (unsigned i = d->given; i < d->nr_done; i++)
+      if (d->done[i] == io_u) {
+        memmove(d->done + i, d->done + i + 1,
+                (d->nr_done - i - 1) * sizeof *d->done);
+        d->nr_done--;
+        return 0;
+      }
+    if (nbd_poll(nbd, -1) == -1) {
+      log_err("znbd-fio: nbd_poll: %s\n", nbd_get_error());
+      io_u->error = EIO;
+      return -1;
+    }
+  }
+}
+
 static enum fio_q_status
 zf_queue(struct thread_data *td, struct io_u *io_u)
 {
@@ -265,6 +300,14 @@ zf_queue(struct thread_data *td, struct io_u *io_u)
   }
   if (r == -1) {
     io_u->error = nbd_get_errno() ? nbd_get_errno() : EIO;
+    return FIO_Q_COMPLETED;
+  }
+  /* fio treats a request completed inside queue differently from one
+   * completed later: only the first counts in its first-I/O error hints
+   * (td_io_queue()) and only the second in a pass's issued bytes
+   * (do_io()), so a job written for psync needs the former. */
+  if (((struct zf_options *)td->eo)->sync_io) {
+    zf_wait(d, nbd, io_u);
     return FIO_Q_COMPLETED;
   }
   return FIO_Q_QUEUED;

@@ -757,10 +757,14 @@ int
 znbd_dev_append(struct znbd_dev *d, const void *buf, uint64_t len,
                 uint64_t zone_start, uint64_t *written)
 {
-  if (check_range(d, len, zone_start) < 0)
-    return -1;
-  /* Not zoned: there is no zone to append to. */
-  if (!is_zoned(d) || zone_start >= d->p.size || len == 0) {
+  /* Not zoned: there is no zone to append to.  Only the start and the
+   * alignment are checked here, not check_range()'s end of the range: a
+   * length past the zone capacity, and so past the end of the device (the
+   * last zone's capacity ends inside it), is refused by the zone checks
+   * with EIO, as null_zone_write() (and before it bio_check_eod()) does in
+   * Linux. */
+  if (!is_zoned(d) || zone_start >= d->p.size || len == 0 ||
+      (zone_start | len) % d->p.blocksize) {
     errno = EINVAL;
     return -1;
   }

@@ -2,7 +2,7 @@
  *
  * buf_try_reserve() returns a pointer to N writable bytes at the end, or
  * NULL when they cannot be allocated (the buffer is unchanged): used for
- * data-sized reservations (READ replies up to 32 MiB), whose failure
+ * data-sized reservations (READ replies up to 64 MiB), whose failure
  * fails that one request with ENOMEM.  buf_reserve() is for the small,
  * bounded parts of a reply (headers, error chunks, option replies); if
  * even those cannot be allocated the process aborts, because a partial

@@ -245,7 +245,7 @@ mq_put_tag(struct mq *m, struct rq *rq, struct io_uring *from)
   /* Read before the tag is free: from then on another worker may take it
    * and overwrite every field. */
   const struct worker *self = rq->w;
-  /* Do not keep a 32 MiB reply buffer per tag after one large read. */
+  /* Do not keep a 64 MiB reply buffer per tag after one large read. */
   if (rq->reply.cap > TAG_BUF_KEEP)
     buf_free(&rq->reply);
   pthread_mutex_lock(&q->lock);

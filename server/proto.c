@@ -593,8 +593,8 @@ validate(const struct nbdc *c, const struct nbd_req *r, const char **msg)
     *msg = "zero length";
     return NBD_EINVAL;
   }
-  if (r->type == NBD_CMD_READ && r->len > NBD_MAX_PAYLOAD) {
-    *msg = "read larger than the maximum payload";
+  if (r->type == NBD_CMD_READ && r->len > NBD_MAX_REQUEST) {
+    *msg = "read larger than 64 MiB";
     return NBD_EINVAL;
   }
   if (!range_ok(c, r->off, r->len)) {
@@ -638,13 +638,13 @@ request_step(struct nbdc *c, const uint8_t *in, size_t len, struct buf *out,
     return RQ_DONE;
   }
   const char *msg = NULL;
-  if (r.type == NBD_CMD_WRITE && r.len > NBD_MAX_PAYLOAD) {
+  if (r.type == NBD_CMD_WRITE && r.len > NBD_MAX_REQUEST) {
     /* Drop the payload, then refuse: libnbd counts the command as sent
      * only after its payload, so an earlier reply would be unknown. */
     c->discard = r.len;
     c->after_discard = AFTER_WRITE_REFUSED;
     c->after_err = NBD_EINVAL;
-    c->after_msg = "write larger than maximum payload";
+    c->after_msg = "write larger than 64 MiB";
     c->after_req =
         (struct nbd_req_hdr){r.flags, r.type, r.cookie, r.off, r.len};
     c->requests++;

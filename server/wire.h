@@ -106,8 +106,16 @@
 #define NBD_ENOTSUP 95
 #define NBD_ESHUTDOWN 108
 
-/* Interoperable maximum payload (doc/proto.md, block size constraints). */
+/* The maximum payload advertised in NBD_INFO_BLOCK_SIZE: the
+ * interoperable 32 MiB of doc/proto.md ("Block size constraints"), which
+ * clients that honour it (libnbd, qemu) split their requests at. */
 #define NBD_MAX_PAYLOAD (32u * 1024 * 1024)
+/* The largest READ or WRITE served: 64 MiB, what nbdkit accepts
+ * (MAX_REQUEST_SIZE of its server/protocol.c) whatever a plugin
+ * advertises, so that clients which ignore the advertised maximum
+ * (nbd-tester-client's integrityhuge test) work as against
+ * nbdkit-zoned-plugin.  Larger ones get EINVAL. */
+#define NBD_MAX_REQUEST (64u * 1024 * 1024)
 /* doc/proto.md: strings (export names, queries) are at most 4096 bytes. */
 #define NBD_MAX_STRING 4096u
 

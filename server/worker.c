@@ -448,7 +448,7 @@ side_move_reply(struct conn *c, struct buf *b)
 static void conn_process(struct conn *c);
 
 /* Nothing left to send and nothing in flight: free output buffers grown
- * past OUT_KEEP by large replies, so an idle connection holds no 32 MiB
+ * past OUT_KEEP by large replies, so an idle connection holds no 64 MiB
  * read reply (they are allocated again, to size, when needed). */
 static void
 give_back(struct conn *c)
@@ -758,7 +758,7 @@ queue_recv(struct conn *c)
 }
 
 /* A large message was consumed and nothing is left: go back to an
- * initial-sized input buffer rather than keep up to 32 MiB per idle
+ * initial-sized input buffer rather than keep up to 64 MiB per idle
  * connection.  Only between receives, and not while writes queued in
  * mq mode still point into the buffer. */
 static void

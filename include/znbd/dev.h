@@ -173,8 +173,13 @@ int znbd_dev_write_bounded(struct znbd_dev *d, const void *buf, uint64_t len,
 void znbd_dev_close_parking(struct znbd_dev *d);
 
 /* Zone append: write LEN bytes at the wp of the zone starting at
- * ZONE_START; *WRITTEN gets the byte offset used.  Errors as write, plus
- * EIO for conventional zones. */
+ * ZONE_START (both bytes); *WRITTEN gets the byte offset used.  Errors:
+ * EINVAL for a device without zones, a ZONE_START that is not a zone
+ * start, a zero LEN or one not a multiple of the block size; EIO for a
+ * conventional, FULL, READONLY or OFFLINE zone and for a LEN past the
+ * room left below the zone capacity, also when it passes the end of the
+ * device (Linux null_blk, null_zone_write()); otherwise as a write
+ * (ETOOMANYREFS, EOVERFLOW for the open and active limits). */
 int znbd_dev_append(struct znbd_dev *d, const void *buf, uint64_t len,
                     uint64_t zone_start, uint64_t *written);
 

@@ -358,6 +358,20 @@ test_extents_trim_describe(void)
   CHECK_EQ(at, (2 << 20) + 4096);
   errno = 0;
   CHECK(znbd_dev_append(d, buf, 4096, 0, &at) < 0 && errno == EIO);
+  /* A range passing the end of the device (zone 2 ends it at 3 MiB) is
+   * EIO as in null_blk, not check_range()'s EINVAL, also for a length
+   * that would wrap around; nothing moves. */
+  errno = 0;
+  CHECK(znbd_dev_append(d, buf, (1 << 20) + 4096, 2 << 20, &at) < 0 &&
+        errno == EIO);
+  errno = 0;
+  CHECK(znbd_dev_append(d, buf, UINT64_MAX - 4095, 2 << 20, &at) < 0 &&
+        errno == EIO);
+  CHECK_EQ(wp(d, 2), (2 << 20) + 8192);
+  CHECK_EQ(cond(d, 2), ZNBD_ZONE_COND_IMP_OPEN);
+  /* Misaligned length or start: EINVAL, as a write. */
+  errno = 0;
+  CHECK(znbd_dev_append(d, buf, 100, 2 << 20, &at) < 0 && errno == EINVAL);
   errno = 0;
   CHECK(znbd_dev_append(d, buf, 4096, 4096 + (2 << 20), &at) < 0 &&
         errno == EINVAL);
