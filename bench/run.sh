@@ -12,7 +12,7 @@
 #   BUILD=DIR        build tree (default: <top>/build)
 #   BENCH_QUICK=1    1-2 s runs, 1 round, small ranges; results go to
 #                    bench/results/tmp/ (not committed)
-#   BENCH_PARTS="ram zoned order submit peers scale engine persist faults map"
+#   BENCH_PARTS="ram zoned order submit peers scale engine persist faults map tls"
 #                    parts to run, in order (persist: bench/persist.sh,
 #                    faults: bench/faults.sh; each its own table)
 #   BENCH_TIME_LIMIT=S  skip what is left after S seconds (default 1680)
@@ -28,7 +28,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
 build=${BUILD:-$top/build}
 quick=${BENCH_QUICK:-0}
-parts=${BENCH_PARTS:-ram zoned order submit peers scale engine persist faults map}
+parts=${BENCH_PARTS:-ram zoned order submit peers scale engine persist faults map tls}
 
 if [ "$quick" = 1 ]; then
   rounds=${BENCH_ROUNDS:-1}
@@ -583,9 +583,10 @@ for p in $parts; do
       echo "elapsed_$p=$(($(date +%s) - tp))" >>"$work/meta"
       echo "load_$p=$la→$(cut -d' ' -f1 /proc/loadavg)" >>"$work/meta"
       ;;
-    persist | faults | map) # scripts of their own, each printing its own
-      # table (persist: dir= against plain files; faults: mbps and
-      # zone_*_nsec; map: nbdzone map's redraw rate on 100,000 zones)
+    persist | faults | map | tls) # scripts of their own, each printing
+      # its own table (persist: dir= against plain files; faults: mbps and
+      # zone_*_nsec; map: nbdzone map's redraw rate on 100,000 zones; tls:
+      # TLS against plain and against nbdkit)
       if over_time; then
         echo "bench: part $p skipped (time limit)" >&2
       else
@@ -605,7 +606,7 @@ for k in "${!SRV[@]}"; do echo "srv.$k=${SRV[$k]//@ZONED@/zoned.so}"; done | sor
 
 mkdir -p "$outdir"
 /usr/bin/python3 "$here/report.py" "$work" "$outdir/$stamp-$host"
-for p in persist faults map; do
+for p in persist faults map tls; do
   if [ -s "$work/$p.md" ]; then
     { echo; cat "$work/$p.md"; } | tee -a "$outdir/$stamp-$host.md"
   fi
