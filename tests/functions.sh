@@ -382,6 +382,17 @@ expect_start_failure() {
     cat "$log" >&2
     die "start with '$*' exited 0; expected a refusal naming $name"
   fi
+  if { [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; } && [ "$ZNBD_SANITIZERS" = yes ] &&
+    [ "$ZNBD_FRONTEND" = plugin ] && [ ! -S "$sock" ] &&
+    grep -q -- "nbdkit: error: .*$name" "$log"; then
+    # nbdkit (not built with ASan, ASan preloaded) that refused with a
+    # strerror() message deadlocks in its exit handlers (p11-kit's
+    # destructor waits for glibc's locale lock); nbdkit's own file plugin
+    # does the same (file=/nonexistent).  It refused before serving: that
+    # is what is checked here.
+    rc=1
+    note "nbdkit with ASan preloaded hung in exit() after refusing; counted as the refusal"
+  fi
   if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
     cat "$log" >&2
     die "start with '$*' kept running (served?); expected a refusal naming $name"
