@@ -203,6 +203,64 @@ check "... having had commands in flight together, one completed early" \
   grep -E 'at most ([2-9]|[1-9][0-9]+) in flight, [1-9][0-9]* completed before' "$work/zbd0.log"
 check "no configfs entry and no disk left" no_config_left
 
+# ----------------------------------------------------- ZNS over NVMe/TCP
+# nvmet re-exports the SCSI disk as a zoned namespace (ZNS) on 127.0.0.1
+# (configfs, as nvmetcli would; the host side through /dev/nvme-fabrics,
+# as `nvme connect` does).  ZNS has no conventional zones and nvmet
+# refuses a zoned disk that has any, hence zone_nr_conv=0.
+NQN=nqn.2014-08.org.znbd:zns0
+NVS=/sys/kernel/config/nvmet/subsystems/$NQN
+NVP=/sys/kernel/config/nvmet/ports/1
+nvme_up() {
+  modprobe nvmet && modprobe nvmet_tcp && modprobe nvme_tcp || return 1
+  mkdir "$NVS" && echo 1 > "$NVS/attr_allow_any_host" &&
+    mkdir "$NVS/namespaces/1" && printf %s "$DEV" > "$NVS/namespaces/1/device_path" &&
+    echo 1 > "$NVS/namespaces/1/enable" || return 1
+  mkdir "$NVP" && echo tcp > "$NVP/addr_trtype" && echo ipv4 > "$NVP/addr_adrfam" &&
+    echo 127.0.0.1 > "$NVP/addr_traddr" && echo 4420 > "$NVP/addr_trsvcid" &&
+    ln -s "$NVS" "$NVP/subsystems/$NQN" || return 1
+  echo "transport=tcp,traddr=127.0.0.1,trsvcid=4420,nqn=$NQN,hostnqn=nqn.2014-08.org.znbd:host0" \
+    > /dev/nvme-fabrics || return 1
+  local i
+  for i in $(seq 1 100); do
+    # nvme0c0n1 is the path's hidden disk (native multipath): no node.
+    NVDEV=/dev/$(ls /sys/block | grep -E '^nvme[0-9]+n[0-9]+$' | head -1)
+    [ -b "$NVDEV" ] && grep -qx host-managed "/sys/block/${NVDEV#/dev/}/queue/zoned" &&
+      echo "ZNS namespace $NVDEV" && return 0
+    sleep 0.2
+  done
+  return 1
+}
+nvme_nr_zones() { grep -qx "$NZ" "/sys/block/${NVDEV#/dev/}/queue/nr_zones"; }
+nvme_dwrite() {
+  local DEV=$NVDEV
+  dwrite "$@"
+}
+nvme_reset() { blkzone reset -o "$1" -c 1 "$NVDEV"; }
+nvme_down() {
+  local c
+  for c in /sys/class/nvme/nvme*; do echo 1 > "$c/delete_controller"; done
+  rm "$NVP/subsystems/$NQN" && rmdir "$NVP" &&
+    echo 0 > "$NVS/namespaces/1/enable" && rmdir "$NVS/namespaces/1" "$NVS" &&
+    [ ! -e "/sys/block/${NVDEV#/dev/}" ]
+}
+start_tcmu zns0 size=64M zone_size=4M zone_nr_conv=0 zone_max_open=4
+check "nvmet over TCP on 127.0.0.1: a host-managed ZNS namespace" nvme_up
+check "... with the SCSI disk's 16 zones" nvme_nr_zones
+check "... a write at the wp through NVMe/TCP (zone 1)" nvme_dwrite $((1 * ZS)) 4096 "$work/a"
+check "... moves the wp the SCSI disk reports" zone_is 1 8 2
+check "... and reads back through the SCSI disk" same_bytes $((1 * ZS)) 4096 "$work/a"
+check "... a write off the wp fails with EREMOTEIO" \
+  expect_eremoteio nvme_dwrite $((2 * ZS + 8192)) 4096 "$work/a"
+check "... and changes no wp" zone_is 2 0 1
+check "... a zone reset through NVMe/TCP empties zone 1" nvme_reset $((1 * ZS / 512))
+check "... as the SCSI disk reports" zone_is 1 0 1
+check "NVMe/TCP disconnect and nvmet removal" nvme_down
+note "t=${SECONDS}s"
+stop_tcmu zns0
+check "znbd-tcmu zns0 stops with status 0" test "$rc" = 0
+check "no configfs entry and no disk left" no_config_left
+
 # --------------------------------------------------- file systems and fio
 # The geometry btrfs and f2fs were measured to accept on 6.1: 512 MiB,
 # 8 MiB zones, 4 conventional (f2fs keeps its metadata there), max open
