@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,6 +111,26 @@ struct worker_arg {
   struct znbd_scsi *s;
 };
 
+/* Execute job J with S, wait its injected latency, reply, free it. */
+static void
+run_job(struct tcmu_ring *r, struct znbd_scsi *s, struct tcmu_job *j)
+{
+  struct znbd_scsi_cmd c = {.cdb = j->cdb,
+                            .cdb_len = sizeof j->cdb,
+                            .iov = j->iov,
+                            .iovcnt = j->iovcnt};
+  int st = znbd_scsi_exec(s, &c);
+  uint64_t ns = znbd_scsi_delay_nsec(s, j->cdb);
+  if (ns) {
+    struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+      ;
+  }
+  if (complete(r, j->cmd_id, j->seq, st, c.sense, c.read_len) < 0)
+    perror("znbd-tcmu: write to the UIO device");
+  free(j);
+}
+
 static void *
 worker(void *arg)
 {
@@ -125,22 +146,21 @@ worker(void *arg)
     pthread_mutex_unlock(&r->lock);
     if (!j) /* quit, and the queue is drained */
       return NULL;
-    struct znbd_scsi_cmd c = {.cdb = j->cdb,
-                              .cdb_len = sizeof j->cdb,
-                              .iov = j->iov,
-                              .iovcnt = j->iovcnt};
-    int st = znbd_scsi_exec(s, &c);
-    uint64_t ns = znbd_scsi_delay_nsec(s, j->cdb);
-    if (ns) {
-      struct timespec ts = {(time_t)(ns / 1000000000u),
-                            (long)(ns % 1000000000u)};
-      while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-        ;
-    }
-    if (complete(r, j->cmd_id, j->seq, st, c.sense, c.read_len) < 0)
-      perror("znbd-tcmu: write to the UIO device");
-    free(j);
+    run_job(r, s, j);
   }
+}
+
+/* Whether a command may run on the ring's own thread: a fast one (no
+ * injected latency, not a cache flush, which may wait for the disk),
+ * when it is the only one, so no other command waits behind it.  At
+ * queue depth 1 this saves the hand-off to a worker: two thread
+ * wake-ups per command, which cost more than the command itself. */
+static bool
+run_inline(struct tcmu_ring *r, struct znbd_scsi *s, const uint8_t *cdb,
+           bool alone)
+{
+  return alone && r->in_flight == 1 && !r->head && cdb[0] != 0x35 &&
+         cdb[0] != 0x91 && znbd_scsi_delay_nsec(s, cdb) == 0;
 }
 
 /* Take the command entry E off the ring: copy what the job needs (CDB,
@@ -148,7 +168,8 @@ worker(void *arg)
  * with the reply) and queue it.  Out of memory fails this command alone,
  * with HARDWARE ERROR. */
 static int
-take(struct tcmu_ring *r, struct tcmu_cmd_entry *e)
+take(struct tcmu_ring *r, struct znbd_scsi *s, struct tcmu_cmd_entry *e,
+     bool alone)
 {
   uint8_t *base = r->map;
   uint32_t n = e->req.iov_cnt;
@@ -171,6 +192,11 @@ take(struct tcmu_ring *r, struct tcmu_cmd_entry *e)
   for (uint32_t i = 0; i < n; i++) {
     j->iov[i].iov_base = base + (size_t)e->req.iov[i].iov_base;
     j->iov[i].iov_len = e->req.iov[i].iov_len;
+  }
+  if (run_inline(r, s, j->cdb, alone)) {
+    pthread_mutex_unlock(&r->lock);
+    run_job(r, s, j);
+    return 0;
   }
   *r->qtail = j;
   r->qtail = &j->next;
@@ -209,14 +235,16 @@ tcmu_ring_serve(struct tcmu_ring *r, struct znbd_scsi *s,
     uint32_t irq;
     if (pr > 0 && read(r->fd, &irq, sizeof irq) < 0 && errno != EINTR)
       rc = -1;
-    while (rc == 0 &&
-           r->last != __atomic_load_n(&mb->cmd_head, __ATOMIC_ACQUIRE)) {
+    uint32_t head;
+    while (rc == 0 && r->last != (head = __atomic_load_n(&mb->cmd_head,
+                                                         __ATOMIC_ACQUIRE))) {
       struct tcmu_cmd_entry *ent = (void *)(ring + r->last);
       unsigned next =
           (r->last + tcmu_hdr_get_len(ent->hdr.len_op)) % mb->cmdr_size;
       /* PAD and TMR entries carry no command (TMR only with
        * tmr_notification=1, which znbd-tcmu never sets). */
-      if (tcmu_hdr_get_op(ent->hdr.len_op) == TCMU_OP_CMD && take(r, ent) < 0)
+      if (tcmu_hdr_get_op(ent->hdr.len_op) == TCMU_OP_CMD &&
+          take(r, s, ent, next == head) < 0)
         rc = -1;
       r->last = next;
     }
