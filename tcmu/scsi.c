@@ -518,22 +518,27 @@ read_write(struct znbd_scsi *s, struct znbd_scsi_cmd *c, bool write)
     if (zs)
       return fail(c, zs);
   }
-  uint8_t *buf = malloc(len);
+  /* Data in one buffer (the usual case) is used where it lies, in the
+   * ring's data area; only a scattered one is gathered into a copy. */
+  bool direct = c->iovcnt >= 1 && c->iov[0].iov_len >= len;
+  uint8_t *buf = direct ? c->iov[0].iov_base : malloc(len);
   if (!buf)
     return fail(c, write ? S_WRITE_ERROR : S_READ_ERROR);
   int r;
   if (write) {
-    iov_copy(c, buf, len, true);
+    if (!direct)
+      iov_copy(c, buf, len, true);
     r = znbd_dev_write(s->dev, buf, len, off, ZNBD_WRITE_NOWAIT);
     if (r == 0 && fua)
       r = znbd_dev_sync(s->dev, len, off);
   } else {
     r = znbd_dev_read(s->dev, buf, len, off);
-    if (r == 0)
+    if (r == 0 && !direct)
       iov_copy(c, buf, len, false);
   }
   int err = errno;
-  free(buf);
+  if (!direct)
+    free(buf);
   if (r < 0)
     return fail(c, errno_sense(err, write));
   c->read_len = write ? 0 : len;
