@@ -261,6 +261,11 @@ stop_tcmu zns0
 check "znbd-tcmu zns0 stops with status 0" test "$rc" = 0
 check "no configfs entry and no disk left" no_config_left
 
+# Sense bytes, errnos, and the differential run against null_blk.
+# shellcheck source=guest-tcmu-diff.sh
+. "$top_srcdir/tests/vm/guest-tcmu-diff.sh"
+check "no configfs entry and no disk left" no_config_left
+
 # --------------------------------------------------- file systems and fio
 # The geometry btrfs and f2fs were measured to accept on 6.1: 512 MiB,
 # 8 MiB zones, 4 conventional (f2fs keeps its metadata there), max open
