@@ -22,6 +22,7 @@ enum {
 #define S_UNALIGNED_WRITE SENSE(KEY_ILLEGAL_REQUEST, 0x21, 0x04)
 #define S_WRITE_BOUNDARY SENSE(KEY_ILLEGAL_REQUEST, 0x21, 0x05)
 #define S_READ_INVALID SENSE(KEY_ILLEGAL_REQUEST, 0x21, 0x06)
+#define S_GAP_ZONE SENSE(KEY_ILLEGAL_REQUEST, 0x21, 0x09)
 #define S_INVALID_FIELD SENSE(KEY_ILLEGAL_REQUEST, 0x24, 0x00)
 #define S_ZONE_RESOURCES SENSE(KEY_DATA_PROTECT, 0x55, 0x0e)
 #define S_ZONE_READONLY SENSE(KEY_DATA_PROTECT, 0x27, 0x08)
@@ -123,15 +124,73 @@ znbd_scsi_check_params(const struct znbd_params *p, char *err, size_t errlen)
     errno = EINVAL;
     return -1;
   }
-  if (p->zone_capacity != p->zone_size) {
-    snprintf(err, errlen,
-             "zone_capacity=%llu: zone capacity below zone_size needs "
-             "ZBC gap zones, not supported by znbd-tcmu yet",
-             (unsigned long long)p->zone_capacity);
-    errno = EINVAL;
-    return -1;
-  }
   return 0;
+}
+
+/* ---- The zones the initiator sees (ZBC-2 gap zones) -----------------
+ *
+ * A sequential zone of the device whose capacity is below its size is
+ * shown as two ZBC-2 zones, as scsi_debug does with zone_cap_mb: the
+ * sequential write required zone [start, start + capacity) (half 0) and
+ * a gap zone [start + capacity, start + size) (half 1), zone type 5h,
+ * condition NOT WRITE POINTER.  VPD B6 then says "constant zone starting
+ * LBA offset" with the zone size as the granularity, so that sd merges
+ * each pair back into one zone of that size and capacity
+ * (sd_zbc_check_zoned_characteristics(), sd_zbc_parse_report()) and
+ * skips the gap zones (sd_zbc_report_zones()).  Conventional zones, and
+ * sequential zones at full capacity, are one zone (half 0). */
+
+enum {
+  ZT_CONVENTIONAL = 0x1,
+  ZT_SEQ_REQUIRED = 0x2,
+  ZT_GAP = 0x5,
+};
+
+/* Whether P's sequential zones come with gap zones. */
+static bool
+has_gaps(const struct znbd_params *p)
+{
+  return p->zoned && p->zone_capacity < p->zone_size;
+}
+
+/* Whether device zone Z is followed by a gap zone. */
+static bool
+zone_has_gap(const struct znbd_zone_info *z)
+{
+  return z->type == ZNBD_ZONE_TYPE_SEQWRITE_REQ && z->capacity < z->len;
+}
+
+/* The half of device zone Z that byte OFF (inside Z) is in. */
+static unsigned
+half_of(const struct znbd_zone_info *z, uint64_t off)
+{
+  return zone_has_gap(z) && off >= z->start + z->capacity;
+}
+
+/* The zone descriptor (ZBC-2 REPORT ZONES, 64 bytes, BS-byte blocks) of half
+ * HALF of device zone Z.  A gap zone has no write pointer: its WRITE
+ * POINTER LBA field is all ones, as scsi_debug fills it. */
+static void
+zone_descriptor(const struct znbd_zone_info *z, unsigned half, uint64_t bs,
+                uint8_t d[64])
+{
+  memset(d, 0, 64);
+  if (half) {
+    d[0] = ZT_GAP;
+    d[1] = ZNBD_ZONE_COND_NOT_WP << 4;
+    put_be(d + 8, (z->len - z->capacity) / bs, 8);
+    put_be(d + 16, (z->start + z->capacity) / bs, 8);
+    put_be(d + 24, UINT64_MAX, 8);
+    return;
+  }
+  bool conv = z->type == ZNBD_ZONE_TYPE_CONVENTIONAL;
+  uint64_t end = z->start + (conv ? z->len : z->capacity);
+  uint64_t wp = z->wp == ZNBD_WP_INVALID || z->wp > end ? end : z->wp;
+  d[0] = conv ? ZT_CONVENTIONAL : ZT_SEQ_REQUIRED;
+  d[1] = z->cond << 4;
+  put_be(d + 8, (end - z->start) / bs, 8);
+  put_be(d + 16, z->start / bs, 8);
+  put_be(d + 24, wp / bs, 8);
 }
 
 /* ---- INQUIRY (SPC-5 6.7, VPD pages 7.7) ---------------------------- */
@@ -200,6 +259,10 @@ inquiry_vpd(struct znbd_scsi *s, struct znbd_scsi_cmd *c, unsigned page,
     put_be(b + 8, 0xffffffff, 4);        /* optimal open: none */
     put_be(b + 12, 0xffffffff, 4);       /* optimal non-seq: none */
     put_be(b + 16, p->zone_max_open, 4); /* max open (0: no limit) */
+    if (has_gaps(p)) {
+      b[23] = 0x08; /* zone alignment: constant zone starting LBA offset */
+      put_be(b + 24, p->zone_size / p->blocksize, 8); /* granularity */
+    }
     break;
   default:
     return fail(c, S_INVALID_FIELD);
@@ -278,23 +341,32 @@ mode_sense(struct znbd_scsi *s, struct znbd_scsi_cmd *c, bool ten)
 
 /* ---- REPORT ZONES (ZBC-2 5.4) and ZBC OUT (5.2, 5.3, 5.5, 5.6) ----- */
 
+/* Whether the zone descriptor D is reported with reporting option OPT
+ * (ZBC-2 REPORT ZONES; a gap zone has condition NOT WRITE POINTER, so 3Fh
+ * lists it with the conventional zones, and 3Eh is "all but gap zones",
+ * as in scsi_debug). */
 static bool
-zone_matches(const struct znbd_zone_info *z, unsigned opt)
+zone_matches(const uint8_t d[64], unsigned opt)
 {
+  unsigned type = d[0] & 0x0f, cond = d[1] >> 4;
   switch (opt) {
   case 0x00:
     return true;
-  case 0x01 ... 0x05:
-    return z->cond == (enum znbd_zone_cond)opt;
+  case 0x01 ... 0x04: /* EMPTY, IMP_OPEN, EXP_OPEN, CLOSED */
+    return cond == opt;
+  case 0x05:
+    return cond == ZNBD_ZONE_COND_FULL;
   case 0x06:
-    return z->cond == ZNBD_ZONE_COND_READONLY;
+    return cond == ZNBD_ZONE_COND_READONLY;
   case 0x07:
-    return z->cond == ZNBD_ZONE_COND_OFFLINE;
+    return cond == ZNBD_ZONE_COND_OFFLINE;
   case 0x10: /* RWP recommended */
   case 0x11: /* non-sequential write resources active */
     return false;
+  case 0x3e:
+    return type != ZT_GAP;
   case 0x3f:
-    return z->cond == ZNBD_ZONE_COND_NOT_WP;
+    return cond == ZNBD_ZONE_COND_NOT_WP;
   default:
     return false;
   }
@@ -303,9 +375,13 @@ zone_matches(const struct znbd_zone_info *z, unsigned opt)
 static bool
 valid_option(unsigned opt)
 {
-  return opt <= 0x07 || opt == 0x10 || opt == 0x11 || opt == 0x3f;
+  return opt <= 0x07 || opt == 0x10 || opt == 0x11 || opt == 0x3e ||
+         opt == 0x3f;
 }
 
+/* REPORT ZONES: the zones from the one holding the zone locator LBA
+ * (which may be a gap zone) to the end, those that OPT selects; the zone
+ * list length counts them all, or with PARTIAL only those returned. */
 static int
 report_zones(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
 {
@@ -330,33 +406,35 @@ report_zones(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
 
   uint64_t listed = 0, put = 0;
   struct znbd_zone_info z[64];
-  for (uint32_t i = znbd_dev_zone_index(s->dev, lba * bs); i < nr;) {
+  uint32_t i = znbd_dev_zone_index(s->dev, lba * bs);
+  bool first = true, done = false;
+  while (i < nr && !done) {
     uint32_t got = znbd_dev_report(s->dev, i, 64, z);
     if (!got)
       break;
-    for (uint32_t k = 0; k < got; k++) {
-      if (!zone_matches(&z[k], opt))
-        continue;
-      if (put < max_desc) {
-        uint8_t *d = b + 64 + put * 64;
-        bool conv = z[k].type == ZNBD_ZONE_TYPE_CONVENTIONAL;
-        uint64_t wp =
-            z[k].wp == ZNBD_WP_INVALID ? z[k].start + z[k].len : z[k].wp;
-        d[0] = conv ? 0x01 : 0x02;
-        d[1] = z[k].cond << 4;
-        put_be(d + 8, z[k].len / bs, 8);
-        put_be(d + 16, z[k].start / bs, 8);
-        put_be(d + 24, wp / bs, 8);
-        put++;
+    for (uint32_t k = 0; k < got && !done; k++) {
+      unsigned half = first ? half_of(&z[k], lba * bs) : 0;
+      first = false;
+      for (; half <= (unsigned)zone_has_gap(&z[k]); half++) {
+        uint8_t d[64];
+        zone_descriptor(&z[k], half, bs, d);
+        if (!zone_matches(d, opt))
+          continue;
+        if (put < max_desc)
+          memcpy(b + 64 + put++ * 64, d, 64);
+        listed++;
+        if (partial && put == max_desc) {
+          done = true;
+          break;
+        }
       }
-      listed++;
     }
     i += got;
-    if (partial && put == max_desc)
-      break;
   }
   put_be(b, (partial ? put : listed) * 64, 4);
   put_be(b + 8, znbd_dev_size(s->dev) / bs - 1, 8);
+  if (has_gaps(p)) /* zone starting LBA granularity, as in VPD B6 */
+    put_be(b + 16, p->zone_size / bs, 8);
   int st = data_in(c, b, 64 + put * 64, alloc);
   free(b);
   return st;
@@ -436,8 +514,13 @@ zbc_out(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
     return fail(c, S_LBA_RANGE);
   uint32_t i = znbd_dev_zone_index(s->dev, lba * p->blocksize);
   struct znbd_zone_info z;
-  if (znbd_dev_report(s->dev, i, 1, &z) != 1 || z.start != lba * p->blocksize ||
-      z.type != ZNBD_ZONE_TYPE_SEQWRITE_REQ)
+  if (znbd_dev_report(s->dev, i, 1, &z) != 1)
+    return fail(c, S_INVALID_FIELD);
+  /* The start of a gap zone: ATTEMPT TO ACCESS GAP ZONE (ZBC-2, as
+   * libzbc's conformance tests expect; scsi_debug ignores the op). */
+  if (zone_has_gap(&z) && lba * p->blocksize == z.start + z.capacity)
+    return fail(c, S_GAP_ZONE);
+  if (z.start != lba * p->blocksize || z.type != ZNBD_ZONE_TYPE_SEQWRITE_REQ)
     return fail(c, S_INVALID_FIELD);
   uint32_t cs = cond_sense(z.cond);
   if (cs)
@@ -450,9 +533,10 @@ zbc_out(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
 /* ---- READ / WRITE (SBC-4 5.15-5.17, 5.39-5.41) ---------------------- */
 
 /* For a zoned device: the sense that [OFF, OFF+LEN) (bytes) gets before
- * the device is asked, or 0.  Writes must start at a sequential zone's
- * wp and stay inside one sequential zone (or in conventional zones);
- * reads may not mix zone types (ZBC-2 4.5.3). */
+ * the device is asked, or 0.  No read or write may touch a gap zone
+ * (ZBC-2: ATTEMPT TO ACCESS GAP ZONE); writes must start at a
+ * sequential zone's wp and stay inside one sequential zone (or in
+ * conventional zones); reads may not mix zone types (ZBC-2 4.5.3). */
 static uint32_t
 zone_check(struct znbd_scsi *s, uint64_t off, uint64_t len, bool write)
 {
@@ -461,6 +545,8 @@ zone_check(struct znbd_scsi *s, uint64_t off, uint64_t len, bool write)
   if (znbd_dev_report(s->dev, i, 1, &first) != 1)
     return S_LBA_RANGE;
   for (z = first;;) {
+    if (zone_has_gap(&z) && off + len > z.start + z.capacity)
+      return S_GAP_ZONE;
     uint32_t cs = cond_sense(z.cond);
     if (cs)
       return cs;

@@ -47,8 +47,8 @@ struct znbd_scsi {
 
 /* Whether params P can be shown as SCSI: Linux's sd needs power-of-two
  * zone sizes (sd_zbc_check_capacity()) and URSWRZ=1, so reads past the wp
- * must not fail (zone_read_past_wp=error); zone_capacity < zone_size
- * needs ZBC-2 gap zones (not emulated yet).  Returns 0, or -1 with errno
+ * must not fail (zone_read_past_wp=error).  zone_capacity < zone_size is
+ * shown with ZBC-2 gap zones (scsi.c).  Returns 0, or -1 with errno
  * EINVAL and a message naming the parameter in ERR. */
 int znbd_scsi_check_params(const struct znbd_params *p, char *err,
                            size_t errlen);
@@ -56,7 +56,8 @@ int znbd_scsi_check_params(const struct znbd_params *p, char *err,
 /* Execute C on S.  Returns ZNBD_SCSI_GOOD, or ZNBD_SCSI_CHECK_CONDITION
  * with C->sense filled (fixed format, response code 70h).  Zone errors
  * use ZBC-2's codes: unaligned write 05/21/04, write boundary 05/21/05,
- * read across zone types 05/21/06, FULL zone or bad zone id 05/24/00,
+ * read across zone types 05/21/06, any access to a gap zone 05/21/09,
+ * FULL zone or bad zone id 05/24/00,
  * open/active limit 07/55/0E, READONLY 07/27/08, OFFLINE 07/2C/0E, bad
  * block 03/11/00 (read) or 03/0C/00 (write), LBA out of range 05/21/00,
  * unknown opcode 05/20/00.  Never fails otherwise. */

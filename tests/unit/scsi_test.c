@@ -93,6 +93,8 @@ test_probe(void)
   CHECK_EQ(run(vpdb6, 6, 64), ZNBD_SCSI_GOOD);
   CHECK_EQ(data[4] & 1, 1); /* URSWRZ */
   CHECK_EQ(be(data + 16, 4), 2);
+  CHECK_EQ(data[23], 0); /* capacity = size: no zone alignment method */
+  CHECK_EQ(be(data + 24, 8), 0);
 
   uint8_t vpdbad[6] = {0x12, 1, 0x89, 0, 0x40, 0};
   CHECK_EQ(run(vpdbad, 6, 64), ZNBD_SCSI_CHECK_CONDITION);
@@ -143,6 +145,7 @@ test_report(void)
   CHECK_EQ(report(0, 512, 0, false), ZNBD_SCSI_GOOD);
   CHECK_EQ(be(data, 4), 16 * 64); /* all 16 zones counted */
   CHECK_EQ(be(data + 8, 8), 16 * ZLBA - 1);
+  CHECK_EQ(be(data + 16, 8), 0); /* no zone starting LBA granularity */
   CHECK_EQ(last.read_len, 512);
   CHECK_EQ(data[64], 0x01); /* conventional */
   CHECK_EQ(data[64 + 1] >> 4, 0);
@@ -320,6 +323,205 @@ test_badblocks(void)
   CHECK_EQ(sense(), 0x030c00);
 }
 
+/* Zone capacity 768 KiB (1536 LBAs) in 1 MiB zones: each sequential
+ * zone is followed by a 512-LBA gap zone (type 5h). */
+#define ZCAP 1536
+static struct znbd_scsi g;
+static uint8_t gbuf[ZLBA * 512];
+
+/* Run CDB on the gap device with GBUF's first N bytes as the buffer. */
+static int
+run_gap(const uint8_t *cdb, size_t n)
+{
+  struct iovec iov = {n <= sizeof data ? data : gbuf, n};
+  memset(&last, 0, sizeof last);
+  last.cdb = cdb;
+  last.cdb_len = 16;
+  last.iov = &iov;
+  last.iovcnt = 1;
+  return znbd_scsi_exec(&g, &last);
+}
+
+static int
+report_gap(uint64_t lba, uint32_t alloc, uint8_t opt, bool partial)
+{
+  uint8_t cdb[16];
+  rw16(0x95, lba, alloc, cdb);
+  cdb[14] = opt | (partial ? 0x80 : 0);
+  return run_gap(cdb, alloc);
+}
+
+/* Descriptor N of the last report: type, condition, start, length, wp. */
+static bool
+desc_is(unsigned n, unsigned type, unsigned cond, uint64_t start, uint64_t len,
+        uint64_t wp)
+{
+  const uint8_t *d = data + 64 + 64 * n;
+  return (d[0] & 0xf) == type && d[1] >> 4 == cond && be(d + 16, 8) == start &&
+         be(d + 8, 8) == len && be(d + 24, 8) == wp;
+}
+#define GAP_WP UINT64_MAX
+
+/* The gap zone's bytes as the device holds them are all zero. */
+static bool
+gap_untouched(uint32_t zone)
+{
+  static uint8_t buf[(ZLBA - ZCAP) * 512];
+  memset(buf, 0xee, sizeof buf);
+  if (znbd_dev_read(g.dev, buf, sizeof buf,
+                    ((uint64_t)zone * ZLBA + ZCAP) * 512) != 0)
+    return false;
+  for (size_t i = 0; i < sizeof buf; i++)
+    if (buf[i])
+      return false;
+  return true;
+}
+
+static void
+test_gaps(void)
+{
+  struct znbd_params p;
+  char err[256];
+  test_params(&p, (const char *const[]){"size", "16M", "zone_size", "1M",
+                                        "zone_capacity", "768K", "zone_nr_conv",
+                                        "2", "zone_max_open", "2", NULL});
+  CHECK(znbd_scsi_check_params(&p, err, sizeof err) == 0);
+  g.dev = test_dev(&p);
+  g.name = "gap0";
+  uint8_t cdb[16];
+
+  /* VPD B6: constant zone starting LBA offset, granularity = zone size. */
+  uint8_t vpdb6[16] = {0x12, 1, 0xb6, 0, 0x40, 0};
+  CHECK_EQ(run_gap(vpdb6, 64), ZNBD_SCSI_GOOD);
+  CHECK_EQ(be(data + 2, 2), 0x3c);
+  CHECK_EQ(data[23] & 0x0f, 0x08);
+  CHECK_EQ(be(data + 24, 8), ZLBA);
+  CHECK_EQ(be(data + 16, 4), 2);
+  /* READ CAPACITY(16): the whole device, gaps included. */
+  uint8_t rc16[16] = {0x9e, 0x10, [13] = 32};
+  CHECK_EQ(run_gap(rc16, 32), ZNBD_SCSI_GOOD);
+  CHECK_EQ(be(data, 8), 16 * ZLBA - 1);
+
+  /* Option 00h: 2 conventional, then 14 sequential + gap pairs. */
+  CHECK_EQ(report_gap(0, 4096, 0x00, false), ZNBD_SCSI_GOOD);
+  CHECK_EQ(be(data, 4), 30 * 64);
+  CHECK_EQ(be(data + 8, 8), 16 * ZLBA - 1);
+  CHECK_EQ(be(data + 16, 8), ZLBA);
+  CHECK_EQ(last.read_len, 64 + 30 * 64);
+  CHECK(desc_is(0, 0x1, 0x0, 0, ZLBA, ZLBA));
+  CHECK(desc_is(1, 0x1, 0x0, ZLBA, ZLBA, 2 * ZLBA));
+  CHECK(desc_is(2, 0x2, 0x1, 2 * ZLBA, ZCAP, 2 * ZLBA));
+  CHECK(desc_is(3, 0x5, 0x0, 2 * ZLBA + ZCAP, ZLBA - ZCAP, GAP_WP));
+  CHECK(desc_is(4, 0x2, 0x1, 3 * ZLBA, ZCAP, 3 * ZLBA));
+  CHECK(desc_is(29, 0x5, 0x0, 15 * ZLBA + ZCAP, ZLBA - ZCAP, GAP_WP));
+  /* Without PARTIAL the list length counts all, the data stops at ALLOC. */
+  CHECK_EQ(report_gap(0, 512, 0x00, false), ZNBD_SCSI_GOOD);
+  CHECK_EQ(be(data, 4), 30 * 64);
+  CHECK_EQ(last.read_len, 512);
+  /* PARTIAL: the 7 descriptors that fit, the 7th a sequential zone. */
+  CHECK_EQ(report_gap(0, 512, 0x00, true), ZNBD_SCSI_GOOD);
+  CHECK_EQ(be(data, 4), 7 * 64);
+  CHECK(desc_is(5, 0x5, 0x0, 3 * ZLBA + ZCAP, ZLBA - ZCAP, GAP_WP));
+  CHECK(desc_is(6, 0x2, 0x1, 4 * ZLBA, ZCAP, 4 * ZLBA));
+  /* A zone locator inside a gap zone starts the list at that gap. */
+  CHECK_EQ(report_gap(2 * ZLBA + ZCAP + 100, 4096, 0x00, false),
+           ZNBD_SCSI_GOOD);
+  CHECK_EQ(be(data, 4), 27 * 64);
+  CHECK(desc_is(0, 0x5, 0x0, 2 * ZLBA + ZCAP, ZLBA - ZCAP, GAP_WP));
+  CHECK(desc_is(1, 0x2, 0x1, 3 * ZLBA, ZCAP, 3 * ZLBA));
+  /* Inside a sequential zone: that zone, then its gap. */
+  CHECK_EQ(report_gap(5 * ZLBA + 7, 4096, 0x00, false), ZNBD_SCSI_GOOD);
+  CHECK_EQ(be(data, 4), 22 * 64);
+  CHECK(desc_is(0, 0x2, 0x1, 5 * ZLBA, ZCAP, 5 * ZLBA));
+  CHECK(desc_is(1, 0x5, 0x0, 5 * ZLBA + ZCAP, ZLBA - ZCAP, GAP_WP));
+  /* 3Fh "not write pointer": the conventional and the gap zones. */
+  CHECK_EQ(report_gap(0, 4096, 0x3f, false), ZNBD_SCSI_GOOD);
+  CHECK_EQ(be(data, 4), 16 * 64);
+  CHECK(desc_is(1, 0x1, 0x0, ZLBA, ZLBA, 2 * ZLBA));
+  CHECK(desc_is(2, 0x5, 0x0, 2 * ZLBA + ZCAP, ZLBA - ZCAP, GAP_WP));
+  CHECK(desc_is(15, 0x5, 0x0, 15 * ZLBA + ZCAP, ZLBA - ZCAP, GAP_WP));
+  /* 3Eh: all but the gap zones. */
+  CHECK_EQ(report_gap(0, 4096, 0x3e, false), ZNBD_SCSI_GOOD);
+  CHECK_EQ(be(data, 4), 16 * 64);
+  CHECK(desc_is(2, 0x2, 0x1, 2 * ZLBA, ZCAP, 2 * ZLBA));
+  CHECK(desc_is(15, 0x2, 0x1, 15 * ZLBA, ZCAP, 15 * ZLBA));
+  /* 01h EMPTY: the 14 sequential zones, no gap; PARTIAL with 3. */
+  CHECK_EQ(report_gap(0, 4096, 0x01, false), ZNBD_SCSI_GOOD);
+  CHECK_EQ(be(data, 4), 14 * 64);
+  CHECK(desc_is(1, 0x2, 0x1, 3 * ZLBA, ZCAP, 3 * ZLBA));
+  CHECK_EQ(report_gap(0, 4 * 64, 0x01, true), ZNBD_SCSI_GOOD);
+  CHECK_EQ(be(data, 4), 3 * 64);
+  CHECK(desc_is(2, 0x2, 0x1, 4 * ZLBA, ZCAP, 4 * ZLBA));
+
+  /* A write at the wp up to the capacity: the zone is FULL. */
+  for (size_t i = 0; i < ZCAP * 512; i++)
+    gbuf[i] = (uint8_t)(i * 7 + 1);
+  rw16(0x8a, 2 * ZLBA, ZCAP, cdb);
+  CHECK_EQ(run_gap(cdb, ZCAP * 512), ZNBD_SCSI_GOOD);
+  CHECK_EQ(report_gap(2 * ZLBA, 192, 0x00, true), ZNBD_SCSI_GOOD);
+  CHECK(desc_is(0, 0x2, 0xe, 2 * ZLBA, ZCAP, 2 * ZLBA + ZCAP));
+  CHECK(desc_is(1, 0x5, 0x0, 2 * ZLBA + ZCAP, ZLBA - ZCAP, GAP_WP));
+  CHECK_EQ(report_gap(0, 4096, 0x05, false), ZNBD_SCSI_GOOD); /* FULL */
+  CHECK_EQ(be(data, 4), 64);
+  memset(gbuf, 0, ZCAP * 512);
+  rw16(0x88, 2 * ZLBA, ZCAP, cdb);
+  CHECK_EQ(run_gap(cdb, ZCAP * 512), ZNBD_SCSI_GOOD);
+  CHECK_EQ(last.read_len, ZCAP * 512);
+  CHECK(gbuf[0] == 1 &&
+        gbuf[ZCAP * 512 - 1] == (uint8_t)((ZCAP * 512 - 1) * 7 + 1));
+
+  /* Reads and writes touching a gap zone: 05/21/09, nothing written. */
+  rw16(0x88, 2 * ZLBA + ZCAP, 8, cdb); /* read in the gap */
+  CHECK_EQ(run_gap(cdb, 4096), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x052109);
+  CHECK_EQ(last.read_len, 0);
+  rw16(0x88, 2 * ZLBA + ZCAP - 4, 8, cdb); /* read across into it */
+  CHECK_EQ(run_gap(cdb, 4096), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x052109);
+  memset(data, 0x5a, 4096);
+  rw16(0x8a, 4 * ZLBA + ZCAP, 8, cdb); /* write at a gap's start */
+  CHECK_EQ(run_gap(cdb, 4096), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x052109);
+  CHECK(gap_untouched(4));
+  memset(gbuf, 0x5a, (ZCAP + 8) * 512);
+  rw16(0x8a, 3 * ZLBA, ZCAP + 8, cdb); /* at the wp, past the capacity */
+  CHECK_EQ(run_gap(cdb, (ZCAP + 8) * 512), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x052109);
+  CHECK(gap_untouched(3));
+  CHECK_EQ(report_gap(3 * ZLBA, 128, 0x00, true), ZNBD_SCSI_GOOD);
+  CHECK(desc_is(0, 0x2, 0x1, 3 * ZLBA, ZCAP, 3 * ZLBA)); /* still EMPTY */
+  memset(data, 0x77, 4096);
+  rw16(0x88, 3 * ZLBA, 8, cdb);
+  CHECK_EQ(run_gap(cdb, 4096), ZNBD_SCSI_GOOD);
+  CHECK(data[0] == 0 && data[4095] == 0);
+
+  /* ZBC OUT: a gap zone's start 05/21/09, inside a gap 05/24/00. */
+  zbc_out(0x03, 5 * ZLBA + ZCAP, false, cdb);
+  CHECK_EQ(run_gap(cdb, 0), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x052109);
+  zbc_out(0x04, 5 * ZLBA + ZCAP + 8, false, cdb);
+  CHECK_EQ(run_gap(cdb, 0), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x052400);
+  zbc_out(0x03, 5 * ZLBA, false, cdb);
+  CHECK_EQ(run_gap(cdb, 0), ZNBD_SCSI_GOOD);
+  CHECK_EQ(report_gap(0, 4096, 0x03, false), ZNBD_SCSI_GOOD); /* EXP_OPEN */
+  CHECK_EQ(be(data, 4), 64);
+  CHECK(desc_is(0, 0x2, 0x3, 5 * ZLBA, ZCAP, 5 * ZLBA));
+  /* FINISH: FULL with the wp at the capacity (the device puts it at the
+   * zone end); RESET ALL empties the zones, the gaps stay. */
+  zbc_out(0x02, 5 * ZLBA, false, cdb);
+  CHECK_EQ(run_gap(cdb, 0), ZNBD_SCSI_GOOD);
+  CHECK_EQ(report_gap(5 * ZLBA, 192, 0x00, true), ZNBD_SCSI_GOOD);
+  CHECK(desc_is(0, 0x2, 0xe, 5 * ZLBA, ZCAP, 5 * ZLBA + ZCAP));
+  zbc_out(0x04, 0, true, cdb);
+  CHECK_EQ(run_gap(cdb, 0), ZNBD_SCSI_GOOD);
+  CHECK_EQ(report_gap(0, 4096, 0x01, false), ZNBD_SCSI_GOOD);
+  CHECK_EQ(be(data, 4), 14 * 64);
+  CHECK_EQ(report_gap(0, 4096, 0x00, false), ZNBD_SCSI_GOOD);
+  CHECK_EQ(be(data, 4), 30 * 64);
+  znbd_dev_free(g.dev);
+}
+
 static void
 test_refusals(void)
 {
@@ -380,6 +582,7 @@ main(void)
   test_badblocks();
   test_refusals();
   test_delay();
+  test_gaps();
   znbd_dev_free(s.dev);
   return check_done("scsi_test");
 }

@@ -20,30 +20,36 @@ from znbdtest import control
 sys.stdout.write(control(sys.argv[1], sys.argv[2], 10.0))' "$CTL" "$1"
 }
 # Zones as "START_SECTOR WP_REL_SECTORS COND" lines (conventional: wp -),
-# from blkzone and from the control socket.
+# from blkzone and from the control socket.  With the argument "cap":
+# "START WP_REL COND CAP", FULL zones with wp "full" (sd puts a FULL
+# zone's wp at the zone end, the device at the capacity end after
+# writes, sd_zbc_parse_report()).
 kernel_zones() {
   # Parsed in this shell: three seds per line cost ~5 s per report in TCG.
-  local line re='start: (0x[0-9a-f]+).*wptr (0x[0-9a-f]+).*zcond: *([0-9]+)'
+  local line cap=${1:-} re='start: (0x[0-9a-f]+).*cap (0x[0-9a-f]+).*wptr (0x[0-9a-f]+).*zcond: *([0-9]+)'
   blkzone report "$DEV" | while read -r line; do
     [[ $line =~ $re ]] || continue
     case $line in
       *CONVENTIONAL*) w=- ;;
-      *) w=$((BASH_REMATCH[2])) ;;
+      *zcond:14*) if [ -n "$cap" ]; then w=full; else w=$((BASH_REMATCH[3])); fi ;;
+      *) w=$((BASH_REMATCH[3])) ;;
     esac
-    echo "$((BASH_REMATCH[1])) $w ${BASH_REMATCH[3]}"
+    echo "$((BASH_REMATCH[1])) $w ${BASH_REMATCH[4]}${cap:+ $((BASH_REMATCH[2]))}"
   done
 }
 device_zones() {
-  ctl "report 0 $NZ" | grep "^zone=" | awk '{
+  ctl "report 0 $NZ" | grep "^zone=" | awk -v cap="${1:-}" '{
     for (i = 1; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
     m["NOT_WP"] = 0; m["EMPTY"] = 1; m["IMP_OPEN"] = 2; m["EXP_OPEN"] = 3
     m["CLOSED"] = 4; m["FULL"] = 14
     w = (f["type"] == "CONVENTIONAL") ? "-" : (f["wp"] - f["start"]) / 512
-    print f["start"] / 512, w, m[f["cond"]] }'
+    if (cap != "" && f["cond"] == "FULL") w = "full"
+    print f["start"] / 512, w, m[f["cond"]] (cap != "" ? " " f["cap"] / 512 : "") }'
 }
+# same_zones [cap]: blkzone's report is the control socket's.
 same_zones() {
-  kernel_zones > "$work/k"
-  device_zones > "$work/d"
+  kernel_zones "${1:-}" > "$work/k"
+  device_zones "${1:-}" > "$work/d"
   [ "$(wc -l < "$work/k")" = "$NZ" ] && diff "$work/k" "$work/d"
 }
 # zone_is N WP_REL COND: zone N as the kernel reports it.
@@ -265,6 +271,10 @@ check "no configfs entry and no disk left" no_config_left
 # shellcheck source=guest-tcmu-diff.sh
 . "$top_srcdir/tests/vm/guest-tcmu-diff.sh"
 check "no configfs entry and no disk left" no_config_left
+
+# ------------------------------------- zone capacity below the zone size
+# shellcheck source=guest-tcmu-gap.sh
+. "$top_srcdir/tests/vm/guest-tcmu-gap.sh"
 
 # --------------------------------------------------- file systems and fio
 # The geometry btrfs and f2fs were measured to accept on 6.1: 512 MiB,
