@@ -101,9 +101,25 @@ complete(struct tcmu_ring *r, uint16_t id, uint64_t seq, int st,
   r->seq_out++;
   r->commands++;
   r->in_flight--;
+  /* One write(2) to the UIO fd makes the kernel reap every completion up
+   * to cmd_tail (tcmu_irqcontrol() -> tcmu_handle_completions()): while
+   * another thread is in that write, leave ours to it; it writes again
+   * after its own if completions came meanwhile, so none waits. */
+  r->unkicked++;
+  int rc = 0;
+  if (!r->kicking) {
+    r->kicking = 1;
+    while (r->unkicked && rc == 0) {
+      r->unkicked = 0;
+      pthread_mutex_unlock(&r->lock);
+      uint32_t one = 0;
+      rc = write(r->fd, &one, sizeof one) < 0 ? -1 : 0;
+      pthread_mutex_lock(&r->lock);
+    }
+    r->kicking = 0;
+  }
   pthread_mutex_unlock(&r->lock);
-  uint32_t one = 0; /* tcmu_irqcontrol(): reap what is at cmd_tail */
-  return write(r->fd, &one, sizeof one) < 0 ? -1 : 0;
+  return rc;
 }
 
 struct worker_arg {
@@ -218,6 +234,8 @@ tcmu_ring_serve(struct tcmu_ring *r, struct znbd_scsi *s,
   r->head = NULL;
   r->qtail = &r->head;
   r->quit = 0;
+  r->unkicked = 0;
+  r->kicking = 0;
   pthread_mutex_init(&r->lock, NULL);
   pthread_cond_init(&r->ready, NULL);
   while (nth < TCMU_RING_WORKERS &&

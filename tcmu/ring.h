@@ -27,6 +27,10 @@ struct tcmu_ring {
   pthread_cond_t ready;
   struct tcmu_job *head, **qtail;
   int quit;
+  /* Completions not yet signalled to the kernel, and whether a thread is
+   * in the write(2) that signals them (see complete() in ring.c). */
+  unsigned unkicked;
+  int kicking;
   uint64_t seq_in, seq_out; /* commands taken from / completed to the ring */
   /* Counters, for the log at the end: */
   uint64_t commands;     /* commands completed */
