@@ -1,0 +1,93 @@
+#!/bin/bash
+# In the vm-run guest: fio's own t/zbd/test-zbd-support, unchanged, on
+# Linux null_blk and on a znbd-tcmu disk (/dev/sdX through LIO TCMU and
+# tcm_loop) of the same geometry, one after the other in one boot, and the
+# two pass lists side by side (man znbd-tcmu, "FIO'S ZONED TEST SUITE").
+# Not a make check-vm test (each device takes tens of minutes under TCG);
+# run it by hand from the top of a build:
+#
+#   mkdir -p /tmp/zbd-out
+#   tests/vm/vm-run -t 7200 -m 3072 --expose "$PWD" --expose "$PWD/build" \
+#     -w /tmp/zbd-out:/out -e top_builddir="$PWD/build" -e top_srcdir="$PWD" \
+#     tests/vm/guest-zbd-tcmu.sh 1m [-t N]...
+#
+# GEOM as for guest-zbd-nullb.sh (1m, zcap, open8; zcap is served with
+# ZBC-2 gap zones on SCSI); other arguments go to test-zbd-support.  The
+# per-test logs go to /out/nullb and /out/tcmu when that share exists;
+# the last lines are "tcmu vs null_blk: SAME" or the tests whose result
+# differs.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+: "${top_srcdir:=$(cd "$here/../.." && pwd)}"
+: "${top_builddir:=$top_srcdir/build}"
+geom=$1
+shift
+fio_src=${FIO_SOURCE:-/usr/local/src/fio}
+opts=()
+case $geom in
+1m) size=136 zsize=1 zcap=1 maxopen=0 ;;
+zcap) size=544 zsize=4 zcap=3 maxopen=0 ;;
+open8) size=136 zsize=1 zcap=1 maxopen=8 opts=(-o 8) ;;
+*) echo "unknown geometry $geom" >&2; exit 2 ;;
+esac
+work=/tmp/zbdt
+mkdir -p "$work"
+
+# The reference: guest-zbd-nullb.sh's null_blk, its own run.
+mkdir -p /out/nullb 2> /dev/null
+bash "$here/guest-zbd-nullb.sh" "$geom" "$@" | tee "$work/nullb.out"
+[ -d /out ] && mv /out/test-zbd-support.log.* /out/nullb/ 2> /dev/null
+echo 0 > /sys/kernel/config/nullb/nullb0/power && rmdir /sys/kernel/config/nullb/nullb0
+
+# The znbd-tcmu disk with the same geometry: 4096-byte blocks, no
+# conventional zones, in RAM.
+for m in target_core_user tcm_loop sd_mod sg; do modprobe "$m" || exit 1; done
+cap=()
+[ "$zcap" = "$zsize" ] || cap=(zone_capacity=${zcap}M)
+"$top_builddir/tcmu/znbd-tcmu" zbd0 size=${size}M zone_size=${zsize}M "${cap[@]}" \
+  blocksize=4096 zone_nr_conv=0 zone_max_open=$maxopen > "$work/tcmu.log" 2>&1 &
+pid=$!
+d=
+for _ in $(seq 1 120); do
+  d=$(ls /sys/block | grep '^sd' | head -1)
+  [ -n "$d" ] && grep -q 'serving on' "$work/tcmu.log" && break
+  sleep 0.5
+done
+[ -n "$d" ] || { cat "$work/tcmu.log"; exit 1; }
+dev=/dev/$d
+# No udev in the guest: the node from sysfs.
+[ -b "$dev" ] || { IFS=: read -r ma mi < "/sys/block/$d/dev" && mknod "$dev" b "$ma" "$mi"; }
+for g in /sys/block/"$d"/device/scsi_generic/*; do
+  [ -c "/dev/${g##*/}" ] || { IFS=: read -r ma mi < "$g/dev" && mknod "/dev/${g##*/}" c "$ma" "$mi"; }
+done
+echo "znbd-tcmu $dev: $(cat /sys/block/$d/queue/zoned), $(cat /sys/block/$d/queue/nr_zones) zones," \
+  "max_open $(cat /sys/block/$d/queue/max_open_zones), scheduler $(cat /sys/block/$d/queue/scheduler)"
+suite=$work/t/zbd
+mkdir -p "$suite"
+cp "$fio_src/t/zbd/test-zbd-support" "$fio_src/t/zbd/functions" "$suite/"
+ln -sf "$(type -P fio)" "$work/fio"
+rc=0
+bash "$suite/test-zbd-support" "${opts[@]}" "$@" "$dev" | tee "$work/tcmu.out" || rc=$?
+if [ -d /out ]; then
+  mkdir -p /out/tcmu
+  cp "$suite"/test-zbd-support.log.* /out/tcmu/ 2> /dev/null
+fi
+kill "$pid"
+wait "$pid"
+sed 's/^/# znbd-tcmu: /' "$work/tcmu.log"
+
+# Side by side: "NN STATUS" per test from each run.
+results() { sed -nE 's/^Running test ([0-9]+) \.\.\. (PASS|FAIL|SKIP).*/\1 \2/p' "$1"; }
+results "$work/nullb.out" > "$work/nullb.res"
+results "$work/tcmu.out" > "$work/tcmu.res"
+for t in nullb tcmu; do
+  echo "$t: $(grep -c PASS "$work/$t.res") passed, $(grep -c FAIL "$work/$t.res") failed," \
+    "$(grep -c SKIP "$work/$t.res") skipped; failed: $(awk '$2 == "FAIL" {printf "%s ", $1}' "$work/$t.res")"
+done
+if diff "$work/nullb.res" "$work/tcmu.res" > "$work/res.diff"; then
+  echo "tcmu vs null_blk: SAME"
+else
+  echo "tcmu vs null_blk: differences (< null_blk, > tcmu):"
+  cat "$work/res.diff"
+fi
+exit "$rc"
