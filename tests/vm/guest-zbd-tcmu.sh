@@ -17,8 +17,8 @@
 # the last lines are "tcmu vs null_blk: SAME" or the tests whose result
 # differs.
 set -u
-here=$(cd "$(dirname "$0")" && pwd)
-: "${top_srcdir:=$(cd "$here/../.." && pwd)}"
+# vm-run runs a copy of this script: the tree comes from top_srcdir.
+: "${top_srcdir:?top_srcdir: the source tree (vm-run -e)}"
 : "${top_builddir:=$top_srcdir/build}"
 geom=$1
 shift
@@ -35,7 +35,7 @@ mkdir -p "$work"
 
 # The reference: guest-zbd-nullb.sh's null_blk, its own run.
 mkdir -p /out/nullb 2> /dev/null
-bash "$here/guest-zbd-nullb.sh" "$geom" "$@" | tee "$work/nullb.out"
+bash "$top_srcdir/tests/vm/guest-zbd-nullb.sh" "$geom" "$@" | tee "$work/nullb.out"
 [ -d /out ] && mv /out/test-zbd-support.log.* /out/nullb/ 2> /dev/null
 echo 0 > /sys/kernel/config/nullb/nullb0/power && rmdir /sys/kernel/config/nullb/nullb0
 
