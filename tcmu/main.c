@@ -78,6 +78,7 @@ main(int argc, char **argv)
     die("%s", err);
   scsi.dev = dev;
   scsi.name = name;
+  scsi.gen = znbd_dev_generation(dev);
 
   /* Every thread inherits the mask: only sigwait() below sees them. */
   sigset_t set;
