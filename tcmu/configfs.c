@@ -87,7 +87,8 @@ find_uio(const char *name, char *uio, size_t len)
 
 int
 tcmu_backstore_create(const char *name, uint64_t size, uint32_t blocksize,
-                      char *uio, size_t uiolen, char *err, size_t errlen)
+                      int cmd_time_out, char *uio, size_t uiolen, char *err,
+                      size_t errlen)
 {
   char dir[256], path[300];
   snprintf(dir, sizeof dir, HBA "/%s", name);
@@ -112,6 +113,14 @@ tcmu_backstore_create(const char *name, uint64_t size, uint32_t blocksize,
   for (int i = 0; i < 4; i++)
     if (put(path, vals[i], err, errlen) < 0)
       return -1;
+  if (cmd_time_out >= 0) {
+    /* tcmu_cmd_time_out_store() refuses it once the LUN is exported. */
+    char v[32];
+    snprintf(path, sizeof path, "%s/attrib/cmd_time_out", dir);
+    snprintf(v, sizeof v, "%d", cmd_time_out);
+    if (put(path, v, err, errlen) < 0)
+      return -1;
+  }
   snprintf(path, sizeof path, "%s/enable", dir);
   if (put(path, "1", err, errlen) < 0)
     return -1;

@@ -10,10 +10,14 @@
 /* Create and enable the backstore NAME of SIZE bytes and BLOCKSIZE-byte
  * blocks, with nl_reply_supported=-1 so enabling waits for no netlink
  * reply (tcmu_netlink_event_send()), first removing a stale setup of the
- * same NAME.  Puts the UIO device's name ("uio3") in UIO.  Returns 0, or
- * -1 with errno and a message naming the configfs file in ERR. */
+ * same NAME.  CMD_TIME_OUT (seconds; -1 keeps the kernel's 30) is the
+ * backstore's attrib/cmd_time_out: a command not answered that long
+ * fails in the kernel (tcmu_check_expired_ring_cmd()).  Puts the UIO
+ * device's name ("uio3") in UIO.  Returns 0, or -1 with errno and a
+ * message naming the configfs file in ERR. */
 int tcmu_backstore_create(const char *name, uint64_t size, uint32_t blocksize,
-                          char *uio, size_t uiolen, char *err, size_t errlen);
+                          int cmd_time_out, char *uio, size_t uiolen, char *err,
+                          size_t errlen);
 
 /* Export backstore NAME through tcm_loop (nexus first, then the LUN
  * link: a LUN without a nexus is never scanned).  The kernel probes the

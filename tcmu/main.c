@@ -60,11 +60,21 @@ main(int argc, char **argv)
       strchr(argv[1], '/'))
     die("usage: znbd-tcmu NAME key=value... (see znbd-tcmu(1))");
   const char *name = argv[1];
+  long cmd_time_out = -1; /* the kernel's default */
   znbd_params_init(&p);
   for (int i = 2; i < argc; i++) {
     char *eq = strchr(argv[i], '=');
     if (!eq)
       die("%s: expected key=value", argv[i]);
+    if (strncmp(argv[i], "cmd_time_out=", 13) == 0) {
+      char *end;
+      errno = 0;
+      cmd_time_out = strtol(eq + 1, &end, 10);
+      if (errno || end == eq + 1 || *end || cmd_time_out < 1 ||
+          cmd_time_out > 3600)
+        die("cmd_time_out=%s: expected seconds from 1 to 3600", eq + 1);
+      continue;
+    }
     *eq = 0;
     if (znbd_params_set(&p, argv[i], eq + 1, err, sizeof err) == -1)
       die("%s", err);
@@ -78,6 +88,7 @@ main(int argc, char **argv)
     die("%s", err);
   scsi.dev = dev;
   scsi.name = name;
+  scsi.gen = znbd_dev_generation(dev);
 
   /* Every thread inherits the mask: only sigwait() below sees them. */
   sigset_t set;
@@ -90,8 +101,9 @@ main(int argc, char **argv)
   if (p.zone_control &&
       !(ctl = znbd_control_start(dev, p.zone_control, err, sizeof err)))
     die("%s", err);
-  if (tcmu_backstore_create(name, znbd_dev_size(dev), p.blocksize, uio,
-                            sizeof uio, err, sizeof err) < 0 ||
+  if (tcmu_backstore_create(name, znbd_dev_size(dev), p.blocksize,
+                            (int)cmd_time_out, uio, sizeof uio, err,
+                            sizeof err) < 0 ||
       tcmu_ring_open(&ring, uio, err, sizeof err) < 0) {
     char e2[512];
     tcmu_backstore_remove(name, e2, sizeof e2);

@@ -10,6 +10,7 @@
 /* Sense keys (SPC-5 table 48). */
 enum {
   KEY_NO_SENSE = 0x0,
+  KEY_NOT_READY = 0x2,
   KEY_MEDIUM_ERROR = 0x3,
   KEY_ILLEGAL_REQUEST = 0x5,
   KEY_DATA_PROTECT = 0x7,
@@ -29,6 +30,8 @@ enum {
 #define S_ZONE_OFFLINE SENSE(KEY_DATA_PROTECT, 0x2c, 0x0e)
 #define S_READ_ERROR SENSE(KEY_MEDIUM_ERROR, 0x11, 0x00)
 #define S_WRITE_ERROR SENSE(KEY_MEDIUM_ERROR, 0x0c, 0x00)
+/* LOGICAL UNIT NOT READY, CAUSE NOT REPORTABLE: after a power cut. */
+#define S_NOT_READY SENSE(KEY_NOT_READY, 0x04, 0x00)
 
 static uint64_t
 get_be(const uint8_t *p, int n)
@@ -462,6 +465,8 @@ errno_sense(int err, bool write)
     return S_ZONE_RESOURCES;
   case EINVAL:
     return S_INVALID_FIELD;
+  case ESHUTDOWN: /* a power cut since the session began */
+    return S_NOT_READY;
   default:
     return write ? S_WRITE_ERROR : S_READ_ERROR;
   }
@@ -637,6 +642,14 @@ znbd_scsi_exec(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
   const uint8_t *cdb = c->cdb;
   c->read_len = 0;
 
+  /* After a power cut the disk the kernel knows is gone: every command
+   * fails until znbd-tcmu starts again, as znbd drops the NBD
+   * connections made before a cut.  The fence makes a write, flush or
+   * zone operation that races the cut fail with ESHUTDOWN having changed
+   * nothing (znbd_dev_fence()); the check covers the other commands. */
+  znbd_dev_fence(s->gen);
+  if (znbd_dev_generation(s->dev) != s->gen)
+    return fail(c, S_NOT_READY);
   switch (cdb[0]) {
   case 0x00: /* TEST UNIT READY */
   case 0x15: /* MODE SELECT(6): accepted, nothing is changeable */
@@ -673,7 +686,7 @@ znbd_scsi_exec(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
   case 0x35: /* SYNCHRONIZE CACHE(10) */
   case 0x91: /* SYNCHRONIZE CACHE(16) */
     if (znbd_dev_flush(s->dev) < 0)
-      return fail(c, S_WRITE_ERROR);
+      return fail(c, errno_sense(errno, true));
     return ZNBD_SCSI_GOOD;
   case 0x95: /* ZBC IN: REPORT ZONES */
     return report_zones(s, c);

@@ -39,10 +39,14 @@ struct znbd_scsi_cmd {
   uint32_t read_len;
 };
 
-/* The SCSI view of device D, named NAME (unit serial number, VPD 80). */
+/* The SCSI view of device D, named NAME (unit serial number, VPD 80).
+ * GEN is znbd_dev_generation(D) when the kernel's session began (0 for
+ * a new device): once a power cut moved it on, every command fails with
+ * NOT READY 02/04/00. */
 struct znbd_scsi {
   struct znbd_dev *dev;
   const char *name;
+  uint64_t gen;
 };
 
 /* Whether params P can be shown as SCSI: Linux's sd needs power-of-two
@@ -60,7 +64,8 @@ int znbd_scsi_check_params(const struct znbd_params *p, char *err,
  * FULL zone or bad zone id 05/24/00,
  * open/active limit 07/55/0E, READONLY 07/27/08, OFFLINE 07/2C/0E, bad
  * block 03/11/00 (read) or 03/0C/00 (write), LBA out of range 05/21/00,
- * unknown opcode 05/20/00.  Never fails otherwise. */
+ * unknown opcode 05/20/00, any command after a power cut 02/04/00.
+ * Never fails otherwise. */
 int znbd_scsi_exec(struct znbd_scsi *s, struct znbd_scsi_cmd *c);
 
 /* The injected latency of the command whose CDB is CDB, in ns: the

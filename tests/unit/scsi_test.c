@@ -553,7 +553,7 @@ test_delay(void)
                                         "completion_nsec", "1000",
                                         "zone_reset_nsec", "50000",
                                         "zone_open_nsec", "7000", NULL});
-  struct znbd_scsi d = {test_dev(&p), "lat0"};
+  struct znbd_scsi d = {test_dev(&p), "lat0", 0};
   uint8_t cdb[16];
   rw16(0x88, 0, 8, cdb);
   CHECK_EQ(znbd_scsi_delay_nsec(&d, cdb), 1000);
@@ -564,6 +564,46 @@ test_delay(void)
   zbc_out(0x07, ZLBA, false, cdb); /* no such service action */
   CHECK_EQ(znbd_scsi_delay_nsec(&d, cdb), 1000);
   znbd_dev_free(d.dev);
+}
+
+/* After a power cut every command fails with NOT READY 02/04/00 (the
+ * disk the kernel knew is gone), and the unflushed write is undone. */
+static void
+test_power_cut(void)
+{
+  uint8_t cdb[16];
+  uint64_t z = 4 * ZLBA; /* zone 4, sequential */
+  memset(data, 0xa5, 8192);
+  rw16(0x8a, z, 8, cdb);
+  CHECK_EQ(run(cdb, 16, 4096), ZNBD_SCSI_GOOD);
+  uint8_t sync16[16] = {0x91};
+  CHECK_EQ(run(sync16, 16, 0), ZNBD_SCSI_GOOD);
+  rw16(0x8a, z + 8, 8, cdb);
+  CHECK_EQ(run(cdb, 16, 4096), ZNBD_SCSI_GOOD);
+  CHECK(znbd_dev_power_cut(s.dev, 0) == 0);
+  struct znbd_zone_info zi;
+  CHECK(znbd_dev_report(s.dev, 4, 1, &zi) == 1);
+  CHECK_EQ(zi.wp - zi.start, 4096);
+  CHECK_EQ(zi.cond, ZNBD_ZONE_COND_CLOSED);
+  uint8_t tur[6] = {0};
+  CHECK_EQ(run(tur, 6, 0), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x020400);
+  rw16(0x88, z, 8, cdb);
+  CHECK_EQ(run(cdb, 16, 4096), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x020400);
+  CHECK_EQ(last.read_len, 0);
+  rw16(0x8a, z + 8, 8, cdb);
+  CHECK_EQ(run(cdb, 16, 4096), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x020400);
+  CHECK_EQ(run(sync16, 16, 0), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x020400);
+  CHECK(znbd_dev_report(s.dev, 4, 1, &zi) == 1);
+  CHECK_EQ(zi.wp - zi.start, 4096);
+  /* A new session (znbd-tcmu started again) sees the rolled-back disk. */
+  s.gen = znbd_dev_generation(s.dev);
+  rw16(0x8a, z + 8, 8, cdb);
+  CHECK_EQ(run(cdb, 16, 4096), ZNBD_SCSI_GOOD);
+  znbd_dev_fence(ZNBD_NO_FENCE);
 }
 
 int
@@ -583,6 +623,7 @@ main(void)
   test_refusals();
   test_delay();
   test_gaps();
+  test_power_cut();
   znbd_dev_free(s.dev);
   return check_done("scsi_test");
 }

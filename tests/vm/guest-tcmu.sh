@@ -342,5 +342,7 @@ nbdzone_same() {
 }
 check "nbdzone report over NBD (znbd on the same dir=) equals blkzone's" nbdzone_same
 note "t=${SECONDS}s"
+# shellcheck source=guest-tcmu-crash.sh
+. "$top_srcdir/tests/vm/guest-tcmu-crash.sh"
 check "no kernel WARNING, BUG or oops" sh -c '! dmesg | grep -E "WARNING:|BUG:|Oops"'
 tap_end

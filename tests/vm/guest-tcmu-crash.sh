@@ -1,0 +1,163 @@
+# shellcheck shell=bash
+# Sourced by guest-tcmu.sh before its last check (its functions and
+# variables: start_tcmu, stop_tcmu, ctl, same_zones, kernel_zones, DEV,
+# CTL, NZ, ZS): a power cut under a mounted zoned btrfs and a kill -9 of
+# znbd-tcmu under I/O, both on dir= disks, as the kernel sees them and as
+# a user recovers from them.
+# shellcheck disable=SC2034,SC2154 # NZ, ZS: guest-tcmu.sh reads them; rc: stop_tcmu sets it
+
+# ------------------------------------------------ power cut under btrfs
+# write_cache=true: the control socket's power-cut undoes every write no
+# SYNCHRONIZE CACHE covered, and from then on znbd-tcmu fails every
+# command with NOT READY (02/04/00, EIO in the kernel) until it is
+# started again, as znbd drops the NBD connections made before a cut.
+# File A is synced, file B is written with O_DIRECT and no sync: its
+# data reached the device, unflushed, and its metadata did not.
+NZ=64
+ZS=$((8 << 20))
+PC=(pc0 size=512M zone_size=8M zone_nr_conv=4 zone_max_open=8 write_cache=true dir="$work/pc")
+head -c $((2 << 20)) /dev/urandom > "$work/A"
+head -c $((2 << 20)) /dev/urandom > "$work/B"
+pc_mkfs_a_b() {
+  mkdir -p "$work/mnt"
+  $T mkfs.btrfs -f -O zoned -d single -m single "$DEV" > "$work/mkfs.out" 2>&1 ||
+    { cat "$work/mkfs.out"; return 1; }
+  $T mount -t btrfs "$DEV" "$work/mnt" && $T cp "$work/A" "$work/mnt/A" && $T sync &&
+    $T dd if="$work/B" of="$work/mnt/B" bs=1M oflag=direct status=none || return 1
+  # The zones as the cut finds them (B written, not flushed).
+  device_zones > "$work/pc.before"
+}
+pc_cut() {
+  local r
+  r=$(ctl power-cut)
+  echo "$r"
+  [[ $r == ok* ]] || return 1
+  device_zones > "$work/pc.after"
+  diff "$work/pc.before" "$work/pc.after" | grep '^[<>]' | head -8
+  # Some zone's wp went back (B's data), none forward.
+  diff "$work/pc.before" "$work/pc.after" | grep -q '^<' &&
+    paste -d ' ' "$work/pc.before" "$work/pc.after" |
+    awk '$2 != "-" && $5 > $2 { bad = 1 } END { exit bad }'
+}
+# A read through the page cache would not reach the disk: O_DIRECT.
+pc_not_ready() {
+  expect_eio dread 0 4096 || return 1
+  dmesg | grep -m 2 -i 'not ready'
+}
+# umount with I/O errors under it: btrfs aborts its transaction (EIO)
+# and the umount completes.
+pc_umount() {
+  $T umount "$work/mnt" || { umount -l "$work/mnt"; return 1; }
+  dmesg | grep -i -m 3 -e 'BTRFS.*error' -e 'BTRFS.*abort'
+  ! grep -q " $work/mnt " /proc/mounts
+}
+pc_remount() {
+  $T mount -t btrfs "$DEV" "$work/mnt" || return 1
+  echo 3 > /proc/sys/vm/drop_caches
+  cmp "$work/A" "$work/mnt/A" && echo "A: 2 MiB byte-identical"
+}
+pc_note_b() {
+  local n
+  if [ -e "$work/mnt/B" ]; then
+    n=$(stat -c %s "$work/mnt/B")
+    if cmp -s "$work/B" "$work/mnt/B"; then
+      echo "B: $n bytes, byte-identical"
+    else
+      echo "B: $n bytes, not as written ($(cmp "$work/B" "$work/mnt/B" 2>&1 | head -1))"
+    fi
+  else
+    echo "B: gone"
+  fi
+}
+pc_check() {
+  $T umount "$work/mnt" || return 1
+  $T btrfs check "$DEV" > "$work/fsck.out" 2>&1 || { cat "$work/fsck.out"; return 1; }
+  grep -m 2 -e 'found .* bytes used' -e 'no error found' "$work/fsck.out"
+}
+start_tcmu "${PC[@]}"
+note "t=${SECONDS}s"
+check "power cut: zoned btrfs, A written and synced, B written O_DIRECT unsynced" pc_mkfs_a_b
+check "... power-cut through the control socket rolls B's zone back" pc_cut
+check "... then a read of the disk fails with EIO (NOT READY 02/04/00)" pc_not_ready
+check "... umount completes, btrfs having aborted on EIO" pc_umount
+stop_tcmu pc0
+check "... znbd-tcmu stops on SIGTERM with status 0" test "$rc" = 0
+rm -f "$CTL"
+start_tcmu "${PC[@]}"
+check "... restarted on the same dir=: zones as the control socket's" same_zones
+check "... mount again: A reads back byte-identical" pc_remount
+note "$(pc_note_b)"
+check "... umount, btrfs check passes" pc_check
+stop_tcmu pc0
+check "... znbd-tcmu stops with status 0" test "$rc" = 0
+note "t=${SECONDS}s"
+
+# ------------------------------------------- kill -9 under direct writes
+# write_cache=false: every write acknowledged is durable (dir= writes go
+# to the zone files before the reply, so SIGKILL loses none), so not only
+# the data fsync'ed first but every write dd counted must come back.
+# completion_nsec=50 ms keeps dd's 64 KiB writes in flight (~6 s for
+# 8 MiB) when the kill comes; cmd_time_out=5 fails an unanswered command
+# after 5 s (tcmu_check_expired_ring_cmd()) instead of 30.
+NZ=16
+ZS=$((4 << 20))
+K9=(k9 size=64M zone_size=4M zone_nr_conv=2 zone_max_open=4 completion_nsec=50000000
+  cmd_time_out=5 dir="$work/k9")
+K9OFF=$((2 * ZS + (1 << 20))) # dd's first byte: zone 2 past the fsync'ed MiB
+k9_flushed() {
+  $T dd if="$work/A" of="$DEV" bs=1M count=1 seek=$((2 * ZS >> 20)) oflag=direct \
+    conv=fsync status=none && zone_is 2 2048 2
+}
+# k9_kill: dd writes 8 MiB from K9OFF; after 1.5 s znbd-tcmu is killed
+# while dd runs; dd must fail with EIO within cmd_time_out + 5 s.
+k9_kill() {
+  local w t0 t1 st=0 lines
+  lines=$(dmesg | wc -l)
+  $T dd if="$work/f8" of="$DEV" bs=64k seek=$((K9OFF >> 16)) oflag=direct \
+    > "$work/k9.dd" 2>&1 &
+  w=$!
+  sleep 1.5
+  kill -0 "$w" || { echo "dd ended before the kill"; return 1; }
+  kill -KILL "$PID"
+  t0=$(date +%s%N)
+  wait "$PID" 2> /dev/null
+  wait "$w" || st=$?
+  t1=$(date +%s%N)
+  dmesg | tail -n +$((lines + 1)) | grep -m 2 -e 'Sense Key' -e 'Add. Sense'
+  grep -e error -e 'records out' "$work/k9.dd"
+  echo "dd ended with status $st, $(((t1 - t0) / 1000000)) ms after the kill"
+  [ "$st" != 0 ] && grep -q 'Input/output error' "$work/k9.dd" &&
+    [ $(((t1 - t0) / 1000000)) -lt 10000 ]
+}
+k9_restart() {
+  local t0=$SECONDS
+  rm -f "$CTL"
+  start_tcmu "${K9[@]}"
+  echo "restarted in $((SECONDS - t0)) s"
+  same_zones
+}
+# Every write dd reported is there: its bytes, and the wps past them.
+k9_durable() {
+  local recs wp=0 z w
+  recs=$(sed -n 's/^\([0-9]*\)+[0-9]* records out$/\1/p' "$work/k9.dd")
+  [ -n "$recs" ] || return 1
+  while read -r z w _; do
+    [ "$z" -ge $((2 * ZS / 512)) ] && [ "$w" != - ] && wp=$((wp + w))
+  done < <(kernel_zones)
+  echo "dd: $recs writes of 64 KiB acknowledged; $((wp / 2)) KiB in zones 2+"
+  [ $((wp * 512)) -ge $(((1 << 20) + recs * 65536)) ] &&
+    { [ "$recs" = 0 ] || same_bytes "$K9OFF" $((recs * 65536)) "$work/f8"; }
+}
+start_tcmu "${K9[@]}"
+check "kill -9: the backstore's cmd_time_out is 5 s" \
+  grep -qx 5 "$CFG/core/user_0/k9/attrib/cmd_time_out"
+check "... 1 MiB at zone 2's wp, fsync'ed" k9_flushed
+check "... kill -9 under dd oflag=direct: dd fails with EIO within 10 s" k9_kill
+check "... a restart of the same name reclaims the LUN and serves" k9_restart
+check "... the fsync'ed MiB reads back" same_bytes $((2 * ZS)) $((1 << 20)) "$work/A"
+check "... every write dd counted reads back, the wps past it" k9_durable
+check "... a write at an empty zone's wp reads back" write_read $((6 * ZS)) 4096 "$work/a"
+stop_tcmu k9
+check "... znbd-tcmu k9 stops with status 0" test "$rc" = 0
+check "no configfs entry and no disk left" no_config_left
+note "t=${SECONDS}s"
