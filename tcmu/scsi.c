@@ -538,8 +538,10 @@ zbc_out(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
 /* ---- READ / WRITE (SBC-4 5.15-5.17, 5.39-5.41) ---------------------- */
 
 /* For a zoned device: the sense that [OFF, OFF+LEN) (bytes) gets before
- * the device is asked, or 0.  No read or write may touch a gap zone
- * (ZBC-2: ATTEMPT TO ACCESS GAP ZONE); writes must start at a
+ * the device is asked, or 0.  No write may touch a gap zone (ZBC-2:
+ * ATTEMPT TO ACCESS GAP ZONE); reads may, and get what null_blk returns
+ * past a zone's capacity (the kernel splits reads at the zone size, gap
+ * included: see znbd-tcmu(1), DEVIATIONS); writes must start at a
  * sequential zone's wp and stay inside one sequential zone (or in
  * conventional zones); reads may not mix zone types (ZBC-2 4.5.3). */
 static uint32_t
@@ -550,7 +552,7 @@ zone_check(struct znbd_scsi *s, uint64_t off, uint64_t len, bool write)
   if (znbd_dev_report(s->dev, i, 1, &first) != 1)
     return S_LBA_RANGE;
   for (z = first;;) {
-    if (zone_has_gap(&z) && off + len > z.start + z.capacity)
+    if (write && zone_has_gap(&z) && off + len > z.start + z.capacity)
       return S_GAP_ZONE;
     uint32_t cs = cond_sense(z.cond);
     if (cs)
