@@ -638,6 +638,98 @@ read_write(struct znbd_scsi *s, struct znbd_scsi_cmd *c, bool write)
   return ZNBD_SCSI_GOOD;
 }
 
+/* ---- REPORT SUPPORTED OPERATION CODES (SPC-5 6.35) ----------------- */
+
+/* Every command znbd_scsi_exec() serves: opcode, service action (with
+ * HAS_SA), CDB length, and whether only a zoned device has it. */
+static const struct {
+  uint8_t op;
+  uint8_t sa;
+  bool has_sa, zoned;
+  uint8_t len;
+} opcodes[] = {
+    {0x00, 0, false, false, 6},    /* TEST UNIT READY */
+    {0x03, 0, false, false, 6},    /* REQUEST SENSE */
+    {0x12, 0, false, false, 6},    /* INQUIRY */
+    {0x15, 0, false, false, 6},    /* MODE SELECT(6) */
+    {0x1a, 0, false, false, 6},    /* MODE SENSE(6) */
+    {0x25, 0, false, false, 10},   /* READ CAPACITY(10) */
+    {0x28, 0, false, false, 10},   /* READ(10) */
+    {0x2a, 0, false, false, 10},   /* WRITE(10) */
+    {0x35, 0, false, false, 10},   /* SYNCHRONIZE CACHE(10) */
+    {0x55, 0, false, false, 10},   /* MODE SELECT(10) */
+    {0x5a, 0, false, false, 10},   /* MODE SENSE(10) */
+    {0x88, 0, false, false, 16},   /* READ(16) */
+    {0x8a, 0, false, false, 16},   /* WRITE(16) */
+    {0x91, 0, false, false, 16},   /* SYNCHRONIZE CACHE(16) */
+    {0x94, 0x01, true, true, 16},  /* ZBC OUT: CLOSE ZONE */
+    {0x94, 0x02, true, true, 16},  /* FINISH ZONE */
+    {0x94, 0x03, true, true, 16},  /* OPEN ZONE */
+    {0x94, 0x04, true, true, 16},  /* RESET WRITE POINTER */
+    {0x95, 0x00, true, true, 16},  /* ZBC IN: REPORT ZONES */
+    {0x9e, 0x10, true, false, 16}, /* READ CAPACITY(16) */
+    {0xa3, 0x0c, true, false, 12}, /* REPORT SUPPORTED OPERATION CODES */
+    {0xa8, 0, false, false, 12},   /* READ(12) */
+    {0xaa, 0, false, false, 12},   /* WRITE(12) */
+};
+
+/* Reporting options 000b (all commands), 001b (one opcode without a
+ * service action) and 010b (opcode and service action); RCTD (timeouts)
+ * is not offered.  For one command the CDB usage map marks every bit
+ * of every byte after the opcode as possibly used (SPC-5 allows a
+ * superset). */
+static int
+report_opcodes(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
+{
+  const uint8_t *cdb = c->cdb;
+  unsigned opt = cdb[2] & 0x07;
+  size_t alloc = get_be(cdb + 6, 4);
+  bool zoned = znbd_dev_params(s->dev)->zoned;
+  size_t n = sizeof opcodes / sizeof opcodes[0];
+  uint8_t b[4 + sizeof opcodes / sizeof opcodes[0] * 8] = {0};
+
+  if (cdb[2] & 0x80) /* RCTD */
+    return fail(c, S_INVALID_FIELD);
+  if (opt == 0) {
+    size_t len = 4;
+    for (size_t i = 0; i < n; i++) {
+      if (opcodes[i].zoned && !zoned)
+        continue;
+      uint8_t *d = b + len;
+      d[0] = opcodes[i].op;
+      put_be(d + 2, opcodes[i].sa, 2);
+      d[5] = opcodes[i].has_sa ? 0x01 : 0; /* SERVACTV */
+      put_be(d + 6, opcodes[i].len, 2);
+      len += 8;
+    }
+    put_be(b, len - 4, 4);
+    return data_in(c, b, len, alloc);
+  }
+  if (opt != 1 && opt != 2)
+    return fail(c, S_INVALID_FIELD);
+  unsigned op = cdb[3], sa = (unsigned)get_be(cdb + 4, 2);
+  for (size_t i = 0; i < n; i++) {
+    if (opcodes[i].op != op || (opcodes[i].zoned && !zoned))
+      continue;
+    /* 001b names an opcode that has service actions: INVALID FIELD. */
+    if (opt == 1 && opcodes[i].has_sa)
+      return fail(c, S_INVALID_FIELD);
+    if (opt == 2 && (!opcodes[i].has_sa || opcodes[i].sa != sa))
+      continue;
+    b[1] = 0x03; /* SUPPORT: supported as the standard says */
+    put_be(b + 2, opcodes[i].len, 2);
+    b[4] = op;
+    memset(b + 5, 0xff, opcodes[i].len - 1u);
+    return data_in(c, b, 4u + opcodes[i].len, alloc);
+  }
+  /* 010b names an opcode that has no service actions: INVALID FIELD. */
+  for (size_t i = 0; opt == 2 && i < n; i++)
+    if (opcodes[i].op == op && !opcodes[i].has_sa)
+      return fail(c, S_INVALID_FIELD);
+  b[1] = 0x01; /* SUPPORT: not supported */
+  return data_in(c, b, 4, alloc);
+}
+
 int
 znbd_scsi_exec(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
 {
@@ -694,6 +786,10 @@ znbd_scsi_exec(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
     return report_zones(s, c);
   case 0x94: /* ZBC OUT */
     return zbc_out(s, c);
+  case 0xa3: /* MAINTENANCE IN */
+    if ((cdb[1] & 0x1f) == 0x0c)
+      return report_opcodes(s, c);
+    return fail(c, S_INVALID_FIELD);
   default:
     return fail(c, S_BAD_OPCODE);
   }

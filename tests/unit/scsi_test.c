@@ -122,8 +122,8 @@ test_probe(void)
 
   uint8_t tur[6] = {0};
   CHECK_EQ(run(tur, 6, 0), ZNBD_SCSI_GOOD);
-  uint8_t rsoc[12] = {0xa3, 0x0c, 1, 0x12};
-  CHECK_EQ(run(rsoc, 12, 16), ZNBD_SCSI_CHECK_CONDITION);
+  uint8_t rdd[10] = {0x37}; /* READ DEFECT DATA(10): not served */
+  CHECK_EQ(run(rdd, 10, 16), ZNBD_SCSI_CHECK_CONDITION);
   CHECK_EQ(sense(), 0x052000);
   CHECK_EQ(last.sense[0], 0x70);
   CHECK_EQ(last.sense[7], 0x0a);
@@ -526,6 +526,63 @@ test_gaps(void)
   znbd_dev_free(g.dev);
 }
 
+/* REPORT SUPPORTED OPERATION CODES: the list, one opcode, one service
+ * action, and the refusals SPC-5 6.35 asks for. */
+static void
+test_opcodes(void)
+{
+  uint8_t cdb[12] = {0xa3, 0x0c, 0x00, 0, 0, 0, 0, 0, 0x10, 0, 0, 0};
+  CHECK_EQ(run(cdb, 12, 4096), ZNBD_SCSI_GOOD);
+  uint32_t len = (uint32_t)be(data, 4);
+  CHECK_EQ(len % 8, 0);
+  CHECK_EQ(last.read_len, 4 + len);
+  bool report_zones = false, write16 = false, bogus = false;
+  for (uint32_t o = 4; o < 4 + len; o += 8) {
+    const uint8_t *d = data + o;
+    if (d[0] == 0x95 && be(d + 2, 2) == 0 && (d[5] & 1) && be(d + 6, 2) == 16)
+      report_zones = true;
+    if (d[0] == 0x8a && !(d[5] & 1) && be(d + 6, 2) == 16)
+      write16 = true;
+    if (d[0] == 0x04 || d[0] == 0x42) /* FORMAT UNIT, UNMAP: not served */
+      bogus = true;
+  }
+  CHECK(report_zones && write16 && !bogus);
+  /* Every listed command is served: none answers INVALID COMMAND
+   * OPERATION CODE. */
+  cdb[2] = 0x01; /* one opcode: WRITE(16) */
+  cdb[3] = 0x8a;
+  CHECK_EQ(run(cdb, 12, 4096), ZNBD_SCSI_GOOD);
+  CHECK_EQ(data[1] & 0x07, 3);
+  CHECK_EQ(be(data + 2, 2), 16);
+  CHECK_EQ(data[4], 0x8a);
+  CHECK_EQ(last.read_len, 20);
+  cdb[3] = 0x04; /* FORMAT UNIT: not supported */
+  CHECK_EQ(run(cdb, 12, 4096), ZNBD_SCSI_GOOD);
+  CHECK_EQ(data[1] & 0x07, 1);
+  cdb[3] = 0x95; /* has service actions: 001b is invalid */
+  CHECK_EQ(run(cdb, 12, 4096), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x052400);
+  cdb[2] = 0x02; /* opcode and service action: ZBC OUT OPEN ZONE */
+  cdb[3] = 0x94;
+  cdb[5] = 0x03;
+  CHECK_EQ(run(cdb, 12, 4096), ZNBD_SCSI_GOOD);
+  CHECK_EQ(data[1] & 0x07, 3);
+  cdb[5] = 0x09; /* a service action ZBC OUT lacks */
+  CHECK_EQ(run(cdb, 12, 4096), ZNBD_SCSI_GOOD);
+  CHECK_EQ(data[1] & 0x07, 1);
+  cdb[3] = 0x28; /* READ(10) has no service actions: 010b is invalid */
+  cdb[5] = 0;
+  CHECK_EQ(run(cdb, 12, 4096), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x052400);
+  cdb[2] = 0x80; /* RCTD: no timeouts descriptor */
+  CHECK_EQ(run(cdb, 12, 4096), ZNBD_SCSI_CHECK_CONDITION);
+  cdb[2] = 0x00; /* allocation length 8: truncated, still GOOD */
+  cdb[8] = 0;
+  cdb[9] = 8;
+  CHECK_EQ(run(cdb, 12, 4096), ZNBD_SCSI_GOOD);
+  CHECK_EQ(last.read_len, 8);
+}
+
 static void
 test_refusals(void)
 {
@@ -627,6 +684,7 @@ main(void)
   test_refusals();
   test_delay();
   test_gaps();
+  test_opcodes();
   test_power_cut();
   znbd_dev_free(s.dev);
   return check_done("scsi_test");

@@ -98,6 +98,13 @@ check "sense: a write of a bad block -> 03/0C/00 (write error)" \
 check "... and user space gets EIO" errno_is EIO "os.pwrite(fd, m3, $((14 * ZS)))"
 check "sense: an opcode znbd-tcmu does not serve -> 05/20/00 (invalid command operation code)" \
   sense_is 05 20 00 r512 37 00 00 00 00 00 00 00 02 00
+opcodes_listed() {
+  $T sg_opcodes "$DEV" > "$work/opcodes" 2>&1
+  cat "$work/opcodes"
+  grep -qE '^ *95 +0 +16 ' "$work/opcodes" && grep -qE '^ *94 +3 +16 ' "$work/opcodes" &&
+    grep -qE '^ *8a +16 ' "$work/opcodes" && [ "$(grep -cE '^ *[0-9a-f]{2} ' "$work/opcodes")" = 23 ]
+}
+check "REPORT SUPPORTED OPERATION CODES: sg_opcodes lists the 23 commands served" opcodes_listed
 stop_tcmu diff0
 check "znbd-tcmu diff0 stops with status 0" test "$rc" = 0
 
