@@ -87,6 +87,7 @@ if [ "${1:-}" = --guest ]; then
   dev_null_blk=/dev/zb0
   [ -b $dev_null_blk ] || dev_null_blk=/dev/nullb$(cat $N/index)
   devs="znbd-tcmu file_zbc scsi_debug null_blk"
+  echo "# guest kernel $(uname -r), $(nproc) vCPUs" | tee -a $out/info.txt
   for n in $devs; do
     v=dev_${n//-/_}
     d=${!v}
@@ -165,7 +166,7 @@ mkdir -p "$(dirname "$out")"
   echo "# Kernel zoned disks: znbd-tcmu beside tcmu-runner file_zbc, scsi_debug and null_blk"
   echo
   echo "One guest run (qemu TCG, tests/vm/vm-run -m 4096), $rounds interleaved rounds of ${rt} s"
-  echo "per job, $(date -u '+%Y-%m-%d %H:%M UTC'), kernel $(uname -r) on the host's /boot,"
+  echo "per job, $(date -u '+%Y-%m-%d %H:%M UTC'), host kernel $(uname -r),"
   echo "host load $load0 -> $(cut -d' ' -f1-3 /proc/loadavg), whole run $((SECONDS - t0)) s."
   echo "IOPS: median over the rounds; x file_zbc: median of the per-round ratios;"
   echo "CPU: ns on a CPU of the handler process per request (user-space handlers only)."
