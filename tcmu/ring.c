@@ -68,16 +68,43 @@ struct tcmu_job {
   struct iovec iov[];
 };
 
+/* Tell the kernel about the completions made so far: one write(2) to
+ * the UIO fd makes it reap every completion up to cmd_tail
+ * (tcmu_irqcontrol() -> tcmu_handle_completions()).  While another
+ * thread is in that write, leave ours to it: it writes again after its
+ * own if completions came meanwhile, so none waits.  Returns 0, or -1
+ * with errno from write(2). */
+static int
+kick(struct tcmu_ring *r)
+{
+  int rc = 0;
+  pthread_mutex_lock(&r->lock);
+  if (!r->kicking) {
+    r->kicking = 1;
+    while (r->unkicked && rc == 0) {
+      r->unkicked = 0;
+      pthread_mutex_unlock(&r->lock);
+      uint32_t one = 0;
+      rc = write(r->fd, &one, sizeof one) < 0 ? -1 : 0;
+      pthread_mutex_lock(&r->lock);
+    }
+    r->kicking = 0;
+  }
+  pthread_mutex_unlock(&r->lock);
+  return rc;
+}
+
 /* Reply to command ID (the SEQ-th taken off the ring) with status ST,
  * SENSE (CHECK CONDITION only) and READ_LEN data-in bytes, in the next
  * command slot at the tail.  Entries are replied to in ring order but
  * each reply names its command (cmd_id), so any command may take any slot
  * (TCMU_MAILBOX_FLAG_CAP_OOOC; tcmu_handle_completions() looks the id
  * up).  Every slot up to the tail was copied out by the reader already:
- * fewer commands were completed than taken. */
+ * fewer commands were completed than taken.  DO_KICK: tell the kernel
+ * now (kick()); else the caller kicks later, for a batch. */
 static int
 complete(struct tcmu_ring *r, uint16_t id, uint64_t seq, int st,
-         const uint8_t *sense, uint32_t read_len)
+         const uint8_t *sense, uint32_t read_len, bool do_kick)
 {
   struct tcmu_mailbox *mb = r->map;
   uint8_t *ring = (uint8_t *)r->map + mb->cmdr_off;
@@ -101,25 +128,9 @@ complete(struct tcmu_ring *r, uint16_t id, uint64_t seq, int st,
   r->seq_out++;
   r->commands++;
   r->in_flight--;
-  /* One write(2) to the UIO fd makes the kernel reap every completion up
-   * to cmd_tail (tcmu_irqcontrol() -> tcmu_handle_completions()): while
-   * another thread is in that write, leave ours to it; it writes again
-   * after its own if completions came meanwhile, so none waits. */
   r->unkicked++;
-  int rc = 0;
-  if (!r->kicking) {
-    r->kicking = 1;
-    while (r->unkicked && rc == 0) {
-      r->unkicked = 0;
-      pthread_mutex_unlock(&r->lock);
-      uint32_t one = 0;
-      rc = write(r->fd, &one, sizeof one) < 0 ? -1 : 0;
-      pthread_mutex_lock(&r->lock);
-    }
-    r->kicking = 0;
-  }
   pthread_mutex_unlock(&r->lock);
-  return rc;
+  return do_kick ? kick(r) : 0;
 }
 
 struct worker_arg {
@@ -127,9 +138,11 @@ struct worker_arg {
   struct znbd_scsi *s;
 };
 
-/* Execute job J with S, wait its injected latency, reply, free it. */
+/* Execute job J with S, wait its injected latency, reply (DO_KICK as
+ * for complete()), free it. */
 static void
-run_job(struct tcmu_ring *r, struct znbd_scsi *s, struct tcmu_job *j)
+run_job(struct tcmu_ring *r, struct znbd_scsi *s, struct tcmu_job *j,
+        bool do_kick)
 {
   struct znbd_scsi_cmd c = {.cdb = j->cdb,
                             .cdb_len = sizeof j->cdb,
@@ -142,7 +155,7 @@ run_job(struct tcmu_ring *r, struct znbd_scsi *s, struct tcmu_job *j)
     while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
       ;
   }
-  if (complete(r, j->cmd_id, j->seq, st, c.sense, c.read_len) < 0)
+  if (complete(r, j->cmd_id, j->seq, st, c.sense, c.read_len, do_kick) < 0)
     perror("znbd-tcmu: write to the UIO device");
   free(j);
 }
@@ -162,30 +175,29 @@ worker(void *arg)
     pthread_mutex_unlock(&r->lock);
     if (!j) /* quit, and the queue is drained */
       return NULL;
-    run_job(r, s, j);
+    run_job(r, s, j, true);
   }
 }
 
-/* Whether a command may run on the ring's own thread: a fast one (no
- * injected latency, not a cache flush, which may wait for the disk),
- * when it is the only one, so no other command waits behind it.  At
- * queue depth 1 this saves the hand-off to a worker: two thread
- * wake-ups per command, which cost more than the command itself. */
+/* Whether a command runs on the ring's own thread: a fast one (no
+ * injected latency, not a cache flush, which may wait for the disk).
+ * The slow ones go to the workers, so they hold up nothing; the fast
+ * ones are done where they are read, as tcmu-runner does, since handing
+ * each to a worker (two thread wake-ups) costs more than the command
+ * itself. */
 static bool
-run_inline(struct tcmu_ring *r, struct znbd_scsi *s, const uint8_t *cdb,
-           bool alone)
+run_inline(struct znbd_scsi *s, const uint8_t *cdb)
 {
-  return alone && r->in_flight == 1 && !r->head && cdb[0] != 0x35 &&
-         cdb[0] != 0x91 && znbd_scsi_delay_nsec(s, cdb) == 0;
+  return cdb[0] != 0x35 && cdb[0] != 0x91 && znbd_scsi_delay_nsec(s, cdb) == 0;
 }
 
 /* Take the command entry E off the ring: copy what the job needs (CDB,
  * buffer list as pointers into the map; the request shares its bytes
- * with the reply) and queue it.  Out of memory fails this command alone,
- * with HARDWARE ERROR. */
+ * with the reply) and run it here or queue it for a worker.  Out of memory
+ * fails this command alone, with HARDWARE ERROR.  Completions made here
+ * are kicked by the caller. */
 static int
-take(struct tcmu_ring *r, struct znbd_scsi *s, struct tcmu_cmd_entry *e,
-     bool alone)
+take(struct tcmu_ring *r, struct znbd_scsi *s, struct tcmu_cmd_entry *e)
 {
   uint8_t *base = r->map;
   uint32_t n = e->req.iov_cnt;
@@ -198,7 +210,8 @@ take(struct tcmu_ring *r, struct znbd_scsi *s, struct tcmu_cmd_entry *e,
   if (!j) {
     pthread_mutex_unlock(&r->lock);
     uint8_t sense[TCMU_SENSE_BUFFERSIZE] = {0x70, 0, 0x04, 0, 0, 0, 0, 0x0a};
-    return complete(r, e->hdr.cmd_id, seq, ZNBD_SCSI_CHECK_CONDITION, sense, 0);
+    return complete(r, e->hdr.cmd_id, seq, ZNBD_SCSI_CHECK_CONDITION, sense, 0,
+                    false);
   }
   j->next = NULL;
   j->seq = seq;
@@ -209,9 +222,9 @@ take(struct tcmu_ring *r, struct znbd_scsi *s, struct tcmu_cmd_entry *e,
     j->iov[i].iov_base = base + (size_t)e->req.iov[i].iov_base;
     j->iov[i].iov_len = e->req.iov[i].iov_len;
   }
-  if (run_inline(r, s, j->cdb, alone)) {
+  if (run_inline(s, j->cdb)) {
     pthread_mutex_unlock(&r->lock);
-    run_job(r, s, j);
+    run_job(r, s, j, false); /* the ring thread kicks for its batch */
     return 0;
   }
   *r->qtail = j;
@@ -253,19 +266,25 @@ tcmu_ring_serve(struct tcmu_ring *r, struct znbd_scsi *s,
     uint32_t irq;
     if (pr > 0 && read(r->fd, &irq, sizeof irq) < 0 && errno != EINTR)
       rc = -1;
-    uint32_t head;
-    while (rc == 0 && r->last != (head = __atomic_load_n(&mb->cmd_head,
-                                                         __ATOMIC_ACQUIRE))) {
+    unsigned batch = 0;
+    while (rc == 0 &&
+           r->last != __atomic_load_n(&mb->cmd_head, __ATOMIC_ACQUIRE)) {
       struct tcmu_cmd_entry *ent = (void *)(ring + r->last);
       unsigned next =
           (r->last + tcmu_hdr_get_len(ent->hdr.len_op)) % mb->cmdr_size;
       /* PAD and TMR entries carry no command (TMR only with
        * tmr_notification=1, which znbd-tcmu never sets). */
       if (tcmu_hdr_get_op(ent->hdr.len_op) == TCMU_OP_CMD &&
-          take(r, s, ent, next == head) < 0)
+          take(r, s, ent) < 0)
         rc = -1;
       r->last = next;
+      /* The kernel hears of a batch's completions at its end, and at
+       * least every 16 commands of a long one. */
+      if (++batch % 16 == 0 && kick(r) < 0)
+        rc = -1;
     }
+    if (batch && kick(r) < 0)
+      rc = -1;
   }
   e = errno;
   pthread_mutex_lock(&r->lock);

@@ -47,8 +47,9 @@ int tcmu_ring_open(struct tcmu_ring *r, const char *uio, char *err,
 /* Serve commands with S until *STOP is set (checked at least every
  * 200 ms): this thread takes each command off the ring (copying its CDB
  * and buffer list, since the kernel reuses the slot for a reply) and
- * queues it (or, when it is the only command and a fast one, executes
- * it itself); TCMU_RING_WORKERS threads execute them, each waiting the
+ * executes it itself when it is a fast one (no injected latency, no
+ * cache flush), or queues it; TCMU_RING_WORKERS threads execute the
+ * queued ones, each waiting the
  * injected latency of its command (znbd_scsi_delay_nsec()), and
  * complete them in the order they finish (TCMU_MAILBOX_FLAG_CAP_OOOC:
  * the reply goes into the next slot at cmd_tail with the command's
