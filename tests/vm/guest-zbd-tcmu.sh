@@ -23,13 +23,6 @@ set -u
 geom=$1
 shift
 fio_src=${FIO_SOURCE:-/usr/local/src/fio}
-opts=()
-case $geom in
-1m) size=136 zsize=1 zcap=1 maxopen=0 ;;
-zcap) size=544 zsize=4 zcap=3 maxopen=0 ;;
-open8) size=136 zsize=1 zcap=1 maxopen=8 opts=(-o 8) ;;
-*) echo "unknown geometry $geom" >&2; exit 2 ;;
-esac
 work=/tmp/zbdt
 mkdir -p "$work"
 
@@ -37,15 +30,23 @@ mkdir -p "$work"
 mkdir -p /out/nullb 2> /dev/null
 bash "$top_srcdir/tests/vm/guest-zbd-nullb.sh" "$geom" "$@" | tee "$work/nullb.out"
 [ -d /out ] && mv /out/test-zbd-support.log.* /out/nullb/ 2> /dev/null
-echo 0 > /sys/kernel/config/nullb/nullb0/power && rmdir /sys/kernel/config/nullb/nullb0
+# The geometry is null_blk's own, read back from its configfs (MB; a
+# zone_capacity of 0 means the whole zone), so the two cannot drift.
+NB=/sys/kernel/config/nullb/nullb0
+size=$(cat $NB/size) zsize=$(cat $NB/zone_size) zcap=$(cat $NB/zone_capacity)
+maxopen=$(cat $NB/zone_max_open) bs=$(cat $NB/blocksize)
+[ "$zcap" != 0 ] || zcap=$zsize
+opts=()
+[ "$maxopen" = 0 ] || opts=(-o "$maxopen") # as guest-zbd-nullb.sh runs the suite
+echo 0 > $NB/power && rmdir $NB
 
-# The znbd-tcmu disk with the same geometry: 4096-byte blocks, no
+# The znbd-tcmu disk with the same geometry and block size, no
 # conventional zones, in RAM.
 for m in target_core_user tcm_loop sd_mod sg; do modprobe "$m" || exit 1; done
 cap=()
 [ "$zcap" = "$zsize" ] || cap=(zone_capacity=${zcap}M)
 "$top_builddir/tcmu/znbd-tcmu" zbd0 size=${size}M zone_size=${zsize}M "${cap[@]}" \
-  blocksize=4096 zone_nr_conv=0 zone_max_open=$maxopen > "$work/tcmu.log" 2>&1 &
+  blocksize=$bs zone_nr_conv=0 zone_max_open=$maxopen > "$work/tcmu.log" 2>&1 &
 pid=$!
 d=
 for _ in $(seq 1 120); do
