@@ -9,10 +9,15 @@
  * difference is the per-page price of allocation on the hot path, which
  * no NBD server that keeps the data can avoid on a fresh disk.  run.sh
  * records it next to the fresh-write rows of part ram and report.py turns
- * it into a bound for those rows.
+ * it into a bound for those rows.  Then the store's zone-reset call over
+ * the whole store, as zone management makes it (pages freed lazily,
+ * lib/store.c), and the same writes again; then the reset as NBD TRIM
+ * makes it (pages freed at once), and the writes again: the first should
+ * cost a rewrite, the second a first write.
  *
- * Prints one line per round and then
- *   page_floor_first_ns=N page_floor_rewrite_ns=N   (medians, ns per 4 KiB)
+ * Prints one line per round and then, medians in ns per 4 KiB,
+ *   page_floor_first_ns=N page_floor_rewrite_ns=N page_floor_reset_ns=N
+ *   page_floor_trim_ns=N
  *
  * Usage: page-floor [ROUNDS]   (default 5)
  */
@@ -61,7 +66,7 @@ main(int argc, char **argv)
   }
   static uint64_t off[PAGES];
   static char buf[BS];
-  double first[99], rewrite[99];
+  double first[99], rewrite[99], reset[99], trim[99];
   uint64_t npages = STORE_SIZE / BS, x = 88172645463325252ULL;
 
   for (unsigned i = 0; i < BS; i++)
@@ -92,14 +97,22 @@ main(int argc, char **argv)
     }
     first[r] = pass(s, off, buf);
     rewrite[r] = pass(s, off, buf);
+    s->ops->zone_reset(s, 0, 0, STORE_SIZE, false);
+    reset[r] = pass(s, off, buf);
+    s->ops->zone_reset(s, 0, 0, STORE_SIZE, true);
+    trim[r] = pass(s, off, buf);
     znbd_store_free(s);
-    printf("page-floor: round %d: first write %.0f ns, rewrite %.0f ns per "
-           "4 KiB page\n",
-           r + 1, first[r], rewrite[r]);
+    printf("page-floor: round %d: first write %.0f ns, rewrite %.0f ns, "
+           "after a zone reset %.0f ns, after a trim %.0f ns per 4 KiB page\n",
+           r + 1, first[r], rewrite[r], reset[r], trim[r]);
   }
   qsort(first, (size_t)rounds, sizeof *first, cmp);
   qsort(rewrite, (size_t)rounds, sizeof *rewrite, cmp);
-  printf("page_floor_first_ns=%.0f page_floor_rewrite_ns=%.0f\n",
-         first[rounds / 2], rewrite[rounds / 2]);
+  qsort(reset, (size_t)rounds, sizeof *reset, cmp);
+  qsort(trim, (size_t)rounds, sizeof *trim, cmp);
+  printf("page_floor_first_ns=%.0f page_floor_rewrite_ns=%.0f "
+         "page_floor_reset_ns=%.0f page_floor_trim_ns=%.0f\n",
+         first[rounds / 2], rewrite[rounds / 2], reset[rounds / 2],
+         trim[rounds / 2]);
   return 0;
 }

@@ -50,15 +50,15 @@ dup_or_null(const char *s, bool *fail)
  * that fails here (a file system error) says so on stderr; the zone's
  * new condition stands, as a drive's would. */
 static void
-discard(void *opaque, const struct znbd_zone *z, uint64_t from)
+discard_how(struct znbd_dev *d, const struct znbd_zone *z, uint64_t from,
+            bool release)
 {
-  struct znbd_dev *d = opaque;
   uint32_t zno = (uint32_t)(z - d->zs.zone);
   int r;
   if (z->cond == ZNBD_ZONE_COND_FULL)
     r = d->store->ops->zone_finish(d->store, zno, from, z->start + z->len);
   else
-    r = d->store->ops->zone_reset(d->store, zno, z->start, z->len);
+    r = d->store->ops->zone_reset(d->store, zno, z->start, z->len, release);
   if (r < 0)
     fprintf(stderr, "znbd: zone %" PRIu32 ": %s store: %s\n", zno,
             d->store->ops->name, strerror(errno));
@@ -66,6 +66,20 @@ discard(void *opaque, const struct znbd_zone *z, uint64_t from)
   if (d->wc)
     znbd_wcache_zone_durable(d->wc, zno,
                              z->cond == ZNBD_ZONE_COND_FULL ? z->capacity : 0);
+}
+
+/* Zone management: a reset zone's memory may be kept for its rewrite. */
+static void
+discard(void *opaque, const struct znbd_zone *z, uint64_t from)
+{
+  discard_how(opaque, z, from, false);
+}
+
+/* NBD TRIM: a reset zone's memory goes back at once. */
+static void
+discard_release(void *opaque, const struct znbd_zone *z, uint64_t from)
+{
+  discard_how(opaque, z, from, true);
 }
 
 /* ZONED: tell the store a zone's condition changed to or from READONLY /
@@ -795,7 +809,8 @@ zoned_trim(struct znbd_dev *d, uint64_t len, uint64_t off)
   bool all = off == 0 && len == d->p.size;
 
   if (all)
-    znbd_zone_mgmt(&d->zs, ZNBD_ZONE_OP_RESET, ZNBD_ALL_ZONES, discard, d);
+    znbd_zone_mgmt(&d->zs, ZNBD_ZONE_OP_RESET, ZNBD_ALL_ZONES, discard_release,
+                   d);
   for (; off < end; off += plen) {
     struct znbd_zone *z = znbd_zones_piece(&d->zs, off, end, &plen);
     if (z->type == ZNBD_ZONE_TYPE_CONVENTIONAL) {
@@ -803,7 +818,7 @@ zoned_trim(struct znbd_dev *d, uint64_t len, uint64_t off)
         return -1;
     } else if (!all && off == z->start && plen == z->len) {
       znbd_zone_mgmt(&d->zs, ZNBD_ZONE_OP_RESET, (uint32_t)(z - d->zs.zone),
-                     discard, d);
+                     discard_release, d);
     }
   }
   return 0;

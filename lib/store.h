@@ -53,9 +53,12 @@ struct znbd_store_ops {
   int (*flush)(struct znbd_store *s);
   /* [OFF, OFF+LEN) is on stable storage (NBD FUA).  NULL as flush. */
   int (*sync)(struct znbd_store *s, uint64_t len, uint64_t off);
-  /* Zone ZNO (bytes [START, START+LEN)) was reset: its data goes. */
+  /* Zone ZNO (bytes [START, START+LEN)) was reset: its data goes.  No
+   * write to the zone is in flight (the zone engine waits for them).
+   * RELEASE: give the memory back now (NBD TRIM); otherwise the RAM store
+   * frees it lazily, for the rewrite that usually follows (lib/store.c). */
   int (*zone_reset)(struct znbd_store *s, uint32_t zno, uint64_t start,
-                    uint64_t len);
+                    uint64_t len, bool release);
   /* Zone ZNO was finished: data from the old wp FROM to END goes (reads
    * as zeros). */
   int (*zone_finish)(struct znbd_store *s, uint32_t zno, uint64_t from,

@@ -1771,11 +1771,12 @@ truncate_zone(struct dir_store *s, uint32_t zno, uint64_t size)
 /* Reset: the file is emptied, preallocation included (zloop). */
 static int
 dir_zone_reset(struct znbd_store *base, uint32_t zno, uint64_t start,
-               uint64_t len)
+               uint64_t len, bool release)
 {
   struct dir_store *s = (struct dir_store *)base;
   (void)start;
   (void)len;
+  (void)release; /* the page cache is the kernel's */
   atomic_store(&s->z[zno].prealloc, false);
   return truncate_zone(s, zno, 0);
 }
