@@ -127,8 +127,7 @@ main(int argc, char **argv)
     fprintf(stderr, "znbd-tcmu: %s\n", err);
     rc = 1;
   }
-  stopping = 1;
-  pthread_join(th, NULL);
+  tcmu_ring_stop(th, &stopping);
   fprintf(stderr,
           "znbd-tcmu: %s: %llu commands, at most %u in flight, %llu "
           "completed before an older one\n",

@@ -6,7 +6,6 @@
  * reaps the completions (tcmu_handle_completions()). */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +20,12 @@
  * with libc's <sys/uio.h> (same layout): keep libc's. */
 #define __LINUX_UIO_H
 #include <linux/target_core_user.h>
+
+static void
+wake(int sig)
+{
+  (void)sig; /* only to end the read(2) with EINTR */
+}
 
 int
 tcmu_ring_open(struct tcmu_ring *r, const char *uio, char *err, size_t errlen)
@@ -50,6 +55,11 @@ tcmu_ring_open(struct tcmu_ring *r, const char *uio, char *err, size_t errlen)
     close(r->fd);
     return -1;
   }
+  /* Before any thread can be told to stop: no SA_RESTART, so
+   * tcmu_ring_stop()'s signal ends tcmu_ring_serve()'s read(2). */
+  struct sigaction sa = {.sa_handler = wake};
+  sigemptyset(&sa.sa_mask);
+  sigaction(TCMU_RING_WAKE_SIGNAL, &sa, NULL);
   struct tcmu_mailbox *mb = r->map;
   /* Whatever a previous handler left unanswered is answered by the
    * kernel's timeout; start at the tail. */
@@ -258,14 +268,16 @@ tcmu_ring_serve(struct tcmu_ring *r, struct znbd_scsi *s,
     errno = EAGAIN;
     return -1;
   }
-  while (!*stop && rc == 0) {
-    struct pollfd pfd = {r->fd, POLLIN, 0};
-    int pr = poll(&pfd, 1, 200);
-    if (pr < 0 && errno != EINTR)
-      rc = -1;
+  /* Commands queued before we started are served before the first
+   * sleep.  A read of the UIO fd returns at once when the kernel has
+   * queued commands since the last one (uio_read() compares event
+   * counts), so none that arrives during a batch is left waiting. */
+  for (bool first = true; rc == 0; first = false) {
     uint32_t irq;
-    if (pr > 0 && read(r->fd, &irq, sizeof irq) < 0 && errno != EINTR)
+    if (!first && read(r->fd, &irq, sizeof irq) < 0 && errno != EINTR)
       rc = -1;
+    if (*stop || rc < 0)
+      break;
     unsigned batch = 0;
     while (rc == 0 &&
            r->last != __atomic_load_n(&mb->cmd_head, __ATOMIC_ACQUIRE)) {
@@ -295,6 +307,24 @@ tcmu_ring_serve(struct tcmu_ring *r, struct znbd_scsi *s,
     pthread_join(th[i], NULL);
   errno = e;
   return rc;
+}
+
+void
+tcmu_ring_stop(pthread_t th, volatile sig_atomic_t *stop)
+{
+  *stop = 1;
+  for (;;) {
+    pthread_kill(th, TCMU_RING_WAKE_SIGNAL);
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_nsec += 50 * 1000 * 1000;
+    if (t.tv_nsec >= 1000000000) {
+      t.tv_sec++;
+      t.tv_nsec -= 1000000000;
+    }
+    if (pthread_timedjoin_np(th, NULL, &t) == 0)
+      return;
+  }
 }
 
 void

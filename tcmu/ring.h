@@ -44,9 +44,9 @@ struct tcmu_ring {
 int tcmu_ring_open(struct tcmu_ring *r, const char *uio, char *err,
                    size_t errlen);
 
-/* Serve commands with S until *STOP is set (checked at least every
- * 200 ms): this thread takes each command off the ring (copying its CDB
- * and buffer list, since the kernel reuses the slot for a reply) and
+/* Serve commands with S until *STOP is set and this thread woken
+ * (tcmu_ring_stop()): this thread takes each command off the ring (copying its
+ * CDB and buffer list, since the kernel reuses the slot for a reply) and
  * executes it itself when it is a fast one (no injected latency, no
  * cache flush), or queues it; TCMU_RING_WORKERS threads execute the
  * queued ones, each waiting the
@@ -54,9 +54,18 @@ int tcmu_ring_open(struct tcmu_ring *r, const char *uio, char *err,
  * complete them in the order they finish (TCMU_MAILBOX_FLAG_CAP_OOOC:
  * the reply goes into the next slot at cmd_tail with the command's
  * cmd_id).  Returns once every queued command has completed: 0, or -1
- * with errno (a poll/read/write error on the UIO fd, or no thread). */
+ * with errno (a read/write error on the UIO fd, or no thread).  Between
+ * batches it sleeps in a blocking read(2) of the UIO fd, one system call
+ * per wake-up (tcmu-runner polls and then reads: two). */
 int tcmu_ring_serve(struct tcmu_ring *r, struct znbd_scsi *s,
                     volatile sig_atomic_t *stop);
+
+/* Set *STOP and wake thread TH, which runs tcmu_ring_serve(), out of its
+ * read(2) (TCMU_RING_WAKE_SIGNAL, whose handler does nothing; sent again
+ * until TH has returned, since one may land just before the read), then
+ * join it. */
+#define TCMU_RING_WAKE_SIGNAL SIGUSR1
+void tcmu_ring_stop(pthread_t th, volatile sig_atomic_t *stop);
 
 void tcmu_ring_close(struct tcmu_ring *r);
 
