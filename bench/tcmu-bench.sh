@@ -15,7 +15,8 @@
 #                                       run (mq-deadline lets one write per
 #                                       zone through, as for a drive)
 # Rounds interleave the disks (same job, disk after disk, then the next
-# job) so that the host's load drift hits them alike.  Per row: median
+# job; odd rounds in one order, even rounds in the reverse one) so that
+# the host's load drift hits them alike and no disk always goes first.  Per row: median
 # IOPS over the rounds, the median of the per-round ratios to file_zbc,
 # and for the two user-space handlers CPU ns per request (every thread's
 # time on a CPU from /proc/PID/task/*/schedstat over the fio run, divided
@@ -24,7 +25,7 @@
 # least 1.0x file_zbc's IOPS on every row, and CPU per request at most
 # file_zbc's.
 #   usage: bench/tcmu-bench.sh [RUNTIME-S] (default 3 s per fio job)
-# Environment: BUILD (build tree, default ./build), BENCH_ROUNDS (3),
+# Environment: BUILD (build tree, default ./build), BENCH_ROUNDS (5),
 # BENCH_TCMU_OUT (result file instead of bench/results/tcmu-<date>.md).
 set -u
 if [ "${1:-}" = --guest ]; then
@@ -127,7 +128,9 @@ if [ "${1:-}" = --guest ]; then
         write-4k) a="--zonemode=zbd --rw=write --bs=4k --iodepth=16 --offset=128M --size=384M" ;;
         write-128k) a="--zonemode=zbd --rw=write --bs=128k --iodepth=16 --offset=128M --size=384M" ;;
       esac
-      for n in $devs; do
+      order=$devs
+      [ $((r % 2)) = 0 ] && order=$(printf '%s\n' $devs | tac)
+      for n in $order; do
         v=dev_${n//-/_}
         # shellcheck disable=SC2086
         job "$r" "$j" "$n" "${!v}" $a
@@ -144,7 +147,7 @@ fi
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$top/build}
 rt=${1:-3}
-rounds=${BENCH_ROUNDS:-3}
+rounds=${BENCH_ROUNDS:-5}
 export PATH=/usr/bin:/usr/sbin:/bin:/sbin:$PATH
 for t in tcmu-runner fio jq; do
   command -v $t > /dev/null || { echo "tcmu-bench: $t is missing (scripts/install-deps.sh)" >&2; exit 1; }
