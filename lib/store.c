@@ -39,22 +39,21 @@
  *   madvise(MADV_FREE), and marked in a second bitmap, "lazy".  A zoned
  *   workload rewrites a zone right after resetting it; with MADV_DONTNEED
  *   every first write to a page after the reset took a page fault that
- *   allocated and zeroed a fresh page (measured on the host: 2.0 us per
- *   4 KiB write into a fresh page against 0.3 us into a resident one),
- *   while a lazily freed page that is written again before the kernel
- *   takes it back costs nothing.  The kernel reclaims such pages when it
- *   needs memory, without swap; until then they still count in RSS
- *   (LazyFree in /proc/PID/smaps).  The allocation count drops at once.
- *   The price: a page whose bit is clear but whose lazy bit is set may
- *   still hold old bytes.  Reads never look (a clear bit reads zeros), and
- *   a write that covers such a page whole overwrites it; a write that
- *   covers it in part first zeroes the page (settle_page), under a lock
- *   so that two writers into different sectors of one page cannot zero
- *   each other's data.  Only zone management resets do this (ZBC RESET
- *   WRITE POINTER, the NBD and control-socket resets): the zone engine
- *   runs them with no write to the zone in flight (lib/zone.c,
- *   wait_copies).  NBD TRIM, a reset included, and WRITE_ZEROES keep
- *   MADV_DONTNEED: whoever trims wants the memory back, and RSS follows.
+ *   allocated and zeroed a fresh page (bench/page-floor measures both:
+ *   a 4 KiB write after a trim costs a first write, after a zone reset
+ *   about a rewrite), while a lazily freed page that is written again before
+ * the kernel takes it back costs nothing.  The kernel reclaims such pages when
+ * it needs memory, without swap; until then they still count in RSS (LazyFree
+ * in /proc/PID/smaps).  The allocation count drops at once. The price: a page
+ * whose bit is clear but whose lazy bit is set may still hold old bytes.  Reads
+ * never look (a clear bit reads zeros), and a write that covers such a page
+ * whole overwrites it; a write that covers it in part first zeroes the page
+ * (settle_page), under a lock so that two writers into different sectors of one
+ * page cannot zero each other's data.  Only zone management resets do this (ZBC
+ * RESET WRITE POINTER, the NBD and control-socket resets): the zone engine runs
+ * them with no write to the zone in flight (lib/zone.c, wait_copies).  NBD
+ * TRIM, a reset included, and WRITE_ZEROES keep MADV_DONTNEED: whoever trims
+ * wants the memory back, and RSS follows.
  *
  * - Requests that overlap and run concurrently have no defined order (as
  *   in NBD); the store stays consistent (bit clear => zeros) except that a
@@ -416,10 +415,11 @@ free_pages(struct ram_store *s, uint64_t first, uint64_t last, bool lazy)
     uint64_t m = bit_mask(lo, hi);
     uint64_t cur = atomic_load_explicit(&s->bits[wi], memory_order_relaxed);
     uint64_t old = 0;
-    if (lazy && (cur & m)) /* before the bits clear: see settle_page */
-      atomic_fetch_or_explicit(&s->lazy[wi], cur & m, memory_order_release);
-    if (cur & m)
+    if (cur & m) {
+      if (lazy) /* before the bits clear: see settle_page */
+        atomic_fetch_or_explicit(&s->lazy[wi], cur & m, memory_order_release);
       old = atomic_fetch_and_explicit(&s->bits[wi], ~m, memory_order_acq_rel);
+    }
     if (old & m) {
       removed += (uint64_t)__builtin_popcountll(old & m);
       /* Only pages inside the request: neighbours may be in use. */

@@ -268,16 +268,12 @@ tcmu_ring_serve(struct tcmu_ring *r, struct znbd_scsi *s,
     errno = EAGAIN;
     return -1;
   }
-  /* Commands queued before we started are served before the first
-   * sleep.  A read of the UIO fd returns at once when the kernel has
-   * queued commands since the last one (uio_read() compares event
-   * counts), so none that arrives during a batch is left waiting. */
-  for (bool first = true; rc == 0; first = false) {
-    uint32_t irq;
-    if (!first && read(r->fd, &irq, sizeof irq) < 0 && errno != EINTR)
-      rc = -1;
-    if (*stop || rc < 0)
-      break;
+  /* Serve what is on the ring, then sleep: commands queued before we
+   * started are served before the first sleep.  A read of the UIO fd
+   * returns at once when the kernel has queued commands since the last
+   * one (uio_read() compares event counts), so none that arrives during
+   * a batch is left waiting. */
+  while (rc == 0 && !*stop) {
     unsigned batch = 0;
     while (rc == 0 &&
            r->last != __atomic_load_n(&mb->cmd_head, __ATOMIC_ACQUIRE)) {
@@ -296,6 +292,10 @@ tcmu_ring_serve(struct tcmu_ring *r, struct znbd_scsi *s,
         rc = -1;
     }
     if (batch && kick(r) < 0)
+      rc = -1;
+    uint32_t irq;
+    if (rc == 0 && !*stop && read(r->fd, &irq, sizeof irq) < 0 &&
+        errno != EINTR)
       rc = -1;
   }
   e = errno;
