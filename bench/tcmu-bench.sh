@@ -20,7 +20,10 @@
 # IOPS over the rounds, the median of the per-round ratios to file_zbc,
 # and for the two user-space handlers CPU ns per request (every thread's
 # time on a CPU from /proc/PID/task/*/schedstat over the fio run, divided
-# by fio's request count) and its ratio to file_zbc's.  Under TCG only
+# by fio's request count) and its ratio to file_zbc's; fio's I/Os per
+# request the disk completed (/sys/block/X/stat: above 1 where
+# mq-deadline merged them), and the handler's voluntary context switches
+# per disk request (its sleeps in the ring).  Under TCG only
 # ratios from this one guest run mean anything.  Targets: znbd-tcmu at
 # least 1.0x file_zbc's IOPS on every row, and CPU per request at most
 # file_zbc's.
@@ -104,20 +107,29 @@ if [ "${1:-}" = --guest ]; then
     [ -n "$1" ] || { echo 0; return; }
     cat /proc/"$1"/task/*/schedstat 2> /dev/null | awk '{ s += $1 } END { printf "%d", s }'
   }
+  sleeps() { # PID: voluntary context switches, all threads (NA: none)
+    [ -n "$1" ] || { echo NA; return; }
+    cat /proc/"$1"/task/*/status 2> /dev/null |
+      awk '/^voluntary_ctxt_switches/ { s += $2 } END { printf "%d", s }'
+  }
+  requests() { # DEV: requests the disk completed (reads + writes)
+    awk '{ print $1 + $5 }' /sys/block/"${1#/dev/}"/stat
+  }
   job() { # ROUND JOB DISK-NAME DEV FIO-ARGS...
-    local r=$1 j=$2 n=$3 d=$4 pid= c0 c1 rc=0 f=$work/$2-$3
+    local r=$1 j=$2 n=$3 d=$4 pid= c0 c1 s0 s1 q0 q1 rc=0 f=$work/$2-$3
     shift 4
     case $n in znbd-tcmu) pid=$ZNBD ;; file_zbc) pid=$RUNNER ;; esac
     case $j in write-*) blkzone reset -o $((128 << 11)) -c 48 "$d" ;; esac
-    c0=$(cpu_ns "$pid")
+    c0=$(cpu_ns "$pid") s0=$(sleeps "$pid") q0=$(requests "$d")
     fio --name="$j" --filename="$d" --direct=1 --ioengine=libaio --runtime="$rt" \
       --time_based --output-format=json --output="$f.json" "$@" > "$f.log" 2>&1 || rc=$?
-    c1=$(cpu_ns "$pid")
+    c1=$(cpu_ns "$pid") s1=$(sleeps "$pid") q1=$(requests "$d")
     read -r iops ios < <(jq -r '.jobs[0] | "\((.read.iops + .write.iops) | floor) \(.read.total_ios + .write.total_ios)"' "$f.json" 2> /dev/null)
     [ "$rc" = 0 ] && [ -n "${iops:-}" ] || { iops=NA ios=0; head -3 "$f.log"; }
-    local cpu=NA
-    [ -n "$pid" ] && cpu=$((c1 - c0))
-    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$j" "$n" "$iops" "$ios" "$cpu" |
+    local cpu=NA sl=NA
+    [ -n "$pid" ] && cpu=$((c1 - c0)) sl=$((s1 - s0))
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$j" "$n" "$iops" "$ios" "$cpu" \
+      $((q1 - q0)) "$sl" |
       tee -a $out/results.tsv
   }
   for r in $(seq 1 "$rounds"); do
@@ -172,36 +184,46 @@ mkdir -p "$(dirname "$out")"
   echo "per job, $(date -u '+%Y-%m-%d %H:%M UTC'), host kernel $(uname -r),"
   echo "host load $load0 -> $(cut -d' ' -f1-3 /proc/loadavg), whole run $((SECONDS - t0)) s."
   echo "IOPS: median over the rounds; x file_zbc: median of the per-round ratios;"
-  echo "CPU: ns on a CPU of the handler process per request (user-space handlers only)."
+  echo "CPU: ns on a CPU of the handler process per request (user-space handlers only);"
+  echo "ios/req: fio's I/Os per request the disk completed (/sys/block/X/stat);"
+  echo "sleeps/req: the handler's voluntary context switches per disk request."
   echo
   python3 - "$res/results.tsv" << 'EOF'
 import statistics, sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
 data = {}
-for r, job, dev, iops, ios, cpu in rows:
-    data.setdefault((job, dev), {})[r] = (iops, ios, cpu)
+for r, job, dev, iops, ios, cpu, reqs, sleeps in rows:
+    data.setdefault((job, dev), {})[r] = (iops, ios, cpu, reqs, sleeps)
 jobs = list(dict.fromkeys(j for j, _ in data))
 devs = list(dict.fromkeys(d for _, d in data))
 med = lambda v: statistics.median(v) if v else float("nan")
-print("| job | disk | IOPS | x file_zbc | CPU ns/req | CPU x file_zbc |")
-print("|---|---|---|---|---|---|")
+print("| job | disk | IOPS | x file_zbc | CPU ns/req | CPU x file_zbc | ios/req | sleeps/req |")
+print("|---|---|---|---|---|---|---|---|")
 for j in jobs:
     anchor = data.get((j, "file_zbc"), {})
-    acpu = [int(c) / int(n) for i, n, c in anchor.values() if c != "NA" and int(n) > 0]
+    acpu = [int(v[2]) / int(v[1]) for v in anchor.values() if v[2] != "NA" and int(v[1]) > 0]
     for d in devs:
         rs = data.get((j, d), {})
-        iops = [int(i) for i, _, _ in rs.values() if i != "NA"]
+        iops = [int(v[0]) for v in rs.values() if v[0] != "NA"]
         ratio = [int(rs[r][0]) / int(anchor[r][0]) for r in rs
                  if r in anchor and rs[r][0] != "NA" and anchor[r][0] not in ("NA", "0")]
-        cpu = [int(c) / int(n) for i, n, c in rs.values() if c != "NA" and int(n) > 0]
+        cpu = [int(v[2]) / int(v[1]) for v in rs.values() if v[2] != "NA" and int(v[1]) > 0]
         c = "%.0f" % med(cpu) if cpu else "-"
         cr = "%.2f" % (med(cpu) / med(acpu)) if cpu and acpu else "-"
-        print("| %s | %s | %.0f | %.2f | %s | %s |" % (j, d, med(iops), med(ratio), c, cr))
+        # fio's I/Os per request the disk completed: above 1 where the
+        # scheduler merged them; sleeps: the handler's voluntary context
+        # switches per request (each a wake-up the next command waits for).
+        per = [int(v[1]) / int(v[3]) for v in rs.values() if int(v[3]) > 0]
+        sl = [int(v[4]) / int(v[3]) for v in rs.values() if v[4] != "NA" and int(v[3]) > 0]
+        p = "%.2f" % med(per) if per else "-"
+        q = "%.2f" % med(sl) if sl else "-"
+        print("| %s | %s | %.0f | %.2f | %s | %s | %s | %s |" % (j, d, med(iops), med(ratio), c, cr, p, q))
 EOF
   echo
   sed 's/^# /- /' "$res/info.txt"
   echo
-  echo "Raw results (round, job, disk, IOPS, requests, handler CPU ns):"
+  echo "Raw results (round, job, disk, IOPS, fio I/Os, handler CPU ns, disk requests,"
+  echo "handler voluntary context switches):"
   echo
   sed 's/^/    /' "$res/results.tsv"
 } > "$out"
