@@ -15,6 +15,11 @@
  * once and complete in whatever order they finish. */
 #define TCMU_RING_WORKERS 4
 
+/* After a batch, how long the ring thread keeps looking for the next
+ * command before it sleeps, yielding the CPU between looks (see
+ * tcmu_ring_serve()). */
+#define TCMU_RING_POLL_NS 20000
+
 struct tcmu_job;
 
 struct tcmu_ring {
@@ -54,9 +59,11 @@ int tcmu_ring_open(struct tcmu_ring *r, const char *uio, char *err,
  * complete them in the order they finish (TCMU_MAILBOX_FLAG_CAP_OOOC:
  * the reply goes into the next slot at cmd_tail with the command's
  * cmd_id).  Returns once every queued command has completed: 0, or -1
- * with errno (a read/write error on the UIO fd, or no thread).  Between
- * batches it sleeps in a blocking read(2) of the UIO fd, one system call
- * per wake-up (tcmu-runner polls and then reads: two). */
+ * with errno (a read/write error on the UIO fd, or no thread).  After a
+ * batch it looks for new commands for up to TCMU_RING_POLL_NS, calling
+ * sched_yield(2) between looks, and only then sleeps in a blocking
+ * read(2) of the UIO fd, one system call per wake-up (tcmu-runner polls
+ * and then reads: two). */
 int tcmu_ring_serve(struct tcmu_ring *r, struct znbd_scsi *s,
                     volatile sig_atomic_t *stop);
 
