@@ -28,7 +28,7 @@
 # least 1.0x file_zbc's IOPS on every row, and CPU per request at most
 # file_zbc's.
 #   usage: bench/tcmu-bench.sh [RUNTIME-S] (default 3 s per fio job)
-# Environment: BUILD (build tree, default ./build), BENCH_ROUNDS (5),
+# Environment: BUILD (build tree, default ./build), BENCH_ROUNDS (10),
 # BENCH_TCMU_OUT (result file instead of bench/results/tcmu-<date>.md).
 set -u
 if [ "${1:-}" = --guest ]; then
@@ -159,7 +159,7 @@ fi
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$top/build}
 rt=${1:-3}
-rounds=${BENCH_ROUNDS:-5}
+rounds=${BENCH_ROUNDS:-10}
 export PATH=/usr/bin:/usr/sbin:/bin:/sbin:$PATH
 for t in tcmu-runner fio jq; do
   command -v $t > /dev/null || { echo "tcmu-bench: $t is missing (scripts/install-deps.sh)" >&2; exit 1; }
@@ -170,6 +170,7 @@ out=${BENCH_TCMU_OUT:-$top/bench/results/tcmu-$date.md}
 res=$(mktemp -d "${TMPDIR:-/tmp}/tcmu-bench.XXXXXX")
 trap 'rm -rf "$res"' EXIT
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
+commit=$(git -C "$top" describe --always --dirty 2> /dev/null || echo unknown)
 t0=$SECONDS
 echo "tcmu-bench: one guest run, $rounds rounds of 16 fio jobs of ${rt} s" >&2
 "$top/tests/vm/vm-run" -v -t 1800 -m 4096 --append no_timer_check -w "$res:/results" \
@@ -181,7 +182,7 @@ mkdir -p "$(dirname "$out")"
   echo "# Kernel zoned disks: znbd-tcmu beside tcmu-runner file_zbc, scsi_debug and null_blk"
   echo
   echo "One guest run (qemu TCG, tests/vm/vm-run -m 4096), $rounds interleaved rounds of ${rt} s"
-  echo "per job, $(date -u '+%Y-%m-%d %H:%M UTC'), host kernel $(uname -r),"
+  echo "per job, $(date -u '+%Y-%m-%d %H:%M UTC'), commit $commit, host kernel $(uname -r),"
   echo "host load $load0 -> $(cut -d' ' -f1-3 /proc/loadavg), whole run $((SECONDS - t0)) s."
   echo "IOPS: median over the rounds; x file_zbc: median of the per-round ratios;"
   echo "CPU: ns on a CPU of the handler process per request (user-space handlers only);"
