@@ -2,8 +2,8 @@
 # In the vm-run guest: fio's own t/zbd/test-zbd-support, unchanged, on a
 # Linux null_blk zoned device with one of the geometries that
 # tests/client/fio-suite-*.sh give the znbd front-ends, for the reference
-# pass list (man znbd-fio, "FIO'S ZONED TEST SUITE").  Not a make check-vm
-# test (a geometry takes tens of minutes under TCG); run it by hand:
+# pass list (man znbd-fio, "FIO'S ZONED TEST SUITE").  guest-zbd-tcmu.sh
+# runs it in make check-vm (tcmu-zbd.test); on its own, by hand:
 #
 #   tests/vm/vm-run -t 3600 -m 3072 -w /tmp/zbd-out:/out \
 #     tests/vm/guest-zbd-nullb.sh 1m [-t N]...

@@ -3,8 +3,8 @@
 # Linux null_blk and on a znbd-tcmu disk (/dev/sdX through LIO TCMU and
 # tcm_loop) of the same geometry, one after the other in one boot, and the
 # two pass lists side by side (man znbd-tcmu, "FIO'S ZONED TEST SUITE").
-# Not a make check-vm test (each device takes tens of minutes under TCG);
-# run it by hand from the top of a build:
+# make check-vm runs it through guest-tcmu-zbd.sh (tcmu-zbd.test), which
+# checks the two lists test by test; by hand, from the top of a build:
 #
 #   mkdir -p /tmp/zbd-out
 #   tests/vm/vm-run -t 7200 -m 3072 --expose "$PWD" --expose "$PWD/build" \
