@@ -33,15 +33,6 @@ enum {
 /* LOGICAL UNIT NOT READY, CAUSE NOT REPORTABLE: after a power cut. */
 #define S_NOT_READY SENSE(KEY_NOT_READY, 0x04, 0x00)
 
-static uint64_t
-get_be(const uint8_t *p, int n)
-{
-  uint64_t v = 0;
-  for (int i = 0; i < n; i++)
-    v = v << 8 | p[i];
-  return v;
-}
-
 static void
 put_be(uint8_t *p, uint64_t v, int n)
 {
@@ -292,19 +283,23 @@ read_capacity(struct znbd_scsi *s, struct znbd_scsi_cmd *c, bool sixteen)
   put_be(b + 8, p->blocksize, 4);
   if (p->zoned)
     b[12] = 0x10; /* RC BASIS 01b: the last LBA of the whole device */
-  return data_in(c, b, sizeof b, get_be(c->cdb + 10, 4));
+  return data_in(c, b, sizeof b, znbd_scsi_be(c->cdb + 10, 4));
 }
 
 /* ---- MODE SENSE (SPC-5 6.13, 6.14; caching page SBC-4 6.5.5) ------- */
 
+/* The mode pages PAGE (08h caching, 0Ah control, 3Fh both) into B;
+ * CHANGEABLE: the changeable-values mask, all zeros (nothing can be
+ * changed) under each page's own header.  Returns their length. */
 static size_t
-mode_pages(const struct znbd_params *p, unsigned page, uint8_t *b)
+mode_pages(const struct znbd_params *p, unsigned page, bool changeable,
+           uint8_t *b)
 {
   size_t n = 0;
   if (page == 0x08 || page == 0x3f) {
     b[n] = 0x08;
     b[n + 1] = 0x12;
-    if (p->write_cache)
+    if (p->write_cache && !changeable)
       b[n + 2] = 0x04; /* WCE */
     n += 20;
   }
@@ -328,15 +323,13 @@ mode_sense(struct znbd_scsi *s, struct znbd_scsi_cmd *c, bool ten)
     return fail(c, SENSE(KEY_ILLEGAL_REQUEST, 0x39, 0x00));
   if (c->cdb[3] != 0) /* subpages */
     return fail(c, S_INVALID_FIELD);
-  size_t n = mode_pages(p, page, b + hdr);
+  size_t n = mode_pages(p, page, pc == 1, b + hdr);
   if (n == 0)
     return fail(c, S_INVALID_FIELD);
-  if (pc == 1) /* changeable values: none */
-    memset(b + hdr + 2, 0, n - 2);
   /* Device-specific byte 0: no write protect, DPOFUA 0 (no FUA). */
   if (ten) {
     put_be(b, hdr + n - 2, 2);
-    return data_in(c, b, hdr + n, get_be(c->cdb + 7, 2));
+    return data_in(c, b, hdr + n, znbd_scsi_be(c->cdb + 7, 2));
   }
   b[0] = hdr + n - 1;
   return data_in(c, b, hdr + n, c->cdb[4]);
@@ -389,8 +382,8 @@ static int
 report_zones(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
 {
   const struct znbd_params *p = znbd_dev_params(s->dev);
-  uint64_t bs = p->blocksize, lba = get_be(c->cdb + 2, 8);
-  size_t alloc = get_be(c->cdb + 10, 4);
+  uint64_t bs = p->blocksize, lba = znbd_scsi_be(c->cdb + 2, 8);
+  size_t alloc = znbd_scsi_be(c->cdb + 10, 4);
   bool partial = c->cdb[14] & 0x80;
   unsigned opt = c->cdb[14] & 0x3f;
   uint32_t nr = znbd_dev_nr_zones(s->dev);
@@ -399,11 +392,15 @@ report_zones(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
     return fail(c, S_INVALID_FIELD);
   if (lba >= znbd_dev_size(s->dev) / bs)
     return fail(c, S_LBA_RANGE);
-  if (alloc < 64)
-    return alloc ? data_in(c, (uint8_t[64]){0}, 0, alloc) : ZNBD_SCSI_GOOD;
-  size_t room = alloc > iov_total(c) ? iov_total(c) : alloc;
-  size_t max_desc = (room - 64) / 64;
-  uint8_t *b = calloc(1, 64 + max_desc * 64);
+  /* Descriptors that fit both the allocation length and the buffers the
+   * initiator gave (an iSCSI initiator sizes its transfer apart from the
+   * CDB: either may be the smaller, and either may be below the 64-byte
+   * header); never more than the zones can give, two per device zone. */
+  size_t room = alloc < iov_total(c) ? alloc : iov_total(c);
+  size_t max_desc = room > 64 ? (room - 64) / 64 : 0;
+  if (max_desc > 2 * (size_t)nr)
+    max_desc = 2 * (size_t)nr;
+  uint8_t *b = calloc(1 + max_desc, 64);
   if (!b)
     return fail(c, S_WRITE_ERROR);
 
@@ -486,10 +483,14 @@ zbc_out(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
   const struct znbd_params *p = znbd_dev_params(s->dev);
   unsigned sa = c->cdb[1] & 0x1f;
   bool all = c->cdb[14] & 0x01;
-  uint64_t lba = get_be(c->cdb + 2, 8);
+  uint64_t lba = znbd_scsi_be(c->cdb + 2, 8);
   uint32_t nr = znbd_dev_nr_zones(s->dev);
 
   if (!nr || sa < 0x01 || sa > 0x04)
+    return fail(c, S_INVALID_FIELD);
+  /* ZONE COUNT (ZBC-2): 0 and 1 both mean the one zone; operations on
+   * several zones at once are not offered (znbd-tcmu(1), DEVIATIONS). */
+  if (!all && znbd_scsi_be(c->cdb + 12, 2) > 1)
     return fail(c, S_INVALID_FIELD);
   enum znbd_zone_op op = zbc_out_ops[sa];
   if (all) {
@@ -585,17 +586,17 @@ read_write(struct znbd_scsi *s, struct znbd_scsi_cmd *c, bool write)
   switch (c->cdb[0]) {
   case 0x28: /* READ(10) */
   case 0x2a:
-    lba = get_be(c->cdb + 2, 4);
-    blocks = get_be(c->cdb + 7, 2);
+    lba = znbd_scsi_be(c->cdb + 2, 4);
+    blocks = znbd_scsi_be(c->cdb + 7, 2);
     break;
   case 0xa8: /* READ(12) */
   case 0xaa:
-    lba = get_be(c->cdb + 2, 4);
-    blocks = get_be(c->cdb + 6, 4);
+    lba = znbd_scsi_be(c->cdb + 2, 4);
+    blocks = znbd_scsi_be(c->cdb + 6, 4);
     break;
   default: /* READ(16), WRITE(16) */
-    lba = get_be(c->cdb + 2, 8);
-    blocks = get_be(c->cdb + 10, 4);
+    lba = znbd_scsi_be(c->cdb + 2, 8);
+    blocks = znbd_scsi_be(c->cdb + 10, 4);
     break;
   }
   uint64_t nblocks = znbd_dev_size(s->dev) / p->blocksize;
@@ -638,55 +639,141 @@ read_write(struct znbd_scsi *s, struct znbd_scsi_cmd *c, bool write)
   return ZNBD_SCSI_GOOD;
 }
 
-/* ---- REPORT SUPPORTED OPERATION CODES (SPC-5 6.35) ----------------- */
+/* ---- The commands served, their CDB usage maps ---------------------- */
+
+/* The CONTROL byte's bits a CDB may set: vendor specific (7-6), NACA (2)
+ * and the obsolete LINK (0); 5-3 are reserved (SAM-5 5.2). */
+#define CTL 0xc7
+/* READ/WRITE byte 1: DPO and FUA only, since RDPROTECT/WRPROTECT need
+ * protection information, which these disks do not have (SBC-4 5.16:
+ * INVALID FIELD IN CDB then). */
+#define RW1 0x18
+#define FF4 0xff, 0xff, 0xff, 0xff
+/* A 16-byte CDB's map: byte 1, an 8-byte LBA or zone field, bytes 10-13
+ * (the rest of the arguments), byte 14, CONTROL. */
+#define MAP16(b1, b14, ...)                                                    \
+  {                                                                            \
+    0xff, b1, FF4, FF4, __VA_ARGS__, b14, CTL                                  \
+  }
 
 /* Every command znbd_scsi_exec() serves: opcode, service action (with
- * HAS_SA), CDB length, and whether only a zoned device has it. */
-static const struct {
+ * HAS_SA), whether only a zoned device has it, the CDB length, and its
+ * CDB usage map (SPC-5 6.35.3): a bit set where the command reads a
+ * field, clear where the field is reserved.  The map is what REPORT
+ * SUPPORTED OPERATION CODES returns, and a CDB with a bit set outside it
+ * fails INVALID FIELD IN CDB (SPC-5 4.2.1: reserved fields are checked;
+ * a nonzero one is an error). */
+static const struct opcode {
   uint8_t op;
   uint8_t sa;
   bool has_sa, zoned;
   uint8_t len;
+  uint8_t usage[16];
 } opcodes[] = {
-    {0x00, 0, false, false, 6},    /* TEST UNIT READY */
-    {0x03, 0, false, false, 6},    /* REQUEST SENSE */
-    {0x12, 0, false, false, 6},    /* INQUIRY */
-    {0x15, 0, false, false, 6},    /* MODE SELECT(6) */
-    {0x1a, 0, false, false, 6},    /* MODE SENSE(6) */
-    {0x25, 0, false, false, 10},   /* READ CAPACITY(10) */
-    {0x28, 0, false, false, 10},   /* READ(10) */
-    {0x2a, 0, false, false, 10},   /* WRITE(10) */
-    {0x35, 0, false, false, 10},   /* SYNCHRONIZE CACHE(10) */
-    {0x55, 0, false, false, 10},   /* MODE SELECT(10) */
-    {0x5a, 0, false, false, 10},   /* MODE SENSE(10) */
-    {0x88, 0, false, false, 16},   /* READ(16) */
-    {0x8a, 0, false, false, 16},   /* WRITE(16) */
-    {0x91, 0, false, false, 16},   /* SYNCHRONIZE CACHE(16) */
-    {0x94, 0x01, true, true, 16},  /* ZBC OUT: CLOSE ZONE */
-    {0x94, 0x02, true, true, 16},  /* FINISH ZONE */
-    {0x94, 0x03, true, true, 16},  /* OPEN ZONE */
-    {0x94, 0x04, true, true, 16},  /* RESET WRITE POINTER */
-    {0x95, 0x00, true, true, 16},  /* ZBC IN: REPORT ZONES */
-    {0x9e, 0x10, true, false, 16}, /* READ CAPACITY(16) */
-    {0xa3, 0x0c, true, false, 12}, /* REPORT SUPPORTED OPERATION CODES */
-    {0xa8, 0, false, false, 12},   /* READ(12) */
-    {0xaa, 0, false, false, 12},   /* WRITE(12) */
+    /* One command a line: */
+    /* clang-format off */
+    /* TEST UNIT READY */
+    {0x00, 0, false, false, 6, {0xff, 0, 0, 0, 0, CTL}},
+    /* REQUEST SENSE: DESC must be 0, fixed-format sense only */
+    {0x03, 0, false, false, 6, {0xff, 0, 0, 0, 0xff, CTL}},
+    /* INQUIRY: EVPD, page code, allocation length */
+    {0x12, 0, false, false, 6, {0xff, 0x01, 0xff, 0xff, 0xff, CTL}},
+    /* MODE SELECT(6): PF, SP, parameter list length */
+    {0x15, 0, false, false, 6, {0xff, 0x11, 0, 0, 0xff, CTL}},
+    /* MODE SENSE(6): DBD, PC and page, subpage, allocation length */
+    {0x1a, 0, false, false, 6, {0xff, 0x08, 0xff, 0xff, 0xff, CTL}},
+    /* READ CAPACITY(10): the obsolete LBA and PMI */
+    {0x25, 0, false, false, 10, {0xff, 0, FF4, 0, 0, 0x01, CTL}},
+    /* READ(10), WRITE(10): byte 6 is the group number */
+    {0x28, 0, false, false, 10, {0xff, RW1, FF4, 0x3f, 0xff, 0xff, CTL}},
+    {0x2a, 0, false, false, 10, {0xff, RW1, FF4, 0x3f, 0xff, 0xff, CTL}},
+    /* SYNCHRONIZE CACHE(10): IMMED (and the obsolete SYNC_NV) */
+    {0x35, 0, false, false, 10, {0xff, 0x06, FF4, 0x3f, 0xff, 0xff, CTL}},
+    /* MODE SELECT(10) */
+    {0x55, 0, false, false, 10, {0xff, 0x11, 0, 0, 0, 0, 0, 0xff, 0xff, CTL}},
+    /* MODE SENSE(10): LLBAA, DBD */
+    {0x5a, 0, false, false, 10, {0xff, 0x18, 0xff, 0xff, 0, 0, 0, 0xff, 0xff, CTL}},
+    /* READ(16), WRITE(16): byte 14 holds DLD1-0 and the group number */
+    {0x88, 0, false, false, 16, MAP16(RW1, 0xff, FF4)},
+    {0x8a, 0, false, false, 16, MAP16(RW1, 0xff, FF4)},
+    /* SYNCHRONIZE CACHE(16): IMMED */
+    {0x91, 0, false, false, 16, MAP16(0x02, 0x3f, FF4)},
+    /* ZBC OUT (ZBC-2 6.4): zone id, ZONE COUNT (bytes 12-13), ALL */
+    {0x94, 0x01, true, true, 16, MAP16(0x1f, 0x01, 0, 0, 0xff, 0xff)}, /* CLOSE ZONE */
+    {0x94, 0x02, true, true, 16, MAP16(0x1f, 0x01, 0, 0, 0xff, 0xff)}, /* FINISH ZONE */
+    {0x94, 0x03, true, true, 16, MAP16(0x1f, 0x01, 0, 0, 0xff, 0xff)}, /* OPEN ZONE */
+    {0x94, 0x04, true, true, 16, MAP16(0x1f, 0x01, 0, 0, 0xff, 0xff)}, /* RESET WRITE POINTER */
+    /* ZBC IN: REPORT ZONES (ZBC-2 6.3): PARTIAL and reporting options */
+    {0x95, 0x00, true, true, 16, MAP16(0x1f, 0xbf, FF4)},
+    /* SERVICE ACTION IN(16): READ CAPACITY(16), the obsolete LBA and PMI */
+    {0x9e, 0x10, true, false, 16, MAP16(0x1f, 0x01, FF4)},
+    /* MAINTENANCE IN: REPORT SUPPORTED OPERATION CODES: RCTD and the
+     * reporting options, opcode, service action, allocation length */
+    {0xa3, 0x0c, true, false, 12, {0xff, 0x1f, 0x87, 0xff, 0xff, 0xff, FF4, 0, CTL}},
+    /* READ(12), WRITE(12): byte 10 is the group number */
+    {0xa8, 0, false, false, 12, {0xff, RW1, FF4, FF4, 0x3f, CTL}},
+    {0xaa, 0, false, false, 12, {0xff, RW1, FF4, FF4, 0x3f, CTL}},
+    /* clang-format on */
 };
+
+#define NR_OPCODES (sizeof opcodes / sizeof opcodes[0])
+
+size_t
+znbd_scsi_cdb_len(uint8_t op)
+{
+  switch (op >> 5) {
+  case 1: /* groups 1 and 2: 10 bytes */
+  case 2:
+    return 10;
+  case 4: /* group 4: 16 bytes */
+    return 16;
+  case 5: /* group 5: 12 bytes */
+    return 12;
+  default: /* group 0 (6 bytes); 3 (reserved, variable length) and the
+              vendor groups 6, 7, which no command here is in: only the
+              opcode is read before INVALID COMMAND OPERATION CODE */
+    return 6;
+  }
+}
+
+/* The entry of the command CDB names on S, or NULL if none is served. */
+static const struct opcode *
+find_opcode(struct znbd_scsi *s, const uint8_t *cdb)
+{
+  bool zoned = znbd_dev_params(s->dev)->zoned;
+  for (size_t i = 0; i < NR_OPCODES; i++) {
+    const struct opcode *o = &opcodes[i];
+    if (o->op == cdb[0] && (!o->zoned || zoned) &&
+        (!o->has_sa || o->sa == (cdb[1] & 0x1f)))
+      return o;
+  }
+  return NULL;
+}
+
+/* Whether CDB sets a reserved bit: one outside O's usage map. */
+static bool
+reserved_bits_set(const struct opcode *o, const uint8_t *cdb)
+{
+  for (size_t i = 1; i < o->len; i++)
+    if (cdb[i] & ~o->usage[i])
+      return true;
+  return false;
+}
+
+/* ---- REPORT SUPPORTED OPERATION CODES (SPC-5 6.35) ----------------- */
 
 /* Reporting options 000b (all commands), 001b (one opcode without a
  * service action) and 010b (opcode and service action); RCTD (timeouts)
- * is not offered.  For one command the CDB usage map marks every bit
- * of every byte after the opcode as possibly used (SPC-5 allows a
- * superset). */
+ * is not offered.  For one command the CDB usage map is the table's. */
 static int
 report_opcodes(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
 {
   const uint8_t *cdb = c->cdb;
   unsigned opt = cdb[2] & 0x07;
-  size_t alloc = get_be(cdb + 6, 4);
+  size_t alloc = znbd_scsi_be(cdb + 6, 4);
   bool zoned = znbd_dev_params(s->dev)->zoned;
-  size_t n = sizeof opcodes / sizeof opcodes[0];
-  uint8_t b[4 + sizeof opcodes / sizeof opcodes[0] * 8] = {0};
+  size_t n = NR_OPCODES;
+  uint8_t b[4 + NR_OPCODES * 8] = {0};
 
   if (cdb[2] & 0x80) /* RCTD */
     return fail(c, S_INVALID_FIELD);
@@ -707,7 +794,7 @@ report_opcodes(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
   }
   if (opt != 1 && opt != 2)
     return fail(c, S_INVALID_FIELD);
-  unsigned op = cdb[3], sa = (unsigned)get_be(cdb + 4, 2);
+  unsigned op = cdb[3], sa = (unsigned)znbd_scsi_be(cdb + 4, 2);
   for (size_t i = 0; i < n; i++) {
     if (opcodes[i].op != op || (opcodes[i].zoned && !zoned))
       continue;
@@ -718,8 +805,12 @@ report_opcodes(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
       continue;
     b[1] = 0x03; /* SUPPORT: supported as the standard says */
     put_be(b + 2, opcodes[i].len, 2);
+    /* The usage map, with the opcode in byte 0 and the service action in
+     * its field (SPC-5 6.35.3). */
+    memcpy(b + 4, opcodes[i].usage, opcodes[i].len);
     b[4] = op;
-    memset(b + 5, 0xff, opcodes[i].len - 1u);
+    if (opcodes[i].has_sa)
+      b[5] = (b[5] & 0xe0) | opcodes[i].sa;
     return data_in(c, b, 4u + opcodes[i].len, alloc);
   }
   /* 010b names an opcode that has no service actions: INVALID FIELD. */
@@ -736,6 +827,11 @@ znbd_scsi_exec(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
   const uint8_t *cdb = c->cdb;
   c->read_len = 0;
 
+  /* A CDB shorter than its operation code's group says (SAM-5 5.2) has
+   * fields missing: nothing past its end is read. */
+  if (c->cdb_len < 1 || c->cdb_len < znbd_scsi_cdb_len(cdb[0]))
+    return fail(c, S_INVALID_FIELD);
+
   /* After a power cut the disk the kernel knows is gone: every command
    * fails until znbd-tcmu starts again, as znbd drops the NBD
    * connections made before a cut.  The fence makes a write, flush or
@@ -744,6 +840,9 @@ znbd_scsi_exec(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
   znbd_dev_fence(s->gen);
   if (znbd_dev_generation(s->dev) != s->gen)
     return fail(c, S_NOT_READY);
+  const struct opcode *o = find_opcode(s, cdb);
+  if (o && reserved_bits_set(o, cdb))
+    return fail(c, S_INVALID_FIELD);
   switch (cdb[0]) {
   case 0x00: /* TEST UNIT READY */
   case 0x15: /* MODE SELECT(6): accepted, nothing is changeable */
@@ -755,10 +854,10 @@ znbd_scsi_exec(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
   }
   case 0x12: /* INQUIRY */
     if (cdb[1] & 0x01)
-      return inquiry_vpd(s, c, cdb[2], get_be(cdb + 3, 2));
+      return inquiry_vpd(s, c, cdb[2], znbd_scsi_be(cdb + 3, 2));
     if (cdb[2])
       return fail(c, S_INVALID_FIELD);
-    return inquiry_std(s, c, get_be(cdb + 3, 2));
+    return inquiry_std(s, c, znbd_scsi_be(cdb + 3, 2));
   case 0x25: /* READ CAPACITY(10) */
     return read_capacity(s, c, false);
   case 0x9e: /* SERVICE ACTION IN(16) */

@@ -25,8 +25,8 @@
 /* Sense buffer size, as TCMU's struct tcmu_cmd_entry rsp.sense_buffer. */
 #define ZNBD_SCSI_SENSE_LEN 96
 
-/* One command: CDB (at least 6 bytes, its real length implied by the
- * opcode's group, up to 16), the data buffers IOV (data-in for reads,
+/* One command: CDB (CDB_LEN bytes, at least what the opcode's group
+ * needs: znbd_scsi_cdb_len()), the data buffers IOV (data-in for reads,
  * data-out for writes; lengths in bytes), and what comes back. */
 struct znbd_scsi_cmd {
   const uint8_t *cdb;
@@ -57,6 +57,22 @@ struct znbd_scsi {
 int znbd_scsi_check_params(const struct znbd_params *p, char *err,
                            size_t errlen);
 
+/* The N-byte big-endian number at P (SCSI's byte order for every field). */
+static inline uint64_t
+znbd_scsi_be(const uint8_t *p, int n)
+{
+  uint64_t v = 0;
+  for (int i = 0; i < n; i++)
+    v = v << 8 | p[i];
+  return v;
+}
+
+/* The length in bytes of a CDB whose operation code is OP, from its
+ * group (SAM-5 5.2): 6, 10, 12 or 16; 6 for the reserved and vendor
+ * groups, of which nothing is served.  The TCMU ring copies that many
+ * bytes; znbd_scsi_exec() refuses a shorter CMD.cdb_len. */
+size_t znbd_scsi_cdb_len(uint8_t op);
+
 /* Execute C on S.  Returns ZNBD_SCSI_GOOD, or ZNBD_SCSI_CHECK_CONDITION
  * with C->sense filled (fixed format, response code 70h).  Zone errors
  * use ZBC-2's codes: unaligned write 05/21/04, write boundary 05/21/05,
@@ -65,6 +81,13 @@ int znbd_scsi_check_params(const struct znbd_params *p, char *err,
  * open/active limit 07/55/0E, READONLY 07/27/08, OFFLINE 07/2C/0E, bad
  * block 03/11/00 (read) or 03/0C/00 (write), LBA out of range 05/21/00,
  * unknown opcode 05/20/00, any command after a power cut 02/04/00.
+ * A CDB shorter than its opcode's group (CMD.cdb_len), a bit set in a
+ * reserved field of a served command, or data buffers shorter than a
+ * READ or WRITE's transfer get INVALID FIELD IN CDB 05/24/00, as LIO
+ * answers a WRITE whose data length differs from its CDB's.  Data-in is
+ * at most min(allocation length, the buffers' total) bytes (SPC-5
+ * 4.2.5.6); an allocation length of 0 is GOOD with no data.  Nothing is
+ * ever read or written outside CMD's CDB and buffers.
  * Never fails otherwise. */
 int znbd_scsi_exec(struct znbd_scsi *s, struct znbd_scsi_cmd *c);
 

@@ -3,6 +3,7 @@
  * (the probe sequence of drivers/scsi/sd.c, sd_zbc.c) and ZBC-2's zone
  * sense codes. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
@@ -16,15 +17,21 @@ static uint8_t data[1 << 16];
  * the status. */
 static struct znbd_scsi_cmd last;
 static int
-run(const uint8_t *cdb, size_t len, size_t n)
+run_on(const uint8_t *cdb, size_t len, uint8_t *buf, size_t n)
 {
-  struct iovec iov = {data, n};
+  struct iovec iov = {buf, n};
   memset(&last, 0, sizeof last);
   last.cdb = cdb;
   last.cdb_len = len;
   last.iov = &iov;
   last.iovcnt = 1;
   return znbd_scsi_exec(&s, &last);
+}
+
+static int
+run(const uint8_t *cdb, size_t len, size_t n)
+{
+  return run_on(cdb, len, data, n);
 }
 
 /* The sense of the last command as key << 16 | asc << 8 | ascq. */
@@ -34,14 +41,7 @@ sense(void)
   return last.sense[2] << 16 | last.sense[12] << 8 | last.sense[13];
 }
 
-static uint64_t
-be(const uint8_t *p, int n)
-{
-  uint64_t v = 0;
-  for (int i = 0; i < n; i++)
-    v = v << 8 | p[i];
-  return v;
-}
+#define be znbd_scsi_be
 
 static void
 rw16(uint8_t op, uint64_t lba, uint32_t blocks, uint8_t *cdb)
@@ -526,6 +526,179 @@ test_gaps(void)
   znbd_dev_free(g.dev);
 }
 
+/* Run CDB (copied to a heap block of exactly LEN bytes) with one heap
+ * buffer of exactly N bytes, so the sanitizer build catches any byte read
+ * or written outside them; the data-in comes back in OUT (N bytes). */
+static int
+run_exact(const uint8_t *cdb, size_t len, size_t n, uint8_t *out)
+{
+  uint8_t *c = malloc(len ? len : 1), *buf = malloc(n ? n : 1);
+  CHECK(c && buf);
+  memcpy(c, cdb, len);
+  memset(buf, 0xee, n);
+  int st = run_on(c, len, buf, n);
+  if (out)
+    memcpy(out, buf, n);
+  free(c);
+  free(buf);
+  return st;
+}
+
+/* Data-in follows SPC-5 4.2.5.6: min(allocation length, buffers) bytes,
+ * whichever is smaller, and an allocation length of 0 moves nothing and
+ * is no error. */
+static void
+test_alloc_lengths(void)
+{
+  uint8_t cdb[16], out[4096];
+  /* REPORT ZONES with a large allocation length and a 1-byte buffer
+   * (an iSCSI initiator chooses its transfer length apart from the CDB):
+   * one byte, the list length's first. */
+  rw16(0x95, 0, 4096, cdb);
+  CHECK_EQ(run_exact(cdb, 16, 1, out), ZNBD_SCSI_GOOD);
+  CHECK_EQ(last.read_len, 1);
+  CHECK_EQ(out[0], 0);
+  for (size_t n = 2; n < 200; n += 7) {
+    CHECK_EQ(run_exact(cdb, 16, n, out), ZNBD_SCSI_GOOD);
+    CHECKF(last.read_len == (n < 64 ? n : 64 + (n - 64) / 64 * 64),
+           "%zu-byte buffer: %u bytes", n, last.read_len);
+    if (n >= 4)
+      CHECK_EQ(be(out, 4), 16 * 64);
+  }
+  /* An allocation length below the header: the header's first bytes,
+   * not zeros. */
+  rw16(0x95, 0, 32, cdb);
+  CHECK_EQ(run_exact(cdb, 16, 4096, out), ZNBD_SCSI_GOOD);
+  CHECK_EQ(last.read_len, 32);
+  CHECK_EQ(be(out, 4), 16 * 64);
+  CHECK_EQ(be(out + 8, 8), 16 * ZLBA - 1);
+  CHECK_EQ(out[32], 0xee);
+
+  /* Allocation length 0: GOOD, nothing moved. */
+  const uint8_t zero_alloc[][16] = {
+      {0x95},             /* REPORT ZONES */
+      {0x12},             /* INQUIRY */
+      {0x12, 0x01, 0x80}, /* INQUIRY, VPD 80h */
+      {0x1a, 0, 0x3f},    /* MODE SENSE(6) */
+      {0x5a, 0, 0x3f},    /* MODE SENSE(10) */
+      {0x9e, 0x10},       /* READ CAPACITY(16) */
+      {0xa3, 0x0c},       /* REPORT SUPPORTED OPCODES */
+      {0x03},             /* REQUEST SENSE */
+  };
+  for (size_t i = 0; i < sizeof zero_alloc / sizeof zero_alloc[0]; i++) {
+    size_t len = znbd_scsi_cdb_len(zero_alloc[i][0]);
+    CHECKF(run_exact(zero_alloc[i], len, 512, out) == ZNBD_SCSI_GOOD,
+           "opcode %02x, allocation length 0", zero_alloc[i][0]);
+    CHECK_EQ(last.read_len, 0);
+    CHECK_EQ(out[0], 0xee);
+  }
+
+  /* MODE SENSE(6) changeable values of all pages: each page keeps its
+   * own code and length; nothing is changeable. */
+  uint8_t ms[6] = {0x1a, 0x08, 0x40 | 0x3f, 0, 255, 0};
+  CHECK_EQ(run_exact(ms, 6, 255, out), ZNBD_SCSI_GOOD);
+  CHECK_EQ(last.read_len, 4 + 32);
+  CHECK_EQ(out[4], 0x08);
+  CHECK_EQ(out[5], 0x12);
+  CHECK_EQ(out[6], 0x00); /* WCE not changeable */
+  CHECK_EQ(out[4 + 20], 0x0a);
+  CHECK_EQ(out[4 + 21], 0x0a);
+}
+
+/* CDBs that are too short, that set reserved bits, or whose buffers are
+ * shorter than their transfer: INVALID FIELD IN CDB 05/24/00, nothing
+ * read past the CDB, no byte and no wp changed. */
+static void
+test_malformed(void)
+{
+  uint8_t cdb[16], out[8192];
+  uint64_t z = 6 * ZLBA; /* zone 6, sequential, EMPTY */
+  CHECK_EQ(znbd_scsi_cdb_len(0x00), 6);
+  CHECK_EQ(znbd_scsi_cdb_len(0x28), 10);
+  CHECK_EQ(znbd_scsi_cdb_len(0x5a), 10);
+  CHECK_EQ(znbd_scsi_cdb_len(0x88), 16);
+  CHECK_EQ(znbd_scsi_cdb_len(0xa3), 12);
+  CHECK_EQ(znbd_scsi_cdb_len(0x7f), 6);
+  CHECK_EQ(znbd_scsi_cdb_len(0xc0), 6);
+
+  /* Short CDBs: each one byte short of its group. */
+  rw16(0x95, 0, 4096, cdb);
+  CHECK_EQ(run_exact(cdb, 15, 4096, NULL), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x052400);
+  rw16(0x94, z, 0, cdb);
+  cdb[1] = 0x03;
+  CHECK_EQ(run_exact(cdb, 10, 0, NULL), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x052400);
+  CHECK_EQ(cond_of(6), ZNBD_ZONE_COND_EMPTY);
+  uint8_t r10[10] = {0x28, 0, 0, 0, 0, 0, 0, 0, 8, 0};
+  CHECK_EQ(run_exact(r10, 9, 4096, NULL), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x052400);
+  CHECK_EQ(last.read_len, 0);
+  uint8_t inq[6] = {0x12, 0, 0, 0, 36, 0};
+  CHECK_EQ(run_exact(inq, 5, 36, NULL), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(run_exact(inq, 0, 36, NULL), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x052400);
+  CHECK_EQ(run_exact(inq, 6, 36, NULL), ZNBD_SCSI_GOOD);
+
+  /* Reserved bits, one command at a time. */
+  struct {
+    uint8_t cdb[16];
+    const char *what;
+  } rsv[] = {
+      {{0x00, 0, 1}, "TEST UNIT READY byte 2"},
+      {{0x12, 0x02, 0, 0, 36}, "INQUIRY CMDDT"},
+      {{0x03, 0x01, 0, 0, 18}, "REQUEST SENSE DESC"},
+      {{0x88, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 8}, "READ(16) RDPROTECT"},
+      {{0x8a, 0x04, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 8}, "WRITE(16) bit 2"},
+      {{0x28, 0, 0, 0, 0, 0, 0, 0, 8, 0x38}, "READ(10) CONTROL bits 5-3"},
+      {{0x94, 0x03, 0, 0, 0, 0, 0, 0, 0x30, 0, 0, 0, 0, 0, 0x02}, "ZBC OUT"},
+      {{0x95, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10, 0, 0x40},
+       "REPORT ZONES"},
+      {{0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0x02},
+       "READ CAPACITY(16)"},
+      {{0xa3, 0x0c, 0x00, 0, 0, 0, 0, 0, 0x10, 0, 0x01}, "REPORT OPCODES"},
+  };
+  for (size_t i = 0; i < sizeof rsv / sizeof rsv[0]; i++) {
+    int st = run_exact(rsv[i].cdb, znbd_scsi_cdb_len(rsv[i].cdb[0]), 4096, out);
+    CHECKF(st == ZNBD_SCSI_CHECK_CONDITION && sense() == 0x052400,
+           "%s: status %d sense %06x", rsv[i].what, st, sense());
+    CHECK_EQ(last.read_len, 0);
+  }
+  CHECK_EQ(cond_of(6), ZNBD_ZONE_COND_EMPTY);
+  CHECK_EQ(wp_of(6), z);
+  /* ZONE COUNT 2: several zones at once are not offered; 1 is one. */
+  zbc_out(0x03, z, false, cdb);
+  cdb[13] = 2;
+  CHECK_EQ(run_exact(cdb, 16, 0, NULL), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x052400);
+  CHECK_EQ(cond_of(6), ZNBD_ZONE_COND_EMPTY);
+  cdb[13] = 1;
+  CHECK_EQ(run_exact(cdb, 16, 0, NULL), ZNBD_SCSI_GOOD);
+  CHECK_EQ(cond_of(6), ZNBD_ZONE_COND_EXP_OPEN);
+  zbc_out(0x01, z, false, cdb); /* close it again: EMPTY */
+  CHECK_EQ(run_exact(cdb, 16, 0, NULL), ZNBD_SCSI_GOOD);
+  CHECK_EQ(cond_of(6), ZNBD_ZONE_COND_EMPTY);
+
+  /* Buffers shorter than the transfer: refused before anything moves. */
+  rw16(0x8a, z, 8, cdb);
+  CHECK_EQ(run_exact(cdb, 16, 8 * 512 - 1, NULL), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x052400);
+  CHECK_EQ(wp_of(6), z);
+  CHECK_EQ(cond_of(6), ZNBD_ZONE_COND_EMPTY);
+  rw16(0x88, 0, 8, cdb);
+  CHECK_EQ(run_exact(cdb, 16, 8 * 512 - 1, out), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x052400);
+  CHECK_EQ(last.read_len, 0);
+  CHECK_EQ(out[0], 0xee);
+  /* The right length still works. */
+  rw16(0x8a, z, 8, cdb);
+  CHECK_EQ(run_exact(cdb, 16, 8 * 512, NULL), ZNBD_SCSI_GOOD);
+  CHECK_EQ(wp_of(6), z + 8);
+  zbc_out(0x04, z, false, cdb);
+  CHECK_EQ(run_exact(cdb, 16, 0, NULL), ZNBD_SCSI_GOOD);
+  CHECK_EQ(wp_of(6), z);
+}
+
 /* REPORT SUPPORTED OPERATION CODES: the list, one opcode, one service
  * action, and the refusals SPC-5 6.35 asks for. */
 static void
@@ -555,6 +728,8 @@ test_opcodes(void)
   CHECK_EQ(data[1] & 0x07, 3);
   CHECK_EQ(be(data + 2, 2), 16);
   CHECK_EQ(data[4], 0x8a);
+  CHECK_EQ(data[5], 0x18);      /* usage map: DPO, FUA; no WRPROTECT */
+  CHECK_EQ(data[4 + 15], 0xc7); /* CONTROL: bits 5-3 reserved */
   CHECK_EQ(last.read_len, 20);
   cdb[3] = 0x04; /* FORMAT UNIT: not supported */
   CHECK_EQ(run(cdb, 12, 4096), ZNBD_SCSI_GOOD);
@@ -567,7 +742,9 @@ test_opcodes(void)
   cdb[5] = 0x03;
   CHECK_EQ(run(cdb, 12, 4096), ZNBD_SCSI_GOOD);
   CHECK_EQ(data[1] & 0x07, 3);
-  cdb[5] = 0x09; /* a service action ZBC OUT lacks */
+  CHECK_EQ(data[5], 0x03);      /* the service action in its field */
+  CHECK_EQ(data[4 + 14], 0x01); /* ALL; the rest of byte 14 reserved */
+  cdb[5] = 0x09;                /* a service action ZBC OUT lacks */
   CHECK_EQ(run(cdb, 12, 4096), ZNBD_SCSI_GOOD);
   CHECK_EQ(data[1] & 0x07, 1);
   cdb[3] = 0x28; /* READ(10) has no service actions: 010b is invalid */
@@ -685,6 +862,8 @@ main(void)
   test_delay();
   test_gaps();
   test_opcodes();
+  test_alloc_lengths();
+  test_malformed();
   test_power_cut();
   znbd_dev_free(s.dev);
   return check_done("scsi_test");
