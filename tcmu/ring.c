@@ -75,6 +75,7 @@ struct tcmu_job {
   uint64_t seq; /* ring order, counted over commands */
   uint16_t cmd_id;
   uint8_t cdb[16]; /* sd sends at most 16-byte CDBs */
+  size_t cdb_len;  /* from the opcode's group: znbd_scsi_cdb_len() */
   uint32_t iovcnt;
   struct iovec iov[];
 };
@@ -105,6 +106,16 @@ kick(struct tcmu_ring *r)
   return rc;
 }
 
+/* Whether LEN is a length a ring entry can have: a non-zero multiple of
+ * TCMU_OP_ALIGN_SIZE inside the ring (a zero one would have the reader
+ * go round in place). */
+static bool
+entry_len_ok(const struct tcmu_mailbox *mb, uint32_t len)
+{
+  return len >= sizeof(struct tcmu_cmd_entry_hdr) &&
+         len % TCMU_OP_ALIGN_SIZE == 0 && len <= mb->cmdr_size;
+}
+
 /* Reply to command ID (the SEQ-th taken off the ring) with status ST,
  * SENSE (CHECK CONDITION only) and READ_LEN data-in bytes, in the next
  * command slot at the tail.  Entries are replied to in ring order but
@@ -122,7 +133,9 @@ complete(struct tcmu_ring *r, uint16_t id, uint64_t seq, int st,
 
   pthread_mutex_lock(&r->lock);
   struct tcmu_cmd_entry *e = (void *)(ring + r->tail);
-  while (tcmu_hdr_get_op(e->hdr.len_op) != TCMU_OP_CMD) {
+  /* Past PAD entries; the reader checked every length up to the tail. */
+  while (tcmu_hdr_get_op(e->hdr.len_op) != TCMU_OP_CMD &&
+         entry_len_ok(mb, tcmu_hdr_get_len(e->hdr.len_op))) {
     r->tail = (r->tail + tcmu_hdr_get_len(e->hdr.len_op)) % mb->cmdr_size;
     e = (void *)(ring + r->tail);
   }
@@ -155,10 +168,8 @@ static void
 run_job(struct tcmu_ring *r, struct znbd_scsi *s, struct tcmu_job *j,
         bool do_kick)
 {
-  struct znbd_scsi_cmd c = {.cdb = j->cdb,
-                            .cdb_len = sizeof j->cdb,
-                            .iov = j->iov,
-                            .iovcnt = j->iovcnt};
+  struct znbd_scsi_cmd c = {
+      .cdb = j->cdb, .cdb_len = j->cdb_len, .iov = j->iov, .iovcnt = j->iovcnt};
   int st = znbd_scsi_exec(s, &c);
   uint64_t ns = znbd_scsi_delay_nsec(s, j->cdb);
   if (ns) {
@@ -202,17 +213,60 @@ run_inline(struct znbd_scsi *s, const uint8_t *cdb)
   return cdb[0] != 0x35 && cdb[0] != 0x91 && znbd_scsi_delay_nsec(s, cdb) == 0;
 }
 
+/* ---- What the kernel wrote: checked before use ---------------------
+ *
+ * The ring's entries, offsets and buffer lists are written by the kernel
+ * (tcmu_queue_cmd_ring() in target_core_user.c), which is trusted: an
+ * iSCSI initiator's bytes reach us only as the CDB and the data, which
+ * znbd_scsi_exec() checks.  The offsets are bound-checked all the same,
+ * so that a kernel defect or a stray writer of the shared map fails one
+ * command (or stops the device) instead of making us read or write
+ * outside the map. */
+
+const char *
+tcmu_ring_check_entry(const struct tcmu_ring *r, uint32_t off, size_t *cdb_len)
+{
+  const struct tcmu_mailbox *mb = r->map;
+  const uint8_t *base = r->map;
+  uint64_t data_start = (uint64_t)mb->cmdr_off + mb->cmdr_size;
+  if (data_start > r->map_size || off >= mb->cmdr_size ||
+      mb->cmdr_size - off < sizeof(struct tcmu_cmd_entry_hdr))
+    return "entry outside the command ring";
+  const struct tcmu_cmd_entry *e = (const void *)(base + mb->cmdr_off + off);
+  uint64_t len = tcmu_hdr_get_len(e->hdr.len_op);
+  uint64_t need = offsetof(struct tcmu_cmd_entry, req.iov) +
+                  (uint64_t)e->req.iov_cnt * sizeof(struct iovec);
+  if (len < need || len > mb->cmdr_size - off)
+    return "buffer list longer than its entry";
+  if (e->req.cdb_off >= r->map_size)
+    return "CDB outside the map";
+  *cdb_len = znbd_scsi_cdb_len(base[e->req.cdb_off]);
+  if (r->map_size - e->req.cdb_off < *cdb_len)
+    return "CDB outside the map";
+  for (uint32_t i = 0; i < e->req.iov_cnt; i++) {
+    uint64_t b = (uint64_t)(uintptr_t)e->req.iov[i].iov_base;
+    uint64_t n = e->req.iov[i].iov_len;
+    if (b < data_start || b > r->map_size || n > r->map_size - b)
+      return "data buffer outside the data area";
+  }
+  return NULL;
+}
+
 /* Take the command entry E off the ring: copy what the job needs (CDB,
  * buffer list as pointers into the map; the request shares its bytes
  * with the reply) and run it here or queue it for a worker.  Out of memory
  * fails this command alone, with HARDWARE ERROR.  Completions made here
  * are kicked by the caller. */
 static int
-take(struct tcmu_ring *r, struct znbd_scsi *s, struct tcmu_cmd_entry *e)
+take(struct tcmu_ring *r, struct znbd_scsi *s, uint32_t off)
 {
+  struct tcmu_mailbox *mb = r->map;
   uint8_t *base = r->map;
-  uint32_t n = e->req.iov_cnt;
-  struct tcmu_job *j = malloc(sizeof *j + n * sizeof j->iov[0]);
+  struct tcmu_cmd_entry *e = (void *)(base + mb->cmdr_off + off);
+  size_t cdb_len = 0;
+  const char *why = tcmu_ring_check_entry(r, off, &cdb_len);
+  uint32_t n = why ? 0 : e->req.iov_cnt;
+  struct tcmu_job *j = why ? NULL : malloc(sizeof *j + n * sizeof j->iov[0]);
 
   pthread_mutex_lock(&r->lock);
   uint64_t seq = r->seq_in++;
@@ -220,14 +274,22 @@ take(struct tcmu_ring *r, struct znbd_scsi *s, struct tcmu_cmd_entry *e)
     r->max_in_flight = r->in_flight;
   if (!j) {
     pthread_mutex_unlock(&r->lock);
+    /* HARDWARE ERROR; INTERNAL TARGET FAILURE for a malformed entry. */
     uint8_t sense[TCMU_SENSE_BUFFERSIZE] = {0x70, 0, 0x04, 0, 0, 0, 0, 0x0a};
+    if (why) {
+      fprintf(stderr, "znbd-tcmu: command %u: %s; failed\n",
+              (unsigned)e->hdr.cmd_id, why);
+      sense[12] = 0x44;
+    }
     return complete(r, e->hdr.cmd_id, seq, ZNBD_SCSI_CHECK_CONDITION, sense, 0,
                     false);
   }
   j->next = NULL;
   j->seq = seq;
   j->cmd_id = e->hdr.cmd_id;
-  memcpy(j->cdb, base + e->req.cdb_off, sizeof j->cdb);
+  memset(j->cdb, 0, sizeof j->cdb);
+  memcpy(j->cdb, base + e->req.cdb_off, cdb_len);
+  j->cdb_len = cdb_len;
   j->iovcnt = n;
   for (uint32_t i = 0; i < n; i++) {
     j->iov[i].iov_base = base + (size_t)e->req.iov[i].iov_base;
@@ -306,12 +368,23 @@ tcmu_ring_serve(struct tcmu_ring *r, struct znbd_scsi *s,
     while (rc == 0 &&
            r->last != __atomic_load_n(&mb->cmd_head, __ATOMIC_ACQUIRE)) {
       struct tcmu_cmd_entry *ent = (void *)(ring + r->last);
-      unsigned next =
-          (r->last + tcmu_hdr_get_len(ent->hdr.len_op)) % mb->cmdr_size;
+      uint32_t len = tcmu_hdr_get_len(ent->hdr.len_op);
+      if (!entry_len_ok(mb, len) ||
+          __atomic_load_n(&mb->cmd_head, __ATOMIC_ACQUIRE) >= mb->cmdr_size) {
+        /* Entries cannot be found any more: stop rather than loop. */
+        fprintf(stderr,
+                "znbd-tcmu: command ring entry at %u: length %u, "
+                "head %u: the ring is corrupt\n",
+                r->last, len, mb->cmd_head);
+        errno = EPROTO;
+        rc = -1;
+        break;
+      }
+      unsigned next = (r->last + len) % mb->cmdr_size;
       /* PAD and TMR entries carry no command (TMR only with
        * tmr_notification=1, which znbd-tcmu never sets). */
       if (tcmu_hdr_get_op(ent->hdr.len_op) == TCMU_OP_CMD &&
-          take(r, s, ent) < 0)
+          take(r, s, r->last) < 0)
         rc = -1;
       r->last = next;
       /* The kernel hears of a batch's completions at its end, and at

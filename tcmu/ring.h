@@ -49,6 +49,15 @@ struct tcmu_ring {
 int tcmu_ring_open(struct tcmu_ring *r, const char *uio, char *err,
                    size_t errlen);
 
+/* Check the command entry OFF bytes into R's command ring against the
+ * map: the entry holds its buffer list, the CDB (of the length its
+ * opcode's group gives, stored in *CDB_LEN) and every data buffer lie
+ * inside the map, the buffers inside the data area.  Returns NULL, or
+ * what is wrong (the command then fails with HARDWARE ERROR 04/44/00,
+ * touching nothing). */
+const char *tcmu_ring_check_entry(const struct tcmu_ring *r, uint32_t off,
+                                  size_t *cdb_len);
+
 /* Serve commands with S until *STOP is set and this thread woken
  * (tcmu_ring_stop()): this thread takes each command off the ring (copying its
  * CDB and buffer list, since the kernel reuses the slot for a reply) and
