@@ -86,6 +86,30 @@ require() {
   done
 }
 
+# fuzz_run DIR TARGET RUNS MAX_LEN SEEDS: build the libFuzzer harness
+# TARGET with `make -C $top_builddir/DIR TARGET`, then run it for RUNS
+# inputs of at most MAX_LEN bytes from the seed corpus SEEDS (a
+# directory of the source tree), seed 1, in $tmpdir.  Skips when clang
+# has no libFuzzer; fails on a crash, sanitizer report or broken
+# invariant (the harness aborts), printing the log's end.
+fuzz_run() {
+  local dir=$1 target=$2 runs=$3 max_len=$4 seeds=$5
+  require clang
+  printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n){return 0;}\n' \
+    >"$tmpdir/t.c"
+  clang -fsanitize=fuzzer "$tmpdir/t.c" -o "$tmpdir/t" 2>/dev/null ||
+    skip "clang lacks libFuzzer (-fsanitize=fuzzer); install libclang-rt-dev"
+  make -s -C "$top_builddir/$dir" "$target" >"$tmpdir/build.log" 2>&1 ||
+    { cat "$tmpdir/build.log"; die "building $target failed"; }
+  mkdir -p "$tmpdir/corpus"
+  (cd "$tmpdir" && "$top_builddir/$dir/$target" -runs="$runs" \
+    -max_len="$max_len" -seed=1 "$tmpdir/corpus" "$seeds") \
+    >"$tmpdir/fuzz.log" 2>&1 ||
+    { tail -40 "$tmpdir/fuzz.log"; die "$target found a crash"; }
+  grep -E '^Done [0-9]+ runs' "$tmpdir/fuzz.log" || die "$target did not finish"
+  note "$(grep -c . "$tmpdir/fuzz.log") log lines, $(ls "$tmpdir/corpus" | wc -l) new corpus units"
+}
+
 require_python_nbd() {
   /usr/bin/python3 -c 'import nbd' 2>/dev/null ||
     skip "/usr/bin/python3 has no nbd module (apt-get install python3-libnbd)"
