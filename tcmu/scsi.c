@@ -494,26 +494,11 @@ zbc_out(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
     return fail(c, S_INVALID_FIELD);
   enum znbd_zone_op op = zbc_out_ops[sa];
   if (all) {
-    if (op == ZNBD_ZONE_OP_RESET) {
-      if (znbd_dev_zone_op(s->dev, op, ZNBD_ALL_ZONES) < 0)
-        return fail(c, errno_sense(errno, true));
-      return ZNBD_SCSI_GOOD;
-    }
-    /* ZBC-2: ALL applies the operation to every zone it fits
-     * (open: CLOSED zones, close: open zones, finish: open or closed). */
-    for (uint32_t i = 0; i < nr; i++) {
-      struct znbd_zone_info z;
-      if (znbd_dev_report(s->dev, i, 1, &z) != 1)
-        break;
-      bool is_open = z.cond == ZNBD_ZONE_COND_IMP_OPEN ||
-                     z.cond == ZNBD_ZONE_COND_EXP_OPEN;
-      bool fits = op == ZNBD_ZONE_OP_OPEN ? z.cond == ZNBD_ZONE_COND_CLOSED
-                  : op == ZNBD_ZONE_OP_CLOSE
-                      ? is_open
-                      : is_open || z.cond == ZNBD_ZONE_COND_CLOSED;
-      if (fits && znbd_dev_zone_op(s->dev, op, i) < 0)
-        return fail(c, errno_sense(errno, true));
-    }
+    /* ZBC-2: ALL applies the operation to every zone it fits, by the
+     * rule the control socket's "OP all" follows too. */
+    struct znbd_zone_all res;
+    if (znbd_dev_zone_op_all(s->dev, op, &res) < 0)
+      return fail(c, errno_sense(errno, true));
     return ZNBD_SCSI_GOOD;
   }
   if (lba >= znbd_dev_size(s->dev) / p->blocksize)

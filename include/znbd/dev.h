@@ -269,6 +269,28 @@ int znbd_dev_extents(struct znbd_dev *d, uint64_t off, uint64_t len,
  * bad index), EIO (condition), ETOOMANYREFS, EOVERFLOW. */
 int znbd_dev_zone_op(struct znbd_dev *d, enum znbd_zone_op op, uint32_t zone);
 
+/* What znbd_dev_zone_op_all() did: zones changed, and on a refusal the
+ * zone refused (else ZNBD_ALL_ZONES) with its state before. */
+struct znbd_zone_all {
+  uint32_t done;
+  uint32_t zone;
+  struct znbd_zone_info before;
+};
+
+/* OP on every zone it fits, the one rule for every front-end's "all"
+ * (lib/zone_all.c): RESET resets every sequential zone (null_blk's
+ * reset-all; DONE counts those not EMPTY, READONLY or OFFLINE); CLOSE
+ * closes the open zones; FINISH finishes the open zones, then the
+ * CLOSED ones, so that finishing the open ones frees the slots the
+ * CLOSED ones need; OPEN opens the CLOSED zones, refused with
+ * ETOOMANYREFS, changing nothing, when they and the EXP_OPEN zones
+ * exceed zone_max_open (ZBC-2 5.5).  Zones in index order; stops at
+ * the first refusal, leaving the zones done so far done.  Returns 0, or
+ * -1 with errno: EINVAL (not zoned, or another op) or
+ * znbd_dev_zone_op()'s for the zone in RES->zone. */
+int znbd_dev_zone_op_all(struct znbd_dev *d, enum znbd_zone_op op,
+                         struct znbd_zone_all *res);
+
 /* Copy up to NR zones from index FIRST into OUT.  Returns the number
  * copied (0 past the end or when not zoned). */
 uint32_t znbd_dev_report(struct znbd_dev *d, uint32_t first, uint32_t nr,

@@ -526,6 +526,42 @@ test_gaps(void)
   znbd_dev_free(g.dev);
 }
 
+/* ZBC OUT with ALL follows the one rule of znbd_dev_zone_op_all(), as
+ * the control socket does: FINISH ALL finishes the open zones before the
+ * CLOSED ones (so a CLOSED zone finds an open slot), and OPEN ALL is
+ * refused, changing nothing, when the CLOSED and EXP_OPEN zones exceed
+ * max_open (2 here). */
+static void
+test_all(void)
+{
+  uint8_t cdb[16];
+  zbc_out(0x04, 0, true, cdb);
+  CHECK_EQ(run(cdb, 16, 0), ZNBD_SCSI_GOOD);
+  rw16(0x8a, 2 * ZLBA, 8, cdb); /* zone 2: written, then CLOSED */
+  CHECK_EQ(run(cdb, 16, 4096), ZNBD_SCSI_GOOD);
+  zbc_out(0x01, 2 * ZLBA, false, cdb);
+  CHECK_EQ(run(cdb, 16, 0), ZNBD_SCSI_GOOD);
+  zbc_out(0x03, 3 * ZLBA, false, cdb); /* zones 3 and 4 EXP_OPEN */
+  CHECK_EQ(run(cdb, 16, 0), ZNBD_SCSI_GOOD);
+  zbc_out(0x03, 4 * ZLBA, false, cdb);
+  CHECK_EQ(run(cdb, 16, 0), ZNBD_SCSI_GOOD);
+  /* OPEN ALL: 1 CLOSED + 2 EXP_OPEN > 2: refused, zone 2 stays CLOSED. */
+  zbc_out(0x03, 0, true, cdb);
+  CHECK_EQ(run(cdb, 16, 0), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x07550e);
+  CHECK_EQ(cond_of(2), ZNBD_ZONE_COND_CLOSED);
+  CHECK_EQ(cond_of(3), ZNBD_ZONE_COND_EXP_OPEN);
+  /* FINISH ALL: 3 and 4 first, then 2 has a slot. */
+  zbc_out(0x02, 0, true, cdb);
+  CHECK_EQ(run(cdb, 16, 0), ZNBD_SCSI_GOOD);
+  CHECK_EQ(cond_of(2), ZNBD_ZONE_COND_FULL);
+  CHECK_EQ(cond_of(3), ZNBD_ZONE_COND_FULL);
+  CHECK_EQ(cond_of(4), ZNBD_ZONE_COND_FULL);
+  zbc_out(0x04, 0, true, cdb);
+  CHECK_EQ(run(cdb, 16, 0), ZNBD_SCSI_GOOD);
+  CHECK_EQ(cond_of(2), ZNBD_ZONE_COND_EMPTY);
+}
+
 /* Run CDB (copied to a heap block of exactly LEN bytes) with one heap
  * buffer of exactly N bytes, so the sanitizer build catches any byte read
  * or written outside them; the data-in comes back in OUT (N bytes). */
@@ -864,6 +900,7 @@ main(void)
   test_opcodes();
   test_alloc_lengths();
   test_malformed();
+  test_all();
   test_power_cut();
   znbd_dev_free(s.dev);
   return check_done("scsi_test");
