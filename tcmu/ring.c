@@ -74,8 +74,9 @@ struct tcmu_job {
   struct tcmu_job *next;
   uint64_t seq; /* ring order, counted over commands */
   uint16_t cmd_id;
-  uint8_t cdb[16]; /* sd sends at most 16-byte CDBs */
-  size_t cdb_len;  /* from the opcode's group: znbd_scsi_cdb_len() */
+  uint8_t cdb[16];   /* sd sends at most 16-byte CDBs */
+  size_t cdb_len;    /* from the opcode's group: znbd_scsi_cdb_len() */
+  uint64_t delay_ns; /* injected latency: znbd_scsi_delay_nsec() */
   uint32_t iovcnt;
   struct iovec iov[];
 };
@@ -171,7 +172,7 @@ run_job(struct tcmu_ring *r, struct znbd_scsi *s, struct tcmu_job *j,
   struct znbd_scsi_cmd c = {
       .cdb = j->cdb, .cdb_len = j->cdb_len, .iov = j->iov, .iovcnt = j->iovcnt};
   int st = znbd_scsi_exec(s, &c);
-  uint64_t ns = znbd_scsi_delay_nsec(s, j->cdb);
+  uint64_t ns = j->delay_ns;
   if (ns) {
     struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
     while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
@@ -208,9 +209,9 @@ worker(void *arg)
  * each to a worker (two thread wake-ups) costs more than the command
  * itself. */
 static bool
-run_inline(struct znbd_scsi *s, const uint8_t *cdb)
+run_inline(const struct tcmu_job *j)
 {
-  return cdb[0] != 0x35 && cdb[0] != 0x91 && znbd_scsi_delay_nsec(s, cdb) == 0;
+  return j->cdb[0] != 0x35 && j->cdb[0] != 0x91 && j->delay_ns == 0;
 }
 
 /* ---- What the kernel wrote: checked before use ---------------------
@@ -295,7 +296,8 @@ take(struct tcmu_ring *r, struct znbd_scsi *s, uint32_t off)
     j->iov[i].iov_base = base + (size_t)e->req.iov[i].iov_base;
     j->iov[i].iov_len = e->req.iov[i].iov_len;
   }
-  if (run_inline(s, j->cdb)) {
+  j->delay_ns = znbd_scsi_delay_nsec(s, j->cdb); /* once: it takes mbps */
+  if (run_inline(j)) {
     pthread_mutex_unlock(&r->lock);
     run_job(r, s, j, false); /* the ring thread kicks for its batch */
     return 0;

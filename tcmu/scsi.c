@@ -561,6 +561,47 @@ zone_check(struct znbd_scsi *s, uint64_t off, uint64_t len, bool write)
   return 0;
 }
 
+/* The kind (ZNBD_IO_READ or ZNBD_IO_WRITE) of the READ or WRITE
+ * opcode OP, or 0 for another command. */
+static unsigned
+rw_kind(uint8_t op)
+{
+  switch (op) {
+  case 0x28:
+  case 0xa8:
+  case 0x88:
+    return ZNBD_IO_READ;
+  case 0x2a:
+  case 0xaa:
+  case 0x8a:
+    return ZNBD_IO_WRITE;
+  default:
+    return 0;
+  }
+}
+
+/* The LBA and transfer length (blocks) of the READ or WRITE CDB. */
+static void
+rw_extent(const uint8_t *cdb, uint64_t *lba, uint64_t *blocks)
+{
+  switch (cdb[0]) {
+  case 0x28: /* READ(10) */
+  case 0x2a:
+    *lba = znbd_scsi_be(cdb + 2, 4);
+    *blocks = znbd_scsi_be(cdb + 7, 2);
+    break;
+  case 0xa8: /* READ(12) */
+  case 0xaa:
+    *lba = znbd_scsi_be(cdb + 2, 4);
+    *blocks = znbd_scsi_be(cdb + 6, 4);
+    break;
+  default: /* READ(16), WRITE(16) */
+    *lba = znbd_scsi_be(cdb + 2, 8);
+    *blocks = znbd_scsi_be(cdb + 10, 4);
+    break;
+  }
+}
+
 static int
 read_write(struct znbd_scsi *s, struct znbd_scsi_cmd *c, bool write)
 {
@@ -568,22 +609,7 @@ read_write(struct znbd_scsi *s, struct znbd_scsi_cmd *c, bool write)
   uint64_t lba, blocks;
   bool fua = c->cdb[1] & 0x08;
 
-  switch (c->cdb[0]) {
-  case 0x28: /* READ(10) */
-  case 0x2a:
-    lba = znbd_scsi_be(c->cdb + 2, 4);
-    blocks = znbd_scsi_be(c->cdb + 7, 2);
-    break;
-  case 0xa8: /* READ(12) */
-  case 0xaa:
-    lba = znbd_scsi_be(c->cdb + 2, 4);
-    blocks = znbd_scsi_be(c->cdb + 6, 4);
-    break;
-  default: /* READ(16), WRITE(16) */
-    lba = znbd_scsi_be(c->cdb + 2, 8);
-    blocks = znbd_scsi_be(c->cdb + 10, 4);
-    break;
-  }
+  rw_extent(c->cdb, &lba, &blocks);
   uint64_t nblocks = znbd_dev_size(s->dev) / p->blocksize;
   if (lba > nblocks || blocks > nblocks - lba)
     return fail(c, S_LBA_RANGE);
@@ -853,14 +879,13 @@ znbd_scsi_exec(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
     return mode_sense(s, c, false);
   case 0x5a: /* MODE SENSE(10) */
     return mode_sense(s, c, true);
-  case 0x28:
+  case 0x28: /* READ(10), (12), (16) */
   case 0xa8:
   case 0x88:
-    return read_write(s, c, false);
-  case 0x2a:
+  case 0x2a: /* WRITE(10), (12), (16) */
   case 0xaa:
   case 0x8a:
-    return read_write(s, c, true);
+    return read_write(s, c, rw_kind(cdb[0]) == ZNBD_IO_WRITE);
   case 0x35: /* SYNCHRONIZE CACHE(10) */
   case 0x91: /* SYNCHRONIZE CACHE(16) */
     if (znbd_dev_flush(s->dev) < 0)
@@ -882,9 +907,14 @@ znbd_scsi_exec(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
 uint64_t
 znbd_scsi_delay_nsec(struct znbd_scsi *s, const uint8_t *cdb)
 {
-  uint64_t ns = znbd_dev_params(s->dev)->completion_nsec;
-  unsigned sa = cdb[1] & 0x1f;
+  const struct znbd_params *p = znbd_dev_params(s->dev);
+  uint64_t ns = p->completion_nsec, lba, blocks;
+  unsigned sa = cdb[1] & 0x1f, kind = rw_kind(cdb[0]);
   if (cdb[0] == 0x94 && sa >= 0x01 && sa <= 0x04)
     ns += znbd_dev_zone_op_nsec(s->dev, zbc_out_ops[sa]);
+  if (kind) { /* the mbps bucket, as for every front-end */
+    rw_extent(cdb, &lba, &blocks);
+    ns += znbd_dev_delay_nsec(s->dev, kind, blocks * p->blocksize);
+  }
   return ns;
 }

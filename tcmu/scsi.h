@@ -91,10 +91,13 @@ size_t znbd_scsi_cdb_len(uint8_t op);
  * Never fails otherwise. */
 int znbd_scsi_exec(struct znbd_scsi *s, struct znbd_scsi_cmd *c);
 
-/* The injected latency of the command whose CDB is CDB, in ns: the
- * device's completion_nsec, plus zone_open/close/finish/reset_nsec for a
- * ZBC OUT (the same parameters as znbd's other front-ends; with ALL the
- * operation's latency counts once). */
+/* The injected latency of the command whose CDB is CDB (16 bytes, zero
+ * past its length), in ns: the device's completion_nsec, plus
+ * zone_open/close/finish/reset_nsec for a ZBC OUT (the same parameters
+ * as znbd's other front-ends; with ALL the operation's latency counts
+ * once), plus for a READ or WRITE the wait the mbps bucket gives its
+ * transfer (znbd_dev_delay_nsec()).  It takes from that bucket: call it
+ * once per command. */
 uint64_t znbd_scsi_delay_nsec(struct znbd_scsi *s, const uint8_t *cdb);
 
 #endif

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "check.h"
 #include "scsi.h"
@@ -817,6 +818,14 @@ test_refusals(void)
   znbd_params_free(&p);
 }
 
+static uint64_t
+now_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* Injected latency per command: completion_nsec for every one, plus the
  * zone operation's own for ZBC OUT. */
 static void
@@ -837,6 +846,28 @@ test_delay(void)
   CHECK_EQ(znbd_scsi_delay_nsec(&d, cdb), 8000);
   zbc_out(0x07, ZLBA, false, cdb); /* no such service action */
   CHECK_EQ(znbd_scsi_delay_nsec(&d, cdb), 1000);
+  znbd_dev_free(d.dev);
+  znbd_params_free(&p);
+
+  /* mbps=1: each READ or WRITE waits its turn on the link, 1 MiB/s:
+   * 64 KiB then another 64 KiB complete about 1/16 s and 2/16 s from now;
+   * a command that moves no data waits only completion_nsec. */
+  test_params(&p, (const char *const[]){"size", "16M", "zone_size", "1M",
+                                        "mbps", "1", NULL});
+  d.dev = test_dev(&p);
+  const uint64_t cost = 62500000; /* 64 KiB at 1 MiB/s, ns */
+  rw16(0x88, 0, 128, cdb);
+  uint64_t t0 = now_ns(), first = znbd_scsi_delay_nsec(&d, cdb);
+  rw16(0x8a, ZLBA, 128, cdb);
+  uint64_t second = znbd_scsi_delay_nsec(&d, cdb), t1 = now_ns();
+  /* Each ends COST after the previous one's end, the first COST after
+   * its call: so both ends lie within [t1 - t0] of that. */
+  CHECKF(first <= cost && first + (t1 - t0) >= cost, "first %llu ns",
+         (unsigned long long)first);
+  CHECKF(second <= 2 * cost && second + (t1 - t0) >= 2 * cost, "second %llu ns",
+         (unsigned long long)second);
+  zbc_out(0x04, ZLBA, false, cdb);
+  CHECK_EQ(znbd_scsi_delay_nsec(&d, cdb), 0);
   znbd_dev_free(d.dev);
 }
 
