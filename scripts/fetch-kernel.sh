@@ -26,8 +26,9 @@ export LC_ALL=C
 root=${ZNBD_KERNEL_DIR:-/var/lib/znbd/kernels}
 series=${ZNBD_KERNEL_SERIES:-6.18}
 min_minor=16 # 6.16: the oldest series worth a guest of its own
-fail() {
+fail() { # also kept in $root/.fetch-failed: modern.test's skip says why
   echo "fetch-kernel: $*" >&2
+  { [ -d "$root" ] && echo "$*" > "$root/.fetch-failed"; } 2> /dev/null
   exit 1
 }
 
@@ -100,12 +101,14 @@ aptopts=(-q -o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Etc::SourceList=$apt_
   -o Acquire::Retries=2 -o Acquire::http::Timeout=30 -o Acquire::https::Timeout=30)
 
 echo "fetch-kernel: looking for Linux $series.x (else 6.x >= 6.$min_minor) in trixie-backports, bookworm-backports"
-if ! timeout -k 10 180 apt-get "${aptopts[@]}" update > "$apt_dir/update.log" 2>&1; then
-  # One suite may fail (say, bookworm-backports retired) and the other
-  # still be there: go on if any list came.
-  ls "$apt_dir"/lists/*_Packages* > /dev/null 2>&1 ||
-    fail "apt-get update of trixie-backports failed or timed out ($(grep -m1 -E '^(E|W):' "$apt_dir/update.log" || echo 'no message'))"
-fi
+# apt-get update may exit 0 when a fetch failed (a warning only), and one
+# suite may fail (say, bookworm-backports retired) with the other there:
+# what counts is whether a list came (so none is kept from a run before).
+rm -f "$apt_dir"/lists/*_Packages*
+timeout -k 10 180 apt-get "${aptopts[@]}" update > "$apt_dir/update.log" 2>&1
+rc=$?
+ls "$apt_dir"/lists/*_Packages* > /dev/null 2>&1 ||
+  fail "apt-get update of trixie-backports failed (status $rc$([ $rc = 124 ] && echo ', timed out'): $(grep -m1 -E '^(E|W|Err):' "$apt_dir/update.log" || echo 'no message'))"
 
 # Candidates: linux-image-6.Y.Z+debNN-amd64 (not cloud, rt, dbg or
 # unsigned), the preferred series first, newest first within each.
@@ -178,4 +181,5 @@ depmod -b "$kroot" "$kver" || fail "depmod -b for $kver failed"
 echo "$pkgs $(du -sm "$kroot" | cut -f1) MiB, fetched $(date -u +%Y-%m-%dT%H:%MZ)" > "$kroot/.znbd-kernel"
 rm -rf "${root:?}/$kver"
 mv "$kroot" "$root/$kver" || fail "cannot move the kernel to $root/$kver"
+rm -f "$root/.fetch-failed"
 echo "fetch-kernel: Linux $kver in $root/$kver"
