@@ -131,6 +131,10 @@ for kver in $cands; do
   # linux-binary-KVER (the kernel) + linux-modules-KVER.
   if field "$img" Depends | grep -q "linux-binary-$kver"; then
     pkgs="linux-binary-$kver linux-modules-$kver"
+    # These two lack modules.order and modules.builtin (seen with 7.3.4),
+    # so modprobe cannot tell a built-in module from a missing one: take
+    # linux-base-KVER too (the image depends on it) when it is listed.
+    [ -z "$(field "linux-base-$kver" Filename)" ] || pkgs+=" linux-base-$kver"
   else
     pkgs=$img
   fi
