@@ -11,7 +11,7 @@ build="autoconf automake libtool make gcc pkg-config perl
 test="python3 python3-libnbd fio qemu-utils nbd-client util-linux
   clang libclang-rt-dev clang-format e2fsprogs gnuplot-nox procps
   qemu-system-x86 linux-image-amd64 busybox-static libguestfs-tools
-  kmod cpio xz-utils binutils valgrind strace gnutls-bin
+  kmod cpio xz-utils zstd binutils valgrind strace gnutls-bin
   sg3-utils btrfs-progs f2fs-tools open-iscsi tcmu-runner"
 clients="python3 python3-libnbd qemu-utils fio dpkg-dev"
 case ${ZNBD_DEPS:-all} in
@@ -32,6 +32,18 @@ if [ -n "$missing" ]; then
   apt-get update -q
   apt-get install -y -q --no-install-recommends $missing
 fi
+
+# Today's kernel for the VM tests (tests/vm/modern.test and
+# ZNBD_VM_KERNEL=modern): downloaded and unpacked, never installed.
+# Optional: without it those tests skip, so a failure here (say, no
+# network) does not fail the install.
+case ${ZNBD_DEPS:-all} in
+build | serve) ;;
+*)
+  "$(dirname "$0")/fetch-kernel.sh" ||
+    echo "install-deps: the VM tests on today's kernel will skip" >&2
+  ;;
+esac
 
 # fio's internal headers (for client/znbd-fio.so, the fio ioengine) come
 # only with Debian's source package of the installed fio.  apt needs a

@@ -1,0 +1,189 @@
+#!/bin/bash
+# fetch-kernel.sh: put one of today's Debian kernels (6.18.x from
+# trixie-backports by preference) into a folder of znbd's, WITHOUT
+# installing it, so tests/vm/vm-run can boot it (ZNBD_VM_KERNEL=modern).
+#
+#   ZNBD_KERNEL_DIR      where kernels go (default /var/lib/znbd/kernels);
+#                        each one as DIR/KVER/{boot/vmlinuz-KVER,
+#                        lib/modules/KVER} with a depmod index, and
+#                        DIR/KVER/.znbd-kernel once complete
+#   ZNBD_KERNEL_SERIES   preferred series (default 6.18); otherwise the
+#                        newest 6.x >= 6.16 that can be downloaded
+#   ZNBD_KERNEL_REFRESH=1  look at the archive even if a kernel is there
+#
+# Why not install it: an installed linux-image becomes the newest
+# /boot/vmlinuz-* and so every VM test's default kernel, and it would pull
+# initramfs tools into the machine.  Here apt runs with a private state
+# (lists, cache, source list) next to the kernels: the machine's apt
+# sources, lists and dpkg database are left as they are.  The archive URL
+# is the one the machine's own Debian entries use (/etc/apt/sources.list*).
+#
+# Idempotent; with a kernel already there it touches no network.  Every
+# network step is bounded in time.  On failure: one line "fetch-kernel:
+# ..." on stderr and exit status 1; tests that need the kernel skip.
+set -u
+export LC_ALL=C
+root=${ZNBD_KERNEL_DIR:-/var/lib/znbd/kernels}
+series=${ZNBD_KERNEL_SERIES:-6.18}
+min_minor=16 # 6.16: the oldest series worth a guest of its own
+fail() { # also kept in $root/.fetch-failed: modern.test's skip says why
+  echo "fetch-kernel: $*" >&2
+  { [ -d "$root" ] && echo "$*" > "$root/.fetch-failed"; } 2> /dev/null
+  exit 1
+}
+
+# A complete kernel already there: nothing to do.
+have=
+for m in "$root"/*/.znbd-kernel; do
+  [ -f "$m" ] && have+="$(basename "$(dirname "$m")") "
+done
+if [ -n "$have" ] && [ "${ZNBD_KERNEL_REFRESH:-0}" != 1 ]; then
+  echo "fetch-kernel: have ${have}in $root"
+  exit 0
+fi
+
+for t in apt-get apt-cache dpkg depmod timeout; do
+  command -v $t > /dev/null || fail "$t missing"
+done
+{ mkdir -p "$root" 2> /dev/null && [ -w "$root" ]; } || fail "cannot write $root (run as root or set ZNBD_KERNEL_DIR)"
+
+# The machine's Debian archive: the first deb entry (one-line or deb822)
+# with a plain Debian suite (not -security), and its keyring if it names
+# a file.  Output: "URI KEYRING" (KEYRING "-" if none).
+debian_entry() {
+  local f
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    [ -f "$f" ] || continue
+    awk '$1 == "deb" {
+      i = 2; key = "-"
+      if ($i ~ /^\[/) {
+        for (; i <= NF; i++) {
+          if ($i ~ /^\[?signed-by=/) { key = $i; sub(/^\[?signed-by=/, "", key); sub(/\]$/, "", key) }
+          if ($i ~ /\]$/) { i++; break }
+        }
+      }
+      if ($(i + 1) ~ /^(bookworm|trixie|forky|stable|oldstable|testing)(-updates|-backports)?$/) { print $i, key; exit }
+    }' "$f"
+  done
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [ -f "$f" ] || continue
+    awk 'function flush() {
+        if (types ~ /(^| )deb( |$)/ && enabled !~ /^[Nn]o/ && uri != "")
+          if (suites ~ /(^| )(bookworm|trixie|forky|stable|oldstable|testing)(-updates|-backports)?( |$)/) { print uri, (key ~ /^\// ? key : "-"); found = 1; exit }
+        types = uri = suites = enabled = ""; key = "-"
+      }
+      BEGIN { key = "-" }
+      /^[ \t]*$/ { flush(); next }
+      /^[Tt]ypes:/ { sub(/^[^:]*:[ \t]*/, ""); types = $0 }
+      /^URIs:/ { sub(/^[^:]*:[ \t]*/, ""); uri = $1 }
+      /^Suites:/ { sub(/^[^:]*:[ \t]*/, ""); suites = $0 }
+      /^Enabled:/ { sub(/^[^:]*:[ \t]*/, ""); enabled = $0 }
+      /^Signed-By:/ { sub(/^[^:]*:[ \t]*/, ""); key = $0 }
+      END { if (!found) flush() }' "$f"
+  done
+}
+read -r uri key < <(debian_entry | head -n 1)
+[ -n "${uri:-}" ] || fail "no Debian archive entry in /etc/apt/sources.list*"
+if [ "$key" = - ] || [ ! -r "$key" ]; then
+  key=/usr/share/keyrings/debian-archive-keyring.gpg
+  [ -r "$key" ] || key=
+fi
+
+apt_dir=$root/.apt
+mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" || fail "cannot create $apt_dir"
+opt=${key:+[signed-by=$key] }
+{
+  echo "deb ${opt}$uri trixie-backports main"
+  echo "deb ${opt}$uri bookworm-backports main"
+} > "$apt_dir/sources.list"
+aptopts=(-q -o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Etc::SourceList=$apt_dir/sources.list"
+  -o Dir::Etc::SourceParts=/dev/null -o "Dir::Cache=$apt_dir/cache"
+  -o Acquire::Retries=2 -o Acquire::http::Timeout=30 -o Acquire::https::Timeout=30)
+
+echo "fetch-kernel: looking for Linux $series.x (else 6.x >= 6.$min_minor) in trixie-backports, bookworm-backports"
+# apt-get update may exit 0 when a fetch failed (a warning only), and one
+# suite may fail (say, bookworm-backports retired) with the other there:
+# what counts is whether a list came (so none is kept from a run before).
+rm -f "$apt_dir"/lists/*_Packages*
+timeout -k 10 180 apt-get "${aptopts[@]}" update > "$apt_dir/update.log" 2>&1
+rc=$?
+ls "$apt_dir"/lists/*_Packages* > /dev/null 2>&1 ||
+  fail "apt-get update of trixie-backports failed (status $rc$([ $rc = 124 ] && echo ', timed out'): $(grep -m1 -E '^(E|W|Err):' "$apt_dir/update.log" || echo 'no message'))"
+
+# Candidates: linux-image-6.Y.Z+debNN-amd64 (not cloud, rt, dbg or
+# unsigned), the preferred series first, newest first within each.
+field() { apt-cache "${aptopts[@]}" show --no-all-versions "$1" 2> /dev/null | sed -n "s/^$2: //p" | head -n 1; }
+cands=$(apt-cache "${aptopts[@]}" pkgnames linux-image-6. 2> /dev/null |
+  grep -E '^linux-image-6\.[0-9]+\.[0-9]+[^-]*-amd64$' | sed 's/^linux-image-//' |
+  awk -F. -v s="$series" -v m="$min_minor" '$2 + 0 >= m {
+      k = $0; print ((($1 "." $2) == s) ? 1 : 0), $2, $3 + 0, k }' |
+  sort -k1,1nr -k2,2nr -k3,3nr | cut -d' ' -f4)
+[ -n "$cands" ] || fail "no linux-image-6.x (x >= $min_minor) amd64 in trixie-backports or bookworm-backports"
+
+tmp=$(mktemp -d "$root/.fetch.XXXXXX") || fail "mktemp in $root failed"
+trap 'rm -rf "$tmp"' EXIT
+chmod 0755 "$tmp" # apt-get download runs as _apt where it can
+got='' why=''
+for kver in $cands; do
+  img=linux-image-$kver
+  [ -n "$(field "$img" Filename)" ] || continue # only in dpkg's status
+  # Full image (boot/vmlinuz + modules) or, from 6.19, a metapackage over
+  # linux-binary-KVER (the kernel) + linux-modules-KVER.
+  if field "$img" Depends | grep -q "linux-binary-$kver"; then
+    pkgs="linux-binary-$kver linux-modules-$kver"
+    # These two lack modules.order and modules.builtin (seen with 7.3.4),
+    # so modprobe cannot tell a built-in module from a missing one: take
+    # linux-base-KVER too (the image depends on it) when it is listed.
+    [ -z "$(field "linux-base-$kver" Filename)" ] || pkgs+=" linux-base-$kver"
+  else
+    pkgs=$img
+  fi
+  ok=1
+  for p in $pkgs; do [ -n "$(field "$p" Filename)" ] || ok=0; done
+  if [ "$ok" = 0 ]; then
+    why="$pkgs: not all in the archive"
+    continue
+  fi
+  size=0
+  for p in $pkgs; do size=$((size + $(field "$p" Size))); done
+  echo "fetch-kernel: downloading $pkgs ($((size / 1048576)) MiB)"
+  rm -f "$tmp"/*.deb
+  t0=$SECONDS
+  # shellcheck disable=SC2086
+  if ! (cd "$tmp" && timeout -k 10 1200 apt-get "${aptopts[@]}" download $pkgs) > "$tmp/download.log" 2>&1; then
+    why="$pkgs: download failed ($(grep -m1 -E '^(E|W|Err)' "$tmp/download.log" || tail -n 1 "$tmp/download.log"))"
+    echo "fetch-kernel: $why; trying an older one" >&2
+    continue
+  fi
+  echo "fetch-kernel: downloaded in $((SECONDS - t0)) s"
+  got=$kver
+  break
+done
+[ -n "$got" ] || fail "no 6.x kernel could be downloaded: ${why:-none listed}"
+kver=$got
+
+kroot=$tmp/root
+for deb in "$tmp"/*.deb; do
+  dpkg -x "$deb" "$kroot" || fail "dpkg -x $deb failed"
+done
+rm -f "$tmp"/*.deb
+# Trixie's packages may put modules under usr/lib; vm-run and depmod -b
+# look under lib/modules.
+if [ ! -d "$kroot/lib/modules/$kver" ] && [ -d "$kroot/usr/lib/modules/$kver" ]; then
+  mkdir -p "$kroot/lib/modules"
+  mv "$kroot/usr/lib/modules/$kver" "$kroot/lib/modules/$kver"
+fi
+[ -d "$kroot/lib/modules/$kver/kernel" ] || fail "$kver: no modules in the package"
+if [ ! -f "$kroot/boot/vmlinuz-$kver" ]; then
+  mkdir -p "$kroot/boot"
+  for v in "$kroot/lib/modules/$kver/vmlinuz" "$kroot/usr/lib/linux-image-$kver/vmlinuz"; do
+    [ -f "$v" ] && cp "$v" "$kroot/boot/vmlinuz-$kver" && break
+  done
+fi
+[ -f "$kroot/boot/vmlinuz-$kver" ] || fail "$kver: no vmlinuz in the package"
+depmod -b "$kroot" "$kver" || fail "depmod -b for $kver failed"
+echo "$pkgs $(du -sm "$kroot" | cut -f1) MiB, fetched $(date -u +%Y-%m-%dT%H:%MZ)" > "$kroot/.znbd-kernel"
+rm -rf "${root:?}/$kver"
+mv "$kroot" "$root/$kver" || fail "cannot move the kernel to $root/$kver"
+rm -f "$root/.fetch-failed"
+echo "fetch-kernel: Linux $kver in $root/$kver"

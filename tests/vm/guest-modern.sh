@@ -1,0 +1,134 @@
+#!/bin/bash
+# In a guest booted on today's kernel (modern.test; vm-run --kernel-root):
+# what the next steps of the kernel tests stand on.  TAP output.
+#   guest-modern.sh KVER
+# - the guest runs KVER (the fetched kernel, not Debian 12's 6.1);
+# - null_blk zoned through configfs: blkzone report lists the zones, a
+#   write at a zone's wp moves it, one off the wp fails and changes
+#   neither the wp nor the data, a reset empties the zone; the block
+#   layer's zone write plugging (6.10+, absent from 6.1) is there;
+# - ublk_drv (absent from Debian's 6.1): /dev/ublk-control appears and
+#   the driver's feature mask has ZONED and USER_COPY, which a zoned
+#   ublk server needs;
+# - the kernel NBD client on znbd --queue-mode=bio (zoned, in the guest):
+#   a write at the wp reads back, one ahead of the wp fails with EIO and
+#   changes nothing.
+# shellcheck source=guest-lib.sh
+. "$top_srcdir/tests/vm/guest-lib.sh"
+want=${1:?usage: guest-modern.sh KVER}
+M=$((1024 * 1024))
+head -c $((1 * M)) /dev/urandom > "$work/rand"
+
+runs_kernel() {
+  echo "uname -r: $(uname -r)"
+  [ "$(uname -r)" = "$want" ]
+}
+check "the guest runs the fetched kernel $want" runs_kernel
+
+# ------------------------------------------------------------ null_blk zoned
+# 16 zones of 4 MiB, none conventional, memory-backed.
+nb=/sys/kernel/config/nullb/modern
+nullb_create() {
+  local a
+  modprobe null_blk nr_devices=0 && mkdir "$nb" || return 1
+  for a in size=64 memory_backed=1 zoned=1 zone_size=4 zone_nr_conv=0 power=1; do
+    echo "${a#*=}" > "$nb/${a%%=*}" || { echo "cannot set $a"; return 1; }
+  done
+  # The disk takes the configfs item's name (6.1: nullbN, the only one
+  # with nr_devices=0).
+  DEV=
+  for d in /sys/block/modern /sys/block/nullb*; do
+    [ -e "$d" ] && DEV=/dev/${d##*/} && break
+  done
+  [ -n "$DEV" ] && [ -b "$DEV" ] || { echo "no null_blk disk appeared"; return 1; }
+  echo "$DEV: $(cat "/sys/block/${DEV#/dev/}/queue/zoned"), $(cat "/sys/block/${DEV#/dev/}/queue/nr_zones") zones"
+}
+zone_field() { # SECTOR wptr|zcond: the zone's wp (sectors from its start) or condition
+  local line
+  line=$(blkzone report -o "$1" -c 1 "$DEV") || return 1
+  case $2 in
+    wptr) echo $((0x$(sed -n 's/.*wptr 0x\([0-9a-f]*\).*/\1/p' <<< "$line"))) ;;
+    zcond) sed -n 's/.*zcond: *[0-9]*(\([a-z]*\)).*/\1/p' <<< "$line" ;;
+  esac
+}
+zone_is() { # SECTOR WP COND
+  local wp cond
+  wp=$(zone_field "$1" wptr) && cond=$(zone_field "$1" zcond) || return 1
+  echo "zone at sector $1: wp $wp, condition $cond"
+  [ "$wp" = "$2" ] && [ "$cond" = "$3" ]
+}
+report_lists() { # N: N zones, all empty
+  local out
+  out=$(blkzone report "$DEV") || return 1
+  printf '%s\n' "$out" | head -n 2
+  [ "$(grep -c 'start:' <<< "$out")" = "$1" ] && [ "$(grep -c 'zcond: *1(em)' <<< "$out")" = "$1" ]
+}
+all() { # CMD... [-- CMD...]...: run each in turn, stop at the first failure
+  local cmd=()
+  while [ $# -gt 0 ]; do
+    if [ "$1" = -- ]; then
+      "${cmd[@]}" || return 1
+      cmd=()
+    else
+      cmd+=("$1")
+    fi
+    shift
+  done
+  "${cmd[@]}"
+}
+# null_blk reads what was never written as 0xff bytes, not zeros (6.1
+# too): compare with the last zone, which no check writes.
+unwritten_bytes() { # OFF LEN
+  cmp -n "$2" <(dread "$1" "$2") <(dread $((15 * 4 * M)) "$2") && echo "$2 bytes at $1 read as never written"
+}
+write_fails() { # OFF LEN FILE
+  if dwrite "$@"; then
+    echo "the write succeeded"
+    return 1
+  fi
+  echo "the write failed, as it must"
+}
+z1=$((4 * M)) # zone 1, byte offset; sector 8192
+if check "null_blk: a zoned disk (64 MiB, 4 MiB zones) made through configfs" nullb_create; then
+  check "null_blk: blkzone report lists 16 zones, all empty" report_lists 16
+  check "null_blk: zone write plugging is there (debugfs zone_wplugs)" \
+    test -e "/sys/kernel/debug/block/${DEV#/dev/}/zone_wplugs"
+  check "null_blk: 64 KiB at zone 1's wp" dwrite $z1 65536 "$work/rand"
+  check "null_blk: ... moved its wp to 128 sectors (implicitly open)" zone_is 8192 128 oi
+  check "null_blk: a write 1 MiB ahead of the wp fails" write_fails $((z1 + M)) 4096 "$work/rand"
+  check "null_blk: ... and moved nothing (wp 128 sectors, unwritten bytes there)" \
+    all zone_is 8192 128 oi -- unwritten_bytes $((z1 + M)) 4096
+  check "null_blk: the data at zone 1's start reads back" same_bytes $z1 65536 "$work/rand"
+  check "null_blk: blkzone reset empties zone 1" \
+    all blkzone reset -o 8192 -c 1 "$DEV" -- zone_is 8192 0 em -- unwritten_bytes $z1 65536
+  echo 0 > "$nb/power"
+  rmdir "$nb"
+fi
+
+# ---------------------------------------------------------------------- ublk
+ublk_features() {
+  local f=$top_builddir/tests/vm/ublk-features mask
+  [ -x "$f" ] || { echo "$f is not built (make check builds it)"; return 1; }
+  mask=$("$f") || return 1
+  # UBLK_F_USER_COPY (bit 7) and UBLK_F_ZONED (bit 8).
+  echo "feature mask $mask"
+  [ $((mask & 0x180)) = $((0x180)) ]
+}
+check "ublk: modprobe ublk_drv makes /dev/ublk-control" \
+  sh -c 'modprobe ublk_drv && test -c /dev/ublk-control && ls -l /dev/ublk-control'
+check "ublk: the feature mask has ZONED and USER_COPY" ublk_features
+
+# ----------------------------------------------------------------------- NBD
+DEV=/dev/nbd0
+if ! why=$(frontend_available bio); then
+  check "znbd is built" sh -c "echo '$why'; false"
+elif check "nbd: modprobe nbd" modprobe nbd nbds_max=1 &&
+  check "nbd: start znbd bio, 16 zones of 4 MiB" start_server bio size=64M zone_size=4M blocksize=4096 &&
+  check "nbd: nbd-client -b 4096 -C 1" attach 4096 1; then
+  check "nbd: 64 KiB at zone 0's wp read back" write_read 0 65536 "$work/rand"
+  check "nbd: a write ahead of zone 1's wp fails with EIO" expect_eio dwrite $((z1 + 65536)) 4096 "$work/rand"
+  check "nbd: ... and changed nothing there (zeros)" zero_bytes $((z1 + 65536)) 4096
+  check "nbd: nbd-client -d" detach
+fi
+stop_server > /dev/null
+tap_end
