@@ -77,6 +77,10 @@ struct tcmu_job {
   uint8_t cdb[16];   /* sd sends at most 16-byte CDBs */
   size_t cdb_len;    /* from the opcode's group: znbd_scsi_cdb_len() */
   uint64_t delay_ns; /* injected latency: znbd_scsi_delay_nsec() */
+  /* A dropped reply's result, kept until the ring stops: */
+  int st;
+  uint32_t read_len;
+  uint8_t sense[ZNBD_SCSI_SENSE_LEN];
   uint32_t iovcnt;
   struct iovec iov[];
 };
@@ -178,9 +182,39 @@ run_job(struct tcmu_ring *r, struct znbd_scsi *s, struct tcmu_job *j,
     while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
       ;
   }
+  if (c.drop_reply) {
+    /* Lost on its way back: the kernel hears nothing and fails the
+     * command after its cmd_time_out.  The entry is completed when the
+     * ring stops (drain_dropped()), so that its slot and data blocks are
+     * given back to a kernel that has long given up on it. */
+    j->st = st;
+    j->read_len = c.read_len;
+    memcpy(j->sense, c.sense, sizeof j->sense);
+    pthread_mutex_lock(&r->lock);
+    j->next = r->dropped;
+    r->dropped = j;
+    pthread_mutex_unlock(&r->lock);
+    return;
+  }
   if (complete(r, j->cmd_id, j->seq, st, c.sense, c.read_len, do_kick) < 0)
     perror("znbd-tcmu: write to the UIO device");
   free(j);
+}
+
+/* Complete the commands whose replies were dropped, as the ring stops. */
+static void
+drain_dropped(struct tcmu_ring *r)
+{
+  struct tcmu_job *j = r->dropped;
+  r->dropped = NULL;
+  while (j) {
+    struct tcmu_job *next = j->next;
+    complete(r, j->cmd_id, j->seq, j->st, j->sense, j->read_len, false);
+    free(j);
+    j = next;
+  }
+  if (kick(r) < 0)
+    perror("znbd-tcmu: write to the UIO device");
 }
 
 static void *
@@ -346,7 +380,7 @@ tcmu_ring_serve(struct tcmu_ring *r, struct znbd_scsi *s,
   pthread_t th[TCMU_RING_WORKERS];
   int nth = 0, rc = 0, e = 0;
 
-  r->head = NULL;
+  r->head = r->dropped = NULL;
   r->qtail = &r->head;
   r->quit = 0;
   r->unkicked = 0;
@@ -410,6 +444,7 @@ tcmu_ring_serve(struct tcmu_ring *r, struct znbd_scsi *s,
   pthread_mutex_unlock(&r->lock);
   for (int i = 0; i < nth; i++)
     pthread_join(th[i], NULL);
+  drain_dropped(r);
   errno = e;
   return rc;
 }

@@ -31,6 +31,7 @@ struct tcmu_ring {
   pthread_mutex_t lock; /* the queue, the tail and the counters */
   pthread_cond_t ready;
   struct tcmu_job *head, **qtail;
+  struct tcmu_job *dropped; /* executed, replies dropped (drop-reply) */
   int quit;
   /* Completions not yet signalled to the kernel, and whether a thread is
    * in the write(2) that signals them (see complete() in ring.c). */

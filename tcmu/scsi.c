@@ -832,11 +832,10 @@ report_opcodes(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
   return data_in(c, b, 4, alloc);
 }
 
-int
-znbd_scsi_exec(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
+static int
+exec_cdb(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
 {
   const uint8_t *cdb = c->cdb;
-  c->read_len = 0;
 
   /* A CDB shorter than its operation code's group says (SAM-5 5.2) has
    * fields missing: nothing past its end is read. */
@@ -902,6 +901,35 @@ znbd_scsi_exec(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
   default:
     return fail(c, S_BAD_OPCODE);
   }
+}
+
+/* The request kind (ZNBD_IO_*) of CDB, for drop-reply: RESET WRITE
+ * POINTER is the TRIM of a zoned NBD export, the commands that neither
+ * move data nor change zones are "other". */
+static unsigned
+io_kind(const uint8_t *cdb)
+{
+  unsigned kind = rw_kind(cdb[0]);
+  if (kind)
+    return kind;
+  if (cdb[0] == 0x35 || cdb[0] == 0x91)
+    return ZNBD_IO_FLUSH;
+  if (cdb[0] == 0x94 && (cdb[1] & 0x1f) == 0x04)
+    return ZNBD_IO_TRIM;
+  return ZNBD_IO_OTHER;
+}
+
+int
+znbd_scsi_exec(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
+{
+  c->read_len = 0;
+  c->drop_reply = false;
+  int st = exec_cdb(s, c);
+  /* drop-reply (znbd_dev_drop_reply()): executed, then never answered,
+   * as znbd and the plugin drop an NBD reply. */
+  if (c->cdb_len >= 1 && c->cdb_len >= znbd_scsi_cdb_len(c->cdb[0]))
+    c->drop_reply = znbd_dev_drop_reply(s->dev, io_kind(c->cdb));
+  return st;
 }
 
 uint64_t

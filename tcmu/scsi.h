@@ -11,6 +11,7 @@
 #ifndef ZNBD_TCMU_SCSI_H
 #define ZNBD_TCMU_SCSI_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
@@ -37,6 +38,11 @@ struct znbd_scsi_cmd {
   uint8_t sense[ZNBD_SCSI_SENSE_LEN];
   /* Out: data-in bytes produced (<= the buffers' total). */
   uint32_t read_len;
+  /* Out: the command was executed but its reply is to be dropped
+   * (drop-reply on the control socket, znbd_dev_drop_reply()): the
+   * front-end never completes it, and the kernel fails it after its
+   * command timeout. */
+  bool drop_reply;
 };
 
 /* The SCSI view of device D, named NAME (unit serial number, VPD 80).

@@ -563,6 +563,42 @@ test_all(void)
   CHECK_EQ(cond_of(2), ZNBD_ZONE_COND_EMPTY);
 }
 
+/* drop-reply: the command is executed and marked to be left unanswered,
+ * for the kinds asked, every N-th; the others are answered. */
+static void
+test_drop_reply(void)
+{
+  uint8_t cdb[16];
+  uint64_t z = 7 * ZLBA;
+  struct znbd_dev_stats st0, st1;
+  znbd_dev_stats(s.dev, &st0);
+  znbd_dev_drop_reply_set(s.dev, 2, ZNBD_IO_WRITE);
+  memset(data, 0x5a, 4096);
+  rw16(0x8a, z, 8, cdb);
+  CHECK_EQ(run(cdb, 16, 4096), ZNBD_SCSI_GOOD);
+  CHECK(!last.drop_reply);
+  rw16(0x8a, z + 8, 8, cdb);
+  CHECK_EQ(run(cdb, 16, 4096), ZNBD_SCSI_GOOD);
+  CHECK(last.drop_reply);     /* the second write: dropped */
+  CHECK_EQ(wp_of(7), z + 16); /* ... and executed */
+  CHECK(!last.drop_reply);    /* REPORT ZONES is not a write */
+  rw16(0x88, z, 16, cdb);
+  CHECK_EQ(run(cdb, 16, 8192), ZNBD_SCSI_GOOD);
+  CHECK(!last.drop_reply);
+  CHECK_EQ(data[8191], 0x5a);
+  znbd_dev_drop_reply_set(s.dev, 1, ZNBD_IO_READ);
+  CHECK_EQ(run(cdb, 16, 8192), ZNBD_SCSI_GOOD);
+  CHECK(last.drop_reply);
+  CHECK_EQ(last.read_len, 8192);
+  znbd_dev_drop_reply_set(s.dev, 0, 0);
+  CHECK_EQ(run(cdb, 16, 8192), ZNBD_SCSI_GOOD);
+  CHECK(!last.drop_reply);
+  znbd_dev_stats(s.dev, &st1);
+  CHECK_EQ(st1.dropped_replies - st0.dropped_replies, 2);
+  zbc_out(0x04, z, false, cdb);
+  CHECK_EQ(run(cdb, 16, 0), ZNBD_SCSI_GOOD);
+}
+
 /* Run CDB (copied to a heap block of exactly LEN bytes) with one heap
  * buffer of exactly N bytes, so the sanitizer build catches any byte read
  * or written outside them; the data-in comes back in OUT (N bytes). */
@@ -932,6 +968,7 @@ main(void)
   test_alloc_lengths();
   test_malformed();
   test_all();
+  test_drop_reply();
   test_power_cut();
   znbd_dev_free(s.dev);
   return check_done("scsi_test");

@@ -157,6 +157,32 @@ check "... a restart of the same name reclaims the LUN and serves" k9_restart
 check "... the fsync'ed MiB reads back" same_bytes $((2 * ZS)) $((1 << 20)) "$work/A"
 check "... every write dd counted reads back, the wps past it" k9_durable
 check "... a write at an empty zone's wp reads back" write_read $((6 * ZS)) 4096 "$work/a"
+# drop-reply on the same disk: a read is executed and its reply never
+# sent, so the kernel fails it after cmd_time_out (5 s), with each retry
+# dropped too; once dropping stops, reads are answered as before.
+drop_read() {
+  local t0 t1 st=0
+  ctl "drop-reply every 1 read" | grep '^ok' || return 1
+  t0=$(date +%s%N)
+  $T dd if="$DEV" of=/dev/null bs=4k count=1 skip=$((2 * ZS / 4096)) \
+    iflag=direct > "$work/drop.dd" 2>&1 || st=$?
+  t1=$(date +%s%N)
+  ctl "drop-reply off" | grep '^ok' || return 1
+  grep -e error -e 'records in' "$work/drop.dd"
+  echo "dd ended with status $st after $(((t1 - t0) / 1000000)) ms"
+  [ "$st" != 0 ] && grep -q 'Input/output error' "$work/drop.dd" &&
+    [ $(((t1 - t0) / 1000000)) -ge 4500 ]
+}
+dropped_counted() {
+  local n
+  n=$(ctl stats | sed -n 's/.*dropped_replies=\([0-9]*\).*/\1/p')
+  echo "dropped_replies=$n"
+  [ -n "$n" ] && [ "$n" -ge 1 ]
+}
+check "drop-reply every 1 read: the read fails with EIO after cmd_time_out" drop_read
+check "... the control socket counts the dropped replies" dropped_counted
+check "... drop-reply off: reads are answered, the fsync'ed MiB intact" \
+  same_bytes $((2 * ZS)) $((1 << 20)) "$work/A"
 stop_tcmu k9
 check "... znbd-tcmu k9 stops with status 0" test "$rc" = 0
 check "no configfs entry and no disk left" no_config_left
