@@ -1,8 +1,9 @@
-/* Unit test of the zone control protocol (lib/control.c): parsing and
- * errors on a plain RAM disk (and a front-end's stats hook), every request on a
- * zoned device (exact reply lines and the state afterwards), and the Unix
- * socket server (mode 0600, stale socket replaced, live socket and non-socket
- * refused, requests answered, unlinked on stop).
+/* Unit test of the zone control protocol: the language (lib/control_lang.c)
+ * -- parsing and errors on a plain RAM disk (and a front-end's stats hook),
+ * every request on a zoned device (exact reply lines and the state
+ * afterwards) -- and the Unix socket server (lib/control_server.c: mode 0600,
+ * stale socket replaced, live socket and non-socket refused, requests
+ * answered, unlinked on stop).
  */
 #include <dirent.h>
 #include <errno.h>
