@@ -480,6 +480,8 @@ znbd_control_append(struct znbd_dev *d, const char *line, const void *data,
   uint64_t len, off;
   uint32_t zone, bs = znbd_dev_params(d)->blocksize;
   struct znbd_zone_info z;
+  struct znbd_dev_stats st;
+  uint64_t bad; /* badblock_errors before the append */
 
   if (strlen(line) > ZNBD_CONTROL_LINE_MAX ||
       split_append(line, buf, sizeof buf, w, &len) != 1)
@@ -493,6 +495,8 @@ znbd_control_append(struct znbd_dev *d, const char *line, const void *data,
                        len, bs);
   if (get_zone(d, zone, &z) == -1)
     return reply_error(out, EINVAL, "zone %" PRIu32 " out of range", zone);
+  znbd_dev_stats(d, &st);
+  bad = st.badblock_errors;
   if (znbd_dev_append(d, data, len, z.start, &off) == -1) {
     int e = errno;
     char msg[256];
@@ -511,6 +515,15 @@ znbd_control_append(struct znbd_dev *d, const char *line, const void *data,
       return reply_error(out, EIO,
                          "zone %" PRIu32 ": append refused in condition %s",
                          zone, znbd_zone_cond_name(z.cond));
+    /* It fits: a bad sector (counted) or the store failed. */
+    znbd_dev_stats(d, &st);
+    if (len <= z.start + z.capacity - z.wp)
+      return reply_error(out, EIO,
+                         "zone %" PRIu32 ": append of %" PRIu64
+                         " bytes at wp=%" PRIu64 " failed: %s",
+                         zone, len, z.wp,
+                         st.badblock_errors != bad ? "a bad sector"
+                                                   : "I/O error");
     return reply_error(out, EIO,
                        "zone %" PRIu32 ": append of %" PRIu64
                        " bytes does not fit: wp=%" PRIu64 ", %" PRIu64

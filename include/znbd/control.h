@@ -58,7 +58,9 @@ int znbd_control_append_len(const char *line, uint64_t *len, FILE *out);
  * 0 or -1 with errno: EINVAL (malformed, zone out of range, not zoned,
  * LEN not a multiple of the block size), EIO (conventional zone, FULL,
  * READONLY or OFFLINE, or LEN beyond the room left below the capacity:
- * null_zone_write() with append), ETOOMANYREFS, EOVERFLOW, ENOMEM. */
+ * null_zone_write() with append; "does not fit" is said only then, a bad
+ * sector in the range is named as such), ETOOMANYREFS, EOVERFLOW,
+ * ESHUTDOWN (a power cut armed with "power-cut after N"), ENOMEM. */
 int znbd_control_append(struct znbd_dev *d, const char *line, const void *data,
                         FILE *out);
 
