@@ -452,6 +452,43 @@ test_limits(void)
   znbd_dev_free(d);
 }
 
+/* A CLOSED zone made READONLY while the open limit is reached stays
+ * counted as closed (null_blk's counters), but it is no CLOSED zone:
+ * "open all" must not count it against max_open (caught by the open-all
+ * check of lib/fuzz_control.c). */
+static void
+test_open_all_fault(void)
+{
+  static const char *const kv[] = {
+      "size", "8M", "zone_size", "1M", "zone_max_open", "3", "zone_max_active",
+      "5",    NULL};
+  struct znbd_dev *d = make_dev(kv);
+  int rc, err;
+  char *r;
+
+  if (d == NULL)
+    return;
+  write_at(d, 1 * MB, 4096);
+  free(run(d, "close 1", &rc, &err));
+  for (int z = 2; z <= 4; z++) {
+    char line[32];
+    snprintf(line, sizeof line, "open %d", z);
+    free(run(d, line, &rc, &err));
+    write_at(d, (uint64_t)z * MB, 4096);
+  }
+  /* The finish before READONLY needs an open slot: refused, so zone 1
+   * stays counted as closed. */
+  free(run(d, "readonly 1", &rc, &err));
+  expect_ok(d, "close all", "ok all count=3\n");
+  r = run(d, "open all", &rc, &err);
+  CHECKF(rc == 0 && strcmp(r, "ok all count=3\n") == 0,
+         "open all with 3 CLOSED zones, max_open 3, one READONLY zone "
+         "counted as closed: rc %d '%s'",
+         rc, r);
+  free(r);
+  znbd_dev_free(d);
+}
+
 /* Run "append ZONE LEN" (LINE) with LEN bytes of 0x5a through the
  * language; return the reply (malloc'd), the result in *RC. */
 static char *
@@ -854,6 +891,7 @@ main(void)
   if (zoned_ran) {
     test_limits();
     test_append_badblock();
+    test_open_all_fault();
   }
   test_socket();
   test_socket_ready();
