@@ -18,6 +18,9 @@
 #   die MSG / skip MSG / pass MSG / note MSG
 #   require TOOL...               skip (77) unless every TOOL is in PATH
 #   require_python_nbd            skip unless /usr/bin/python3 has nbd
+#   run_libfuzzer DIR PROGRAM SEEDS MAX_LEN
+#                                 build a libFuzzer harness and run 20000
+#                                 inputs of it; dies on a crash
 #   nbd_py [ARGS] <<'EOF'         run Python with tests/znbdtest.py on the
 #                                 path and $uri in the environment
 #   run_fio NAME FIO-ARGS...      fio --output-format=json into
@@ -89,6 +92,28 @@ require() {
 require_python_nbd() {
   /usr/bin/python3 -c 'import nbd' 2>/dev/null ||
     skip "/usr/bin/python3 has no nbd module (apt-get install python3-libnbd)"
+}
+
+# run_libfuzzer DIR PROGRAM SEEDS MAX_LEN: a short bounded libFuzzer run.
+# Builds PROGRAM with make -C $top_builddir/DIR (clang, sanitizers) and
+# runs 20000 inputs of at most MAX_LEN bytes, -seed=1, on a new corpus
+# $tmpdir/corpus and the seed directory $top_srcdir/SEEDS; the log is
+# $tmpdir/fuzz.log.  Skips (77) only when clang has no libFuzzer; dies
+# on a crash, leak or sanitizer report (the harness's abort() too).
+run_libfuzzer() {
+  local dir=$1 prog=$2 seeds=$3 max_len=$4
+  require clang
+  printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n){return 0;}\n' \
+    >"$tmpdir/t.c"
+  clang -fsanitize=fuzzer "$tmpdir/t.c" -o "$tmpdir/t" 2>/dev/null ||
+    skip "clang lacks libFuzzer (-fsanitize=fuzzer); install libclang-rt-dev"
+  make -s -C "$top_builddir/$dir" "$prog" >"$tmpdir/build.log" 2>&1 ||
+    { cat "$tmpdir/build.log"; die "building $prog failed"; }
+  mkdir "$tmpdir/corpus"
+  (cd "$tmpdir" && "$top_builddir/$dir/$prog" -runs=20000 -max_len="$max_len" \
+    -seed=1 "$tmpdir/corpus" "$top_srcdir/$seeds") >"$tmpdir/fuzz.log" 2>&1 ||
+    { tail -40 "$tmpdir/fuzz.log"; die "fuzzer found a crash"; }
+  grep -E '^Done [0-9]+ runs' "$tmpdir/fuzz.log" || die "fuzzer did not finish"
 }
 
 # ------------------------------------------------------------ temp + cleanup
