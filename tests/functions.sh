@@ -18,6 +18,9 @@
 #   die MSG / skip MSG / pass MSG / note MSG
 #   require TOOL...               skip (77) unless every TOOL is in PATH
 #   require_python_nbd            skip unless /usr/bin/python3 has nbd
+#   fuzz_run DIR PROGRAM RUNS MAX_LEN SEEDS
+#                                 build a libFuzzer harness and run RUNS
+#                                 inputs of it; dies on a crash
 #   nbd_py [ARGS] <<'EOF'         run Python with tests/znbdtest.py on the
 #                                 path and $uri in the environment
 #   run_fio NAME FIO-ARGS...      fio --output-format=json into

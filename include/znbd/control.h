@@ -1,8 +1,10 @@
 /* znbd: the zone control socket, for what NBD cannot carry.
  *
- * A Unix stream socket (mode 0600) speaking one request line, one or
- * more reply lines.  The grammar and reply formats are in
- * man/znbd-zone-control.pod; requests:
+ * Two parts: the control language (lib/control_lang.c), which executes
+ * one request line against a device and writes its reply to a FILE, and
+ * the Unix stream socket server (lib/control_server.c, mode 0600) that
+ * feeds it request lines and sends the replies back.  The grammar and
+ * reply formats are in man/znbd-zone-control.pod; requests:
  *   report [ZONE [COUNT]] | open|close|finish|reset ZONE|all |
  *   readonly ZONE | offline ZONE | online ZONE | stats |
  *   append ZONE LEN (followed by LEN bytes of data) |
@@ -20,13 +22,21 @@
 
 #include "znbd/dev.h"
 
-/* Execute one request LINE (no newline needed; at most 4096 bytes)
- * against D and write the reply lines to OUT; offsets in replies are
- * bytes.  A bad line gets an "error EINVAL ..." reply and changes nothing.
- * Returns 0 if the reply was "ok", else -1 with errno of the refusal:
- * EINVAL (malformed, zone out of range, not zoned), EIO (condition or
- * type, as null_blk), ETOOMANYREFS (open limit), EOVERFLOW (active limit),
- * ENOMEM. */
+/* ---- the language (lib/control_lang.c) ---- */
+
+/* Longest request line, bytes (without its newline); longer ones are
+ * refused with "error EINVAL request longer than ...". */
+#define ZNBD_CONTROL_LINE_MAX 4096
+
+/* Execute one request LINE (no newline needed; at most
+ * ZNBD_CONTROL_LINE_MAX bytes) against D and write the reply lines to
+ * OUT; offsets in replies are bytes.  A bad line gets an "error EINVAL
+ * ..." reply and changes nothing.  Returns 0 if the reply was "ok", else
+ * -1 with errno of the refusal: EINVAL (malformed, zone out of range, not
+ * zoned, power-cut without write_cache), EIO (condition or type, as
+ * null_blk), ETOOMANYREFS (open limit), EOVERFLOW (active limit),
+ * ESHUTDOWN (a zone operation that met a power cut armed with "power-cut
+ * after N"), ENOMEM. */
 int znbd_control_exec(struct znbd_dev *d, const char *line, FILE *out);
 
 /* Largest zone append the socket takes, bytes (NBD's usual request
@@ -48,7 +58,9 @@ int znbd_control_append_len(const char *line, uint64_t *len, FILE *out);
  * 0 or -1 with errno: EINVAL (malformed, zone out of range, not zoned,
  * LEN not a multiple of the block size), EIO (conventional zone, FULL,
  * READONLY or OFFLINE, or LEN beyond the room left below the capacity:
- * null_zone_write() with append), ETOOMANYREFS, EOVERFLOW, ENOMEM. */
+ * null_zone_write() with append; "does not fit" is said only then, a bad
+ * sector in the range is named as such), ETOOMANYREFS, EOVERFLOW,
+ * ESHUTDOWN (a power cut armed with "power-cut after N"), ENOMEM. */
 int znbd_control_append(struct znbd_dev *d, const char *line, const void *data,
                         FILE *out);
 
@@ -62,6 +74,8 @@ typedef void znbd_control_stats_fn(void *opaque, FILE *out);
  * to the end of the `stats` line. */
 int znbd_control_exec_stats(struct znbd_dev *d, const char *line, FILE *out,
                             znbd_control_stats_fn *fn, void *opaque);
+
+/* ---- the socket server (lib/control_server.c) ---- */
 
 struct znbd_control;
 

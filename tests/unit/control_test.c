@@ -1,8 +1,9 @@
-/* Unit test of the zone control protocol (lib/control.c): parsing and
- * errors on a plain RAM disk (and a front-end's stats hook), every request on a
- * zoned device (exact reply lines and the state afterwards), and the Unix
- * socket server (mode 0600, stale socket replaced, live socket and non-socket
- * refused, requests answered, unlinked on stop).
+/* Unit test of the zone control protocol: the language (lib/control_lang.c)
+ * -- parsing and errors on a plain RAM disk (and a front-end's stats hook),
+ * every request on a zoned device (exact reply lines and the state
+ * afterwards) -- and the Unix socket server (lib/control_server.c: mode 0600,
+ * stale socket replaced, live socket and non-socket refused, requests
+ * answered, unlinked on stop).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -26,11 +27,12 @@
 #include "znbd/dev.h"
 #include "znbd/params.h"
 
-/* Run LINE with stats hook FN(OPAQUE) (NULL: none); return the reply
- * (malloc'd) and the result in *RC, errno in *ERR. */
+/* Run LINE with stats hook FN(OPAQUE) (NULL: none), or when DATA is not
+ * NULL as an append with that data; return the reply (malloc'd) and the
+ * result in *RC, errno in *ERR. */
 static char *
-run_hook(struct znbd_dev *d, const char *line, int *rc, int *err,
-         znbd_control_stats_fn *fn, void *opaque)
+run_data(struct znbd_dev *d, const char *line, const void *data, int *rc,
+         int *err, znbd_control_stats_fn *fn, void *opaque)
 {
   char *buf = NULL;
   size_t len = 0;
@@ -41,10 +43,18 @@ run_hook(struct znbd_dev *d, const char *line, int *rc, int *err,
     exit(1);
   }
   errno = 0;
-  *rc = znbd_control_exec_stats(d, line, m, fn, opaque);
+  *rc = data ? znbd_control_append(d, line, data, m)
+             : znbd_control_exec_stats(d, line, m, fn, opaque);
   *err = errno;
   fclose(m);
   return buf;
+}
+
+static char *
+run_hook(struct znbd_dev *d, const char *line, int *rc, int *err,
+         znbd_control_stats_fn *fn, void *opaque)
+{
+  return run_data(d, line, NULL, rc, err, fn, opaque);
 }
 
 /* Run LINE without a hook. */
@@ -442,6 +452,92 @@ test_limits(void)
   znbd_dev_free(d);
 }
 
+/* A CLOSED zone made READONLY while the open limit is reached stays
+ * counted as closed (null_blk's counters), but it is no CLOSED zone:
+ * "open all" must not count it against max_open (caught by the open-all
+ * check of lib/fuzz_control.c). */
+static void
+test_open_all_fault(void)
+{
+  static const char *const kv[] = {
+      "size", "8M", "zone_size", "1M", "zone_max_open", "3", "zone_max_active",
+      "5",    NULL};
+  struct znbd_dev *d = make_dev(kv);
+  int rc, err;
+  char *r;
+
+  if (d == NULL)
+    return;
+  write_at(d, 1 * MB, 4096);
+  free(run(d, "close 1", &rc, &err));
+  for (int z = 2; z <= 4; z++) {
+    char line[32];
+    snprintf(line, sizeof line, "open %d", z);
+    free(run(d, line, &rc, &err));
+    write_at(d, (uint64_t)z * MB, 4096);
+  }
+  /* The finish before READONLY needs an open slot: refused, so zone 1
+   * stays counted as closed. */
+  free(run(d, "readonly 1", &rc, &err));
+  expect_ok(d, "close all", "ok all count=3\n");
+  r = run(d, "open all", &rc, &err);
+  CHECKF(rc == 0 && strcmp(r, "ok all count=3\n") == 0,
+         "open all with 3 CLOSED zones, max_open 3, one READONLY zone "
+         "counted as closed: rc %d '%s'",
+         rc, r);
+  free(r);
+  znbd_dev_free(d);
+}
+
+/* Run "append ZONE LEN" (LINE) with LEN bytes of 0x5a through the
+ * language; return the reply (malloc'd), the result in *RC. */
+static char *
+run_append(struct znbd_dev *d, const char *line, size_t len, int *rc)
+{
+  char *data = malloc(len), *r;
+  int err;
+
+  if (data == NULL) {
+    perror("run_append");
+    exit(1);
+  }
+  memset(data, 0x5a, len);
+  r = run_data(d, line, data, rc, &err, NULL, NULL);
+  free(data);
+  return r;
+}
+
+/* An append that fits but meets a bad sector is refused with EIO saying
+ * so, not claiming that it does not fit (found by lib/fuzz_control.c). */
+static void
+test_append_badblock(void)
+{
+  static const char *const kv[] = {"size", "4M", "zone_size", "1M", NULL};
+  struct znbd_dev *d = make_dev(kv);
+  char *r;
+  int rc;
+
+  if (d == NULL)
+    return;
+  expect_ok(d, "badblocks add 2056", "ok\n"); /* zone 1, its 9th sector */
+  r = run_append(d, "append 1 8192", 8192, &rc);
+  CHECKF(rc == -1 && strcmp(r, "error EIO zone 1: append of 8192 bytes at "
+                               "wp=1048576 failed: a bad sector\n") == 0,
+         "append over a bad sector: rc %d '%s'", rc, r);
+  free(r);
+  r = run_append(d, "append 1 4096", 4096, &rc);
+  CHECKF(rc == 0 && strcmp(r, "ok 1048576\n") == 0,
+         "append before the bad sector: rc %d '%s'", rc, r);
+  free(r);
+  r = run_append(d, "append 1 1048576", 1048576, &rc);
+  CHECKF(rc == -1 && strcmp(r, "error EIO zone 1: append of 1048576 bytes "
+                               "does not fit: wp=1052672, 1044480 bytes left "
+                               "below the capacity\n") == 0,
+         "append beyond the capacity: rc %d '%s'", rc, r);
+  free(r);
+  znbd_dev_free(d);
+}
+
 /* ---- socket ---- */
 
 static int
@@ -792,8 +888,11 @@ main(void)
 
   test_plain();
   zoned_ran = test_zoned();
-  if (zoned_ran)
+  if (zoned_ran) {
     test_limits();
+    test_append_badblock();
+    test_open_all_fault();
+  }
   test_socket();
   test_socket_ready();
   test_append_socket();
