@@ -269,138 +269,40 @@ op_one(struct znbd_dev *d, enum znbd_zone_op op, uint32_t idx, FILE *out)
   return 0;
 }
 
-static bool
-is_open(enum znbd_zone_cond c)
-{
-  return c == ZNBD_ZONE_COND_IMP_OPEN || c == ZNBD_ZONE_COND_EXP_OPEN;
-}
-
-/* Apply OP to every zone whose condition (at the time of the scan)
- * satisfies PRED, in index order.  Stops at the first refusal. */
-static int
-op_matching(struct znbd_dev *d, enum znbd_zone_op op,
-            bool (*pred)(enum znbd_zone_cond), uint32_t *done, FILE *out)
-{
-  uint32_t nr = znbd_dev_nr_zones(d), i, j, got;
-  struct znbd_zone_info zones[REPORT_BATCH];
-
-  for (i = 0; i < nr; i += got) {
-    got = znbd_dev_report(d, i, REPORT_BATCH, zones);
-    if (got == 0)
-      break;
-    for (j = 0; j < got; j++) {
-      if (!pred(zones[j].cond))
-        continue;
-      if (znbd_dev_zone_op(d, op, i + j) == -1) {
-        int e = errno;
-        char msg[256];
-        op_error_msg(d, op_word(op), i + j, &zones[j], e, msg, sizeof msg);
-        return reply_error(out, e, "%s all stopped after %" PRIu32 " zones: %s",
-                           op_word(op), *done, msg);
-      }
-      (*done)++;
-    }
-  }
-  return 0;
-}
-
-static bool
-pred_open(enum znbd_zone_cond c)
-{
-  return is_open(c);
-}
-static bool
-pred_closed(enum znbd_zone_cond c)
-{
-  return c == ZNBD_ZONE_COND_CLOSED;
-}
-
-/* How many zones of D satisfy PRED now. */
-static uint32_t
-count_zones(struct znbd_dev *d, bool (*pred)(const struct znbd_zone_info *))
-{
-  uint32_t nr = znbd_dev_nr_zones(d), n = 0, i, j, got;
-  struct znbd_zone_info zones[REPORT_BATCH];
-
-  for (i = 0; i < nr; i += got) {
-    got = znbd_dev_report(d, i, REPORT_BATCH, zones);
-    if (got == 0)
-      break;
-    for (j = 0; j < got; j++)
-      n += pred(&zones[j]);
-  }
-  return n;
-}
-
-/* What reset-all resets. */
-static bool
-resettable(const struct znbd_zone_info *z)
-{
-  return z->type == ZNBD_ZONE_TYPE_SEQWRITE_REQ &&
-         z->cond != ZNBD_ZONE_COND_EMPTY &&
-         z->cond != ZNBD_ZONE_COND_READONLY &&
-         z->cond != ZNBD_ZONE_COND_OFFLINE;
-}
-
-static bool
-closed_zone(const struct znbd_zone_info *z)
-{
-  return z->cond == ZNBD_ZONE_COND_CLOSED;
-}
-
 /* reset all: null_blk's reset-all; close/finish/open all: the ZBC "ALL"
- * bit (SBC-4 ZBC CLOSE/FINISH/OPEN ZONE with ALL=1). */
+ * bit (ZBC-2 CLOSE/FINISH/OPEN ZONE with ALL=1), by the rule every
+ * front-end shares (znbd_dev_zone_op_all()). */
 static int
 op_all(struct znbd_dev *d, enum znbd_zone_op op, FILE *out)
 {
   op_latency(d, op);
-  uint32_t nr = znbd_dev_nr_zones(d), done = 0, closed;
+  struct znbd_zone_all res;
   struct znbd_dev_stats st;
   const struct znbd_params *p = znbd_dev_params(d);
 
-  if (nr == 0)
+  if (znbd_dev_nr_zones(d) == 0)
     return reply_error(out, EINVAL, "not a zoned device");
-
-  switch (op) {
-  case ZNBD_ZONE_OP_RESET:
-    /* Count what reset-all will reset, for the reply. */
-    done = count_zones(d, resettable);
-    if (znbd_dev_zone_op(d, ZNBD_ZONE_OP_RESET, ZNBD_ALL_ZONES) == -1)
-      return reply_error(out, errno, "reset all failed: %s", strerror(errno));
-    break;
-  case ZNBD_ZONE_OP_CLOSE:
-    if (op_matching(d, op, pred_open, &done, out) == -1)
-      return -1;
-    break;
-  case ZNBD_ZONE_OP_FINISH:
-    /* Open zones first: finishing them frees the open slots that
-     * finishing a CLOSED zone needs (null_blk's open check). */
-    if (op_matching(d, op, pred_open, &done, out) == -1 ||
-        op_matching(d, op, pred_closed, &done, out) == -1)
-      return -1;
-    break;
-  case ZNBD_ZONE_OP_OPEN:
-    /* ZBC: refused, changing nothing, if the CLOSED and EXP_OPEN zones
-     * would not all fit under the open limit.  CLOSED zones counted by
-     * their condition: the closed counter also holds CLOSED zones made
-     * READONLY or OFFLINE whose finish was refused (zone.h, SET_*), which
-     * open all leaves alone. */
-    znbd_dev_stats(d, &st);
-    closed = count_zones(d, closed_zone);
-    if (p->zone_max_open != 0 &&
-        (uint64_t)st.nr_exp_open + closed > p->zone_max_open)
-      return reply_error(out, ETOOMANYREFS,
-                         "open all refused: %" PRIu32 " closed + %" PRIu32
-                         " explicitly open zones exceed max_open=%" PRIu32,
-                         closed, st.nr_exp_open, p->zone_max_open);
-    if (op_matching(d, op, pred_closed, &done, out) == -1)
-      return -1;
-    break;
-  default:
+  if (op != ZNBD_ZONE_OP_RESET && op != ZNBD_ZONE_OP_CLOSE &&
+      op != ZNBD_ZONE_OP_FINISH && op != ZNBD_ZONE_OP_OPEN)
     return reply_error(out, EINVAL, "%s takes a zone index, not 'all'",
                        op_word(op));
+  if (znbd_dev_zone_op_all(d, op, &res) == -1) {
+    int e = errno;
+    char msg[256];
+    if (op == ZNBD_ZONE_OP_RESET)
+      return reply_error(out, e, "reset all failed: %s", strerror(e));
+    if (res.zone == ZNBD_ALL_ZONES) { /* open all: the limit, up front */
+      znbd_dev_stats(d, &st);
+      return reply_error(out, e,
+                         "open all refused: %" PRIu32 " closed + %" PRIu32
+                         " explicitly open zones exceed max_open=%" PRIu32,
+                         res.closed, st.nr_exp_open, p->zone_max_open);
+    }
+    op_error_msg(d, op_word(op), res.zone, &res.before, e, msg, sizeof msg);
+    return reply_error(out, e, "%s all stopped after %" PRIu32 " zones: %s",
+                       op_word(op), res.done, msg);
   }
-  fprintf(out, "ok all count=%" PRIu32 "\n", done);
+  fprintf(out, "ok all count=%" PRIu32 "\n", res.done);
   return 0;
 }
 

@@ -63,7 +63,7 @@ znbd_dev_zone_op_all(struct znbd_dev *d, enum znbd_zone_op op,
   struct znbd_dev_stats st;
   const struct znbd_params *p = znbd_dev_params(d);
 
-  res->done = 0;
+  res->done = res->closed = 0;
   res->zone = ZNBD_ALL_ZONES;
   if (nr == 0) {
     errno = EINVAL;
@@ -90,10 +90,20 @@ znbd_dev_zone_op_all(struct znbd_dev *d, enum znbd_zone_op op,
     return apply(d, op, false, res);
   case ZNBD_ZONE_OP_OPEN:
     /* ZBC-2 5.5: refused, changing nothing, if the CLOSED and EXP_OPEN
-     * zones would not all fit under the open limit. */
+     * zones would not all fit under the open limit.  CLOSED zones are
+     * counted by their condition: the engine's closed counter also holds
+     * CLOSED zones made READONLY or OFFLINE whose finish was refused
+     * (zone.h, SET_*), which open all leaves alone. */
     znbd_dev_stats(d, &st);
+    for (uint32_t i = 0; i < nr; i += got) {
+      got = znbd_dev_report(d, i, BATCH, z);
+      if (got == 0)
+        break;
+      for (uint32_t j = 0; j < got; j++)
+        res->closed += z[j].cond == ZNBD_ZONE_COND_CLOSED;
+    }
     if (p->zone_max_open != 0 &&
-        (uint64_t)st.nr_exp_open + st.nr_closed > p->zone_max_open) {
+        (uint64_t)st.nr_exp_open + res->closed > p->zone_max_open) {
       errno = ETOOMANYREFS;
       return -1;
     }

@@ -270,9 +270,11 @@ int znbd_dev_extents(struct znbd_dev *d, uint64_t off, uint64_t len,
 int znbd_dev_zone_op(struct znbd_dev *d, enum znbd_zone_op op, uint32_t zone);
 
 /* What znbd_dev_zone_op_all() did: zones changed, and on a refusal the
- * zone refused (else ZNBD_ALL_ZONES) with its state before. */
+ * zone refused (else ZNBD_ALL_ZONES) with its state before; for OPEN,
+ * the CLOSED zones it counted against the open limit. */
 struct znbd_zone_all {
   uint32_t done;
+  uint32_t closed;
   uint32_t zone;
   struct znbd_zone_info before;
 };
