@@ -86,7 +86,7 @@ gen_secret() {
 # (LIO keeps a CHAP name or secret byte for byte, newline included).
 put() {
   printf '%s' "$2" > "$1" 2> /dev/null || {
-    echo "$prog: cannot write '$2' to $1" >&2
+    echo "$prog: cannot write $1" >&2 # not the value: it may be a secret
     return 1
   }
 }
