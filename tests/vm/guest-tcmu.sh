@@ -65,6 +65,15 @@ expect_eremoteio() {
   printf '%s\n' "$out"
   [ "$rc" != 0 ] && grep -q 'Remote I/O error' <<< "$out"
 }
+# written_through HOW WRITER ZONE: three checks: a 4 KiB write at the wp
+# of ZONE through another path to the same backstore (WRITER: a dwrite on
+# that path's disk) moves the wp the SCSI disk reports and reads back
+# through it.
+written_through() {
+  check "... a write at the wp through $1 (zone $3)" "$2" $(($3 * ZS)) 4096 "$work/a"
+  check "... moves the wp the SCSI disk reports" zone_is "$3" 8 2
+  check "... and reads back through the SCSI disk" same_bytes $(($3 * ZS)) 4096 "$work/a"
+}
 no_config_left() {
   ls "$CFG/core" "$CFG/loopback"
   ! ls -d "$CFG"/core/user_* 2> /dev/null &&
@@ -95,51 +104,6 @@ finish_meanwhile() {
   kill -0 "$fp" && echo "the read completed while the FINISH was in flight"
   local in_flight=$?
   wait "$fp" && [ "$in_flight" = 0 ]
-}
-# The same backstore exported a second way: LIO's iSCSI target on
-# 127.0.0.1 (configfs, as targetcli would), open-iscsi logged in to it.
-# iscsid signals its process group when it stops: setsid keeps this
-# script out of it.
-IQN=iqn.2003-01.org.linux-iscsi.znbd:zbd0
-ITPG=$CFG/iscsi/$IQN/tpgt_1
-iscsi_up() {
-  modprobe iscsi_target_mod && modprobe iscsi_tcp || return 1
-  mkdir -p "$ITPG/lun/lun_0" &&
-    ln -s "$CFG/core/user_0/zbd0" "$ITPG/lun/lun_0/zbd0" &&
-    mkdir "$ITPG/np/127.0.0.1:3260" || return 1
-  echo 0 > "$ITPG/attrib/authentication"
-  echo 1 > "$ITPG/attrib/generate_node_acls"
-  echo 0 > "$ITPG/attrib/demo_mode_write_protect"
-  echo 1 > "$ITPG/enable" || return 1
-  mkdir -p /run/lock/iscsi
-  setsid iscsid -f > "$work/iscsid.log" 2>&1 < /dev/null &
-  ISCSID=$!
-  local i
-  for i in $(seq 1 50); do
-    $T iscsiadm -m discovery -t sendtargets -p 127.0.0.1:3260 && break
-    sleep 0.2
-  done
-  $T iscsiadm -m node -T "$IQN" -p 127.0.0.1:3260 --login || return 1
-  for i in $(seq 1 100); do
-    ISDEV=/dev/$(ls /sys/block | grep '^sd' | grep -vx "${DEV#/dev/}" | head -1)
-    [ -b "$ISDEV" ] && grep -qx host-managed "/sys/block/${ISDEV#/dev/}/queue/zoned" &&
-      echo "iSCSI disk $ISDEV" && return 0
-    sleep 0.2
-  done
-  return 1
-}
-iscsi_dwrite() {
-  local DEV=$ISDEV
-  dwrite "$@"
-}
-same_over_iscsi() {
-  diff <(blkzone report "$DEV") <(blkzone report "$ISDEV") && echo "$NZ zones alike"
-}
-iscsi_down() {
-  $T iscsiadm -m node -T "$IQN" -p 127.0.0.1:3260 --logout || return 1
-  kill "$ISCSID" && wait "$ISCSID"
-  rm "$ITPG/lun/lun_0/zbd0" && rmdir "$ITPG/lun/lun_0" "$ITPG/np/127.0.0.1:3260" "$ITPG" \
-    "$CFG/iscsi/$IQN" && [ ! -e "/sys/block/${ISDEV#/dev/}" ]
 }
 # stop_tcmu NAME: SIGTERM, its exit status in rc, its log as comments.
 stop_tcmu() {
@@ -196,12 +160,9 @@ check "a restart of the same name reclaims it and serves" same_zones
 check "... writes at the wp again" write_read $((2 * ZS)) 4096 "$work/a"
 check "a read overtakes a slow FINISH (out-of-order completion)" finish_meanwhile
 check "... and zone 6 is FULL" zone_is 6 8192 14
-check "LIO iSCSI on 127.0.0.1 + open-iscsi: a second host-managed disk" iscsi_up
-check "... with the zones the tcm_loop disk reports" same_over_iscsi
-check "... a write at the wp through iSCSI (zone 7)" iscsi_dwrite $((7 * ZS)) 4096 "$work/a"
-check "... moves the wp the tcm_loop disk reports" zone_is 7 8 2
-check "... and reads back through tcm_loop" same_bytes $((7 * ZS)) 4096 "$work/a"
-check "iSCSI logout and target removal" iscsi_down
+# The same backstore over LIO's iSCSI target with CHAP (export-iscsi.sh).
+# shellcheck source=guest-tcmu-iscsi.sh
+. "$top_srcdir/tests/vm/guest-tcmu-iscsi.sh"
 note "t=${SECONDS}s"
 stop_tcmu zbd0
 check "znbd-tcmu stops on SIGTERM with status 0" test "$rc" = 0
