@@ -65,6 +65,15 @@ expect_eremoteio() {
   printf '%s\n' "$out"
   [ "$rc" != 0 ] && grep -q 'Remote I/O error' <<< "$out"
 }
+# written_through HOW WRITER ZONE: three checks: a 4 KiB write at the wp
+# of ZONE through another path to the same backstore (WRITER: a dwrite on
+# that path's disk) moves the wp the SCSI disk reports and reads back
+# through it.
+written_through() {
+  check "... a write at the wp through $1 (zone $3)" "$2" $(($3 * ZS)) 4096 "$work/a"
+  check "... moves the wp the SCSI disk reports" zone_is "$3" 8 2
+  check "... and reads back through the SCSI disk" same_bytes $(($3 * ZS)) 4096 "$work/a"
+}
 no_config_left() {
   ls "$CFG/core" "$CFG/loopback"
   ! ls -d "$CFG"/core/user_* 2> /dev/null &&
@@ -95,51 +104,6 @@ finish_meanwhile() {
   kill -0 "$fp" && echo "the read completed while the FINISH was in flight"
   local in_flight=$?
   wait "$fp" && [ "$in_flight" = 0 ]
-}
-# The same backstore exported a second way: LIO's iSCSI target on
-# 127.0.0.1 (configfs, as targetcli would), open-iscsi logged in to it.
-# iscsid signals its process group when it stops: setsid keeps this
-# script out of it.
-IQN=iqn.2003-01.org.linux-iscsi.znbd:zbd0
-ITPG=$CFG/iscsi/$IQN/tpgt_1
-iscsi_up() {
-  modprobe iscsi_target_mod && modprobe iscsi_tcp || return 1
-  mkdir -p "$ITPG/lun/lun_0" &&
-    ln -s "$CFG/core/user_0/zbd0" "$ITPG/lun/lun_0/zbd0" &&
-    mkdir "$ITPG/np/127.0.0.1:3260" || return 1
-  echo 0 > "$ITPG/attrib/authentication"
-  echo 1 > "$ITPG/attrib/generate_node_acls"
-  echo 0 > "$ITPG/attrib/demo_mode_write_protect"
-  echo 1 > "$ITPG/enable" || return 1
-  mkdir -p /run/lock/iscsi
-  setsid iscsid -f > "$work/iscsid.log" 2>&1 < /dev/null &
-  ISCSID=$!
-  local i
-  for i in $(seq 1 50); do
-    $T iscsiadm -m discovery -t sendtargets -p 127.0.0.1:3260 && break
-    sleep 0.2
-  done
-  $T iscsiadm -m node -T "$IQN" -p 127.0.0.1:3260 --login || return 1
-  for i in $(seq 1 100); do
-    ISDEV=/dev/$(ls /sys/block | grep '^sd' | grep -vx "${DEV#/dev/}" | head -1)
-    [ -b "$ISDEV" ] && grep -qx host-managed "/sys/block/${ISDEV#/dev/}/queue/zoned" &&
-      echo "iSCSI disk $ISDEV" && return 0
-    sleep 0.2
-  done
-  return 1
-}
-iscsi_dwrite() {
-  local DEV=$ISDEV
-  dwrite "$@"
-}
-same_over_iscsi() {
-  diff <(blkzone report "$DEV") <(blkzone report "$ISDEV") && echo "$NZ zones alike"
-}
-iscsi_down() {
-  $T iscsiadm -m node -T "$IQN" -p 127.0.0.1:3260 --logout || return 1
-  kill "$ISCSID" && wait "$ISCSID"
-  rm "$ITPG/lun/lun_0/zbd0" && rmdir "$ITPG/lun/lun_0" "$ITPG/np/127.0.0.1:3260" "$ITPG" \
-    "$CFG/iscsi/$IQN" && [ ! -e "/sys/block/${ISDEV#/dev/}" ]
 }
 # stop_tcmu NAME: SIGTERM, its exit status in rc, its log as comments.
 stop_tcmu() {
@@ -196,12 +160,9 @@ check "a restart of the same name reclaims it and serves" same_zones
 check "... writes at the wp again" write_read $((2 * ZS)) 4096 "$work/a"
 check "a read overtakes a slow FINISH (out-of-order completion)" finish_meanwhile
 check "... and zone 6 is FULL" zone_is 6 8192 14
-check "LIO iSCSI on 127.0.0.1 + open-iscsi: a second host-managed disk" iscsi_up
-check "... with the zones the tcm_loop disk reports" same_over_iscsi
-check "... a write at the wp through iSCSI (zone 7)" iscsi_dwrite $((7 * ZS)) 4096 "$work/a"
-check "... moves the wp the tcm_loop disk reports" zone_is 7 8 2
-check "... and reads back through tcm_loop" same_bytes $((7 * ZS)) 4096 "$work/a"
-check "iSCSI logout and target removal" iscsi_down
+# The same backstore over LIO's iSCSI target with CHAP (export-iscsi.sh).
+# shellcheck source=guest-tcmu-iscsi.sh
+. "$top_srcdir/tests/vm/guest-tcmu-iscsi.sh"
 note "t=${SECONDS}s"
 stop_tcmu zbd0
 check "znbd-tcmu stops on SIGTERM with status 0" test "$rc" = 0
@@ -213,20 +174,43 @@ check "no configfs entry and no disk left" no_config_left
 # nvmet re-exports the SCSI disk as a zoned namespace (ZNS) on 127.0.0.1
 # (configfs, as nvmetcli would; the host side through /dev/nvme-fabrics,
 # as `nvme connect` does).  ZNS has no conventional zones and nvmet
-# refuses a zoned disk that has any, hence zone_nr_conv=0.
+# refuses a zoned disk that has any, hence zone_nr_conv=0.  Only the host
+# NQN linked in allowed_hosts may connect (attr_allow_any_host stays 0),
+# as man znbd-tcmu says; the NQN is the host's claim, not a proof: 6.1's
+# nvmet has no DH-HMAC-CHAP (CONFIG_NVME_TARGET_AUTH is not set), which
+# the host entry's attributes (none) show.
 NQN=nqn.2014-08.org.znbd:zns0
+NVHOST=nqn.2014-08.org.znbd:host0
 NVS=/sys/kernel/config/nvmet/subsystems/$NQN
+NVH=/sys/kernel/config/nvmet/hosts/$NVHOST
 NVP=/sys/kernel/config/nvmet/ports/1
-nvme_up() {
+nvmet_up() {
   modprobe nvmet && modprobe nvmet_tcp && modprobe nvme_tcp || return 1
-  mkdir "$NVS" && echo 1 > "$NVS/attr_allow_any_host" &&
+  mkdir "$NVS" && mkdir "$NVH" && ln -s "$NVH" "$NVS/allowed_hosts/$NVHOST" &&
     mkdir "$NVS/namespaces/1" && printf %s "$DEV" > "$NVS/namespaces/1/device_path" &&
     echo 1 > "$NVS/namespaces/1/enable" || return 1
   mkdir "$NVP" && echo tcp > "$NVP/addr_trtype" && echo ipv4 > "$NVP/addr_adrfam" &&
     echo 127.0.0.1 > "$NVP/addr_traddr" && echo 4420 > "$NVP/addr_trsvcid" &&
     ln -s "$NVS" "$NVP/subsystems/$NQN" || return 1
-  echo "transport=tcp,traddr=127.0.0.1,trsvcid=4420,nqn=$NQN,hostnqn=nqn.2014-08.org.znbd:host0" \
-    > /dev/nvme-fabrics || return 1
+  echo "attr_allow_any_host $(cat "$NVS/attr_allow_any_host"), allowed_hosts: $(ls "$NVS/allowed_hosts")"
+  local attrs=("$NVH"/*)
+  [ -e "${attrs[0]}" ] || attrs=()
+  echo "host entry attributes: ${attrs[*]##*/}"
+  [ "$(cat "$NVS/attr_allow_any_host")" = 0 ]
+}
+nvme_connect() {
+  echo "transport=tcp,traddr=127.0.0.1,trsvcid=4420,nqn=$NQN,hostnqn=$1" > /dev/nvme-fabrics
+}
+nvme_refused() {
+  if nvme_connect nqn.2014-08.org.znbd:not-allowed; then
+    echo "the connect succeeded"
+    return 1
+  fi
+  dmesg | grep -i nvme | tail -n 2
+  ! ls -d /sys/class/nvme/nvme* 2> /dev/null
+}
+nvme_up() {
+  nvme_connect "$NVHOST" || return 1
   local i
   for i in $(seq 1 100); do
     # nvme0c0n1 is the path's hidden disk (native multipath): no node.
@@ -247,15 +231,16 @@ nvme_down() {
   local c
   for c in /sys/class/nvme/nvme*; do echo 1 > "$c/delete_controller"; done
   rm "$NVP/subsystems/$NQN" && rmdir "$NVP" &&
-    echo 0 > "$NVS/namespaces/1/enable" && rmdir "$NVS/namespaces/1" "$NVS" &&
+    echo 0 > "$NVS/namespaces/1/enable" && rmdir "$NVS/namespaces/1" &&
+    rm "$NVS/allowed_hosts/$NVHOST" && rmdir "$NVS" "$NVH" &&
     [ ! -e "/sys/block/${NVDEV#/dev/}" ]
 }
 start_tcmu zns0 size=64M zone_size=4M zone_nr_conv=0 zone_max_open=4
-check "nvmet over TCP on 127.0.0.1: a host-managed ZNS namespace" nvme_up
+check "nvmet over TCP on 127.0.0.1, one host NQN in allowed_hosts" nvmet_up
+check "... a host NQN not in allowed_hosts cannot connect" nvme_refused
+check "... the allowed host connects: a host-managed ZNS namespace" nvme_up
 check "... with the SCSI disk's 16 zones" nvme_nr_zones
-check "... a write at the wp through NVMe/TCP (zone 1)" nvme_dwrite $((1 * ZS)) 4096 "$work/a"
-check "... moves the wp the SCSI disk reports" zone_is 1 8 2
-check "... and reads back through the SCSI disk" same_bytes $((1 * ZS)) 4096 "$work/a"
+written_through NVMe/TCP nvme_dwrite 1
 check "... a write off the wp fails with EREMOTEIO" \
   expect_eremoteio nvme_dwrite $((2 * ZS + 8192)) 4096 "$work/a"
 check "... and changes no wp" zone_is 2 0 1
