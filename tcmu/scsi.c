@@ -832,15 +832,11 @@ report_opcodes(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
   return data_in(c, b, 4, alloc);
 }
 
+/* Execute C, whose CDB holds at least its group's length. */
 static int
 exec_cdb(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
 {
   const uint8_t *cdb = c->cdb;
-
-  /* A CDB shorter than its operation code's group says (SAM-5 5.2) has
-   * fields missing: nothing past its end is read. */
-  if (c->cdb_len < 1 || c->cdb_len < znbd_scsi_cdb_len(cdb[0]))
-    return fail(c, S_INVALID_FIELD);
 
   /* After a power cut the disk the kernel knows is gone: every command
    * fails until znbd-tcmu starts again, as znbd drops the NBD
@@ -924,11 +920,15 @@ znbd_scsi_exec(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
 {
   c->read_len = 0;
   c->drop_reply = false;
+  /* A CDB shorter than its operation code's group says (SAM-5 5.2) has
+   * fields missing: nothing past its end is read, by exec_cdb() or
+   * io_kind(). */
+  if (c->cdb_len < 1 || c->cdb_len < znbd_scsi_cdb_len(c->cdb[0]))
+    return fail(c, S_INVALID_FIELD);
   int st = exec_cdb(s, c);
   /* drop-reply (znbd_dev_drop_reply()): executed, then never answered,
    * as znbd and the plugin drop an NBD reply. */
-  if (c->cdb_len >= 1 && c->cdb_len >= znbd_scsi_cdb_len(c->cdb[0]))
-    c->drop_reply = znbd_dev_drop_reply(s->dev, io_kind(c->cdb));
+  c->drop_reply = znbd_dev_drop_reply(s->dev, io_kind(c->cdb));
   return st;
 }
 
