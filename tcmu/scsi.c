@@ -667,13 +667,13 @@ read_write(struct znbd_scsi *s, struct znbd_scsi_cmd *c, bool write)
     0xff, b1, FF4, FF4, __VA_ARGS__, b14, CTL                                  \
   }
 
-/* Every command znbd_scsi_exec() serves: opcode, service action (with
- * HAS_SA), whether only a zoned device has it, the CDB length, and its
- * CDB usage map (SPC-5 6.35.3): a bit set where the command reads a
- * field, clear where the field is reserved.  The map is what REPORT
- * SUPPORTED OPERATION CODES returns, and a CDB with a bit set outside it
- * fails INVALID FIELD IN CDB (SPC-5 4.2.1: reserved fields are checked;
- * a nonzero one is an error). */
+/* Every command znbd_scsi_exec() serves, sorted by opcode: opcode, service
+ * action (with HAS_SA), whether only a zoned device has it, the CDB length, and
+ * its CDB usage map (SPC-5 6.35.3): a bit set where the command reads a field,
+ * clear where the field is reserved.  The map is what REPORT SUPPORTED
+ * OPERATION CODES returns, and a CDB with a bit set outside it fails INVALID
+ * FIELD IN CDB (SPC-5 4.2.1: reserved fields are checked; a nonzero one is an
+ * error). */
 static const struct opcode {
   uint8_t op;
   uint8_t sa;
@@ -747,15 +747,24 @@ znbd_scsi_cdb_len(uint8_t op)
   }
 }
 
-/* The entry of the command CDB names on S, or NULL if none is served. */
+/* The entry of the command CDB names on S, or NULL if none is served.
+ * Every command passes here: the table is sorted by opcode, so a binary
+ * search finds the opcode's first entry, then its service actions follow. */
 static const struct opcode *
 find_opcode(struct znbd_scsi *s, const uint8_t *cdb)
 {
   bool zoned = znbd_dev_params(s->dev)->zoned;
-  for (size_t i = 0; i < NR_OPCODES; i++) {
+  size_t lo = 0, hi = NR_OPCODES;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (opcodes[mid].op < cdb[0])
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  for (size_t i = lo; i < NR_OPCODES && opcodes[i].op == cdb[0]; i++) {
     const struct opcode *o = &opcodes[i];
-    if (o->op == cdb[0] && (!o->zoned || zoned) &&
-        (!o->has_sa || o->sa == (cdb[1] & 0x1f)))
+    if ((!o->zoned || zoned) && (!o->has_sa || o->sa == (cdb[1] & 0x1f)))
       return o;
   }
   return NULL;
@@ -940,7 +949,7 @@ znbd_scsi_delay_nsec(struct znbd_scsi *s, const uint8_t *cdb)
   unsigned sa = cdb[1] & 0x1f, kind = rw_kind(cdb[0]);
   if (cdb[0] == 0x94 && sa >= 0x01 && sa <= 0x04)
     ns += znbd_dev_zone_op_nsec(s->dev, zbc_out_ops[sa]);
-  if (kind) { /* the mbps bucket, as for every front-end */
+  if (kind && p->mbps) { /* the mbps bucket, as for every front-end */
     rw_extent(cdb, &lba, &blocks);
     ns += znbd_dev_delay_nsec(s->dev, kind, blocks * p->blocksize);
   }

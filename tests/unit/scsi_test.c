@@ -793,6 +793,11 @@ test_opcodes(void)
       bogus = true;
   }
   CHECK(report_zones && write16 && !bogus);
+  /* Listed in table order, which must be by opcode: the executor finds
+   * a CDB's entry by binary search. */
+  for (uint32_t o = 12; o < 4 + len; o += 8)
+    CHECKF(data[o - 8] <= data[o], "opcode %02x listed after %02x", data[o],
+           data[o - 8]);
   /* Every listed command is served: none answers INVALID COMMAND
    * OPERATION CODE. */
   cdb[2] = 0x01; /* one opcode: WRITE(16) */
