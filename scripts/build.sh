@@ -1,6 +1,8 @@
 #!/bin/sh
 # Configure and build znbd out of tree in ${BUILD:-build}/ (extra
-# arguments go to configure).  Reconfigures only when needed.
+# arguments go to configure).  Reconfigures only when needed.  Every
+# component is required (--enable-all-components): after
+# scripts/install-deps.sh a missing one is an error, not a quiet skip.
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$top/build}
@@ -12,6 +14,6 @@ fi
 mkdir -p "$build"
 cd "$build"
 if [ ! -f Makefile ] || [ "$top/configure" -nt Makefile ]; then
-  "$top/configure" -q "$@"
+  "$top/configure" -q --enable-all-components "$@"
 fi
 make -s -j"$(nproc)"

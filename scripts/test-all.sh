@@ -2,7 +2,8 @@
 # Set up and run every znbd test on a fresh Debian 12 machine as root:
 # installs the dependencies, builds (plain and with ASan+UBSan), checks
 # the formatting, runs `make check` (unit, NBD integration against every
-# front-end, server, client), the sanitizer build's tests and the kernel
+# front-end, server, client), the sanitizer build's tests, the unit tests
+# of a build with no front-end dependency (libc alone) and the kernel
 # client tests in a qemu guest (`make check-vm`).  The last line is
 # "N passed, N failed[, N skipped]"; the exit status is non-zero if any
 # test failed.  ZNBD_SKIP_VM=1 leaves the guest tests out (they are then
@@ -36,6 +37,9 @@ if [ -f "$top/build-san/Makefile" ]; then
   make -C "$top/build-san/tests/unit" -k check
   make -C "$top/build-san/tests/nbd" -k check
 fi
+# The core on libc alone: lib/, scsi_test and the unit tests, with every
+# front-end's dependency hidden (scripts/check-minimal.sh).
+step build-minimal env MIN_BUILD="$top/build-min" "$top/scripts/check-minimal.sh"
 
 # Count every automake test result (.trs) of both builds.
 count() { cat /dev/null $(find "$top/build" "$top/build-san" -name '*.trs' 2>/dev/null) |
