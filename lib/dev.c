@@ -1059,6 +1059,16 @@ znbd_dev_delay_nsec(struct znbd_dev *d, unsigned kind, uint64_t len)
 }
 
 uint64_t
+znbd_dev_request_delay(struct znbd_dev *d, unsigned kind, uint64_t len,
+                       enum znbd_zone_op op)
+{
+  uint64_t ns = d->p.completion_nsec;
+  if (kind == ZNBD_IO_ZONE_MGMT)
+    return ns + znbd_dev_zone_op_nsec(d, op);
+  return ns + znbd_dev_delay_nsec(d, kind, len);
+}
+
+uint64_t
 znbd_dev_zone_op_nsec(const struct znbd_dev *d, enum znbd_zone_op op)
 {
   switch (op) {

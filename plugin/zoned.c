@@ -363,13 +363,13 @@ check_aligned(void *handle, const char *op, uint32_t count, uint64_t offset)
  * reply after all. */
 #define DROP_SECONDS (24u * 3600u)
 
-/* completion_nsec (null_blk's per-request completion delay), plus the
- * mbps bucket and zone_reset_nsec (znbd_dev_delay_nsec) for a request of
- * KIND moving LEN bytes; then drop-reply, as far as nbdkit allows. */
+/* The request's injected delay (znbd_dev_request_delay: completion_nsec,
+ * the mbps bucket, zone_reset_nsec) for a request of KIND moving LEN
+ * bytes; then drop-reply, as far as nbdkit allows. */
 static void
 complete_delay_io(unsigned kind, uint64_t len)
 {
-  uint64_t ns = params.completion_nsec + znbd_dev_delay_nsec(dev, kind, len);
+  uint64_t ns = znbd_dev_request_delay(dev, kind, len, 0);
   if (ns)
     nbdkit_nanosleep((unsigned)(ns / 1000000000), (unsigned)(ns % 1000000000));
   if (znbd_dev_drop_reply(dev, kind))

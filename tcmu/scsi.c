@@ -945,13 +945,14 @@ uint64_t
 znbd_scsi_delay_nsec(struct znbd_scsi *s, const uint8_t *cdb)
 {
   const struct znbd_params *p = znbd_dev_params(s->dev);
-  uint64_t ns = p->completion_nsec, lba, blocks;
+  uint64_t lba, blocks, len = 0;
   unsigned sa = cdb[1] & 0x1f, kind = rw_kind(cdb[0]);
   if (cdb[0] == 0x94 && sa >= 0x01 && sa <= 0x04)
-    ns += znbd_dev_zone_op_nsec(s->dev, zbc_out_ops[sa]);
-  if (kind && p->mbps) { /* the mbps bucket, as for every front-end */
+    return znbd_dev_request_delay(s->dev, ZNBD_IO_ZONE_MGMT, 0,
+                                  zbc_out_ops[sa]);
+  if (kind && p->mbps) { /* the length matters to the mbps bucket only */
     rw_extent(cdb, &lba, &blocks);
-    ns += znbd_dev_delay_nsec(s->dev, kind, blocks * p->blocksize);
+    len = blocks * p->blocksize;
   }
-  return ns;
+  return znbd_dev_request_delay(s->dev, kind ? kind : ZNBD_IO_OTHER, len, 0);
 }

@@ -102,8 +102,8 @@ int znbd_scsi_exec(struct znbd_scsi *s, struct znbd_scsi_cmd *c);
  * zone_open/close/finish/reset_nsec for a ZBC OUT (the same parameters
  * as znbd's other front-ends; with ALL the operation's latency counts
  * once), plus for a READ or WRITE the wait the mbps bucket gives its
- * transfer (znbd_dev_delay_nsec()).  It takes from that bucket: call it
- * once per command. */
+ * transfer (all of it znbd_dev_request_delay()).  It takes from that bucket:
+ * call it once per command. */
 uint64_t znbd_scsi_delay_nsec(struct znbd_scsi *s, const uint8_t *cdb);
 
 #endif

@@ -363,10 +363,28 @@ void znbd_dev_drop_reply_get(struct znbd_dev *d, uint32_t *every,
  * when dropping is off. */
 bool znbd_dev_drop_reply(struct znbd_dev *d, unsigned kind);
 
-/* Extra completion delay of one request, nanoseconds, on top of
- * completion_nsec: the mbps bucket for READ/WRITE of LEN bytes (all
- * connections share it), zone_reset_nsec for a TRIM on a zoned device.
- * Front-ends wait that long before replying.  0 when nothing is set. */
+/* A zone management request (ZBC OUT, the control socket), for
+ * znbd_dev_request_delay(); not a drop-reply kind. */
+#define ZNBD_IO_ZONE_MGMT 0x20u
+
+/* The injected delay of one request, nanoseconds, the one rule every
+ * front-end applies before it replies (they differ only in how they wait):
+ *   completion_nsec (null_blk's per-request completion delay, applied in
+ *   null_handle_cmd's timer mode)
+ * + for KIND ZNBD_IO_READ or ZNBD_IO_WRITE of LEN bytes on the wire: the
+ *   mbps bucket, shared by all connections (null_blk's mbps)
+ * + for ZNBD_IO_ZONE_MGMT: the latency of OP (zone_open_nsec,
+ *   zone_close_nsec, zone_finish_nsec, zone_reset_nsec; 0 for the others);
+ *   for ZNBD_IO_TRIM on a zoned device: zone_reset_nsec (a reset).
+ * OP is read for ZNBD_IO_ZONE_MGMT only.  0 when nothing is set; never
+ * fails. */
+uint64_t znbd_dev_request_delay(struct znbd_dev *d, unsigned kind, uint64_t len,
+                                enum znbd_zone_op op);
+
+/* The parts of znbd_dev_request_delay() without completion_nsec: the
+ * mbps bucket for READ/WRITE of LEN bytes, zone_reset_nsec for a TRIM
+ * on a zoned device (nanoseconds).  Front-ends call
+ * znbd_dev_request_delay(); this is for tests of the bucket. */
 uint64_t znbd_dev_delay_nsec(struct znbd_dev *d, unsigned kind, uint64_t len);
 
 /* Extra latency of zone management operation OP (zone_open_nsec ...),
