@@ -20,6 +20,7 @@
 
 #include "znbd/control.h"
 #include "znbd/dev.h"
+#include "znbd/request.h"
 
 #define MAX_WORDS 4
 #define REPORT_BATCH 256 /* zones copied per znbd_dev_report() call */
@@ -271,11 +272,12 @@ op_one(struct znbd_dev *d, enum znbd_zone_op op, uint32_t idx, FILE *out)
 
 /* reset all: null_blk's reset-all; close/finish/open all: the ZBC "ALL"
  * bit (ZBC-2 CLOSE/FINISH/OPEN ZONE with ALL=1), by the rule every
- * front-end shares (znbd_dev_zone_op_all()). */
+ * front-end shares (znbd_req_zone_op_all()), tied to no connection. */
 static int
 op_all(struct znbd_dev *d, enum znbd_zone_op op, FILE *out)
 {
   op_latency(d, op);
+  struct znbd_req_ctx c;
   struct znbd_zone_all res;
   struct znbd_dev_stats st;
   const struct znbd_params *p = znbd_dev_params(d);
@@ -286,7 +288,8 @@ op_all(struct znbd_dev *d, enum znbd_zone_op op, FILE *out)
       op != ZNBD_ZONE_OP_FINISH && op != ZNBD_ZONE_OP_OPEN)
     return reply_error(out, EINVAL, "%s takes a zone index, not 'all'",
                        op_word(op));
-  if (znbd_dev_zone_op_all(d, op, &res) == -1) {
+  znbd_req_ctx_init_unfenced(&c, d);
+  if (znbd_req_zone_op_all(&c, op, &res) == -1) {
     int e = errno;
     char msg[256];
     if (op == ZNBD_ZONE_OP_RESET)

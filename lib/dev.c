@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "znbd/dev.h"
+#include "dev_fenced.h"
 #include "store.h"
 #include "store_dir.h"
 #include "wcache.h"
@@ -543,7 +544,7 @@ store_append(void *opaque, const void *data, uint64_t len, uint64_t off)
   return store_data(opaque, data, len, off);
 }
 
-/* ZONED: a parked write of znbd_dev_write_async(): the engine's entry
+/* ZONED: a parked write with a DONE callback: the engine's entry
  * and the caller's completion (W first: the engine hands W back). */
 struct async_write {
   struct znbd_zone_write w;
@@ -559,20 +560,10 @@ async_done(struct znbd_zone_write *w, int err)
   free(a);
 }
 
-/* How a write ahead of the wp is parked: completed through DONE, or
- * (DONE NULL) with this thread waiting, if fewer than MAX threads counted
- * in *WAITING (NULL: no bound) wait already. */
-struct park_how {
-  znbd_write_done_fn done;
-  void *opaque;
-  _Atomic unsigned *waiting;
-  unsigned max;
-};
-
 /* ZONED: park W (a write ahead of the wp that may wait) as H says. */
 static int
 park_write(const struct znbd_zone_write *w, struct znbd_zones *zs,
-           const struct park_how *h)
+           const struct znbd_park_how *h)
 {
   znbd_write_done_fn done = h->done;
   void *opaque = h->opaque;
@@ -600,7 +591,7 @@ park_write(const struct znbd_zone_write *w, struct znbd_zones *zs,
  * allocated for the common, in-order case), then parked if it may wait. */
 static int
 zoned_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
-            unsigned flags, const struct park_how *h)
+            unsigned flags, const struct znbd_park_how *h)
 {
   struct znbd_zone_write w = {
       .off = off,
@@ -619,54 +610,35 @@ zoned_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
 }
 
 static int dev_write(struct znbd_dev *d, const void *buf, uint64_t len,
-                     uint64_t off, unsigned flags, const struct park_how *h);
+                     uint64_t off, unsigned flags,
+                     const struct znbd_park_how *h);
 
 /* A write whose range is checked and free of bad blocks. */
 static int write_checked(struct znbd_dev *d, const void *buf, uint64_t len,
                          uint64_t off, unsigned flags,
-                         const struct park_how *h);
+                         const struct znbd_park_how *h);
 
 int
 znbd_dev_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
                unsigned flags)
 {
-  struct park_how h = {0};
+  struct znbd_park_how h = {.fence = ZNBD_NO_FENCE};
   return dev_write(d, buf, len, off, flags, &h);
 }
 
 int
-znbd_dev_write_async(struct znbd_dev *d, const void *buf, uint64_t len,
-                     uint64_t off, unsigned flags, znbd_write_done_fn done,
-                     void *opaque)
+znbd_dev_write_how(struct znbd_dev *d, const void *buf, uint64_t len,
+                   uint64_t off, unsigned flags, const struct znbd_park_how *h)
 {
-  struct park_how h = {.done = done, .opaque = opaque};
-  return dev_write(d, buf, len, off, flags, &h);
+  return dev_write(d, buf, len, off, flags, h);
 }
 
-int
-znbd_dev_write_bounded(struct znbd_dev *d, const void *buf, uint64_t len,
-                       uint64_t off, unsigned flags, _Atomic unsigned *waiting,
-                       unsigned max)
-{
-  struct park_how h = {.waiting = waiting, .max = max};
-  return dev_write(d, buf, len, off, flags, &h);
-}
-
-/* The generation the requests this thread makes belong to
- * (znbd_dev_fence); one device per process. */
-static _Thread_local uint64_t fence = ZNBD_NO_FENCE;
-
-void
-znbd_dev_fence(uint64_t gen)
-{
-  fence = gen;
-}
-
-/* write_cache: enter (a due power cut, or this thread's fence older than
- * the last cut: ESHUTDOWN) and keep the durable contents of
- * [OFF, OFF+LEN) before changing them. */
+/* write_cache: enter (a due power cut, or FENCE older than the last cut:
+ * ESHUTDOWN) and keep the durable contents of [OFF, OFF+LEN) before
+ * changing them. */
 static int
-wc_begin(struct znbd_dev *d, bool write, uint64_t len, uint64_t off)
+wc_begin(struct znbd_dev *d, uint64_t fence, bool write, uint64_t len,
+         uint64_t off)
 {
   if (!d->wc)
     return 0;
@@ -704,16 +676,16 @@ sync_held(struct znbd_dev *d, uint64_t len, uint64_t off)
 
 static int dev_write_faults(struct znbd_dev *d, const void *buf, uint64_t len,
                             uint64_t off, unsigned flags,
-                            const struct park_how *h);
+                            const struct znbd_park_how *h);
 
 /* With write_cache, between wc_begin and wc_end.  A parked write runs
  * later inside the write that fills its gap (which holds the write
  * cache's lock shared then). */
 static int
 dev_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
-          unsigned flags, const struct park_how *h)
+          unsigned flags, const struct znbd_park_how *h)
 {
-  if (check_range(d, len, off) < 0 || wc_begin(d, true, len, off) < 0)
+  if (check_range(d, len, off) < 0 || wc_begin(d, h->fence, true, len, off) < 0)
     return -1;
   int r = dev_write_faults(d, buf, len, off, flags, h);
   if (r == 0 && (flags & ZNBD_WRITE_FUA)) /* ran here, not parked */
@@ -729,11 +701,11 @@ dev_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
  * parked but refused), then EIO. */
 static int
 dev_write_faults(struct znbd_dev *d, const void *buf, uint64_t len,
-                 uint64_t off, unsigned flags, const struct park_how *h)
+                 uint64_t off, unsigned flags, const struct znbd_park_how *h)
 {
   uint64_t ok;
   if (len && badblock_hit(d, buf ? "write" : "write zeroes", len, off, &ok)) {
-    struct park_how now = {0};
+    struct znbd_park_how now = {.fence = h->fence};
     if (ok &&
         write_checked(d, buf, ok, off, flags | ZNBD_WRITE_NOWAIT, &now) < 0 &&
         errno != EAGAIN)
@@ -746,7 +718,7 @@ dev_write_faults(struct znbd_dev *d, const void *buf, uint64_t len,
 
 static int
 write_checked(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
-              unsigned flags, const struct park_how *h)
+              unsigned flags, const struct znbd_park_how *h)
 {
   if (is_zoned(d))
     return len ? zoned_write(d, buf, len, off, flags, h) : 0;
@@ -771,6 +743,14 @@ int
 znbd_dev_append(struct znbd_dev *d, const void *buf, uint64_t len,
                 uint64_t zone_start, uint64_t *written)
 {
+  return znbd_dev_append_fenced(d, ZNBD_NO_FENCE, buf, len, zone_start,
+                                written);
+}
+
+int
+znbd_dev_append_fenced(struct znbd_dev *d, uint64_t fence, const void *buf,
+                       uint64_t len, uint64_t zone_start, uint64_t *written)
+{
   /* Not zoned: there is no zone to append to.  Only the start and the
    * alignment are checked here, not check_range()'s end of the range: a
    * length past the zone capacity, and so past the end of the device (the
@@ -787,7 +767,7 @@ znbd_dev_append(struct znbd_dev *d, const void *buf, uint64_t len,
     errno = EINVAL;
     return -1;
   }
-  if (wc_begin(d, true, 0, 0) < 0)
+  if (wc_begin(d, fence, true, 0, 0) < 0)
     return -1;
   /* Always stored before the commit: the offset is known only then. */
   struct znbd_zone_write w = {
@@ -827,14 +807,14 @@ zoned_trim(struct znbd_dev *d, uint64_t len, uint64_t off)
 int
 znbd_dev_trim(struct znbd_dev *d, uint64_t len, uint64_t off)
 {
-  return znbd_dev_trim_flags(d, len, off, 0);
+  return znbd_dev_trim_fenced(d, ZNBD_NO_FENCE, len, off, 0);
 }
 
 int
-znbd_dev_trim_flags(struct znbd_dev *d, uint64_t len, uint64_t off,
-                    unsigned flags)
+znbd_dev_trim_fenced(struct znbd_dev *d, uint64_t fence, uint64_t len,
+                     uint64_t off, unsigned flags)
 {
-  if (check_range(d, len, off) < 0 || wc_begin(d, false, len, off) < 0)
+  if (check_range(d, len, off) < 0 || wc_begin(d, fence, false, len, off) < 0)
     return -1;
   int r = is_zoned(d) ? zoned_trim(d, len, off)
                       : znbd_store_zero(d->store, len, off, 0);
@@ -846,6 +826,12 @@ znbd_dev_trim_flags(struct znbd_dev *d, uint64_t len, uint64_t off,
 int
 znbd_dev_flush(struct znbd_dev *d)
 {
+  return znbd_dev_flush_fenced(d, ZNBD_NO_FENCE);
+}
+
+int
+znbd_dev_flush_fenced(struct znbd_dev *d, uint64_t fence)
+{
   if (d->wc)
     return znbd_wcache_flush(d->wc, fence);
   return znbd_store_flush(d->store);
@@ -853,6 +839,13 @@ znbd_dev_flush(struct znbd_dev *d)
 
 int
 znbd_dev_sync(struct znbd_dev *d, uint64_t len, uint64_t off)
+{
+  return znbd_dev_sync_fenced(d, ZNBD_NO_FENCE, len, off);
+}
+
+int
+znbd_dev_sync_fenced(struct znbd_dev *d, uint64_t fence, uint64_t len,
+                     uint64_t off)
 {
   if (check_range(d, len, off) < 0)
     return -1;
@@ -948,12 +941,19 @@ znbd_dev_extents(struct znbd_dev *d, uint64_t off, uint64_t len,
 int
 znbd_dev_zone_op(struct znbd_dev *d, enum znbd_zone_op op, uint32_t zone)
 {
+  return znbd_dev_zone_op_fenced(d, ZNBD_NO_FENCE, op, zone);
+}
+
+int
+znbd_dev_zone_op_fenced(struct znbd_dev *d, uint64_t fence,
+                        enum znbd_zone_op op, uint32_t zone)
+{
   /* Not zoned: no zones. */
   if (!is_zoned(d) || (zone == ZNBD_ALL_ZONES && op != ZNBD_ZONE_OP_RESET)) {
     errno = EINVAL;
     return -1;
   }
-  if (wc_begin(d, false, 0, 0) < 0)
+  if (wc_begin(d, fence, false, 0, 0) < 0)
     return -1;
   if (znbd_zone_mgmt(&d->zs, op, zone, discard, d) < 0)
     return wc_end(d, -1);

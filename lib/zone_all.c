@@ -6,7 +6,7 @@
 #include <errno.h>
 #include <stdbool.h>
 
-#include "znbd/dev.h"
+#include "znbd/request.h"
 
 #define BATCH 64
 
@@ -28,11 +28,12 @@ resettable(const struct znbd_zone_info *z)
 
 /* Apply OP, in index order, to every zone that is open (OPEN_ZONES) or
  * CLOSED (not OPEN_ZONES) when the scan reaches it; stop at the first
- * refusal, as znbd_dev_zone_op_all() says. */
+ * refusal, as znbd_req_zone_op_all() says. */
 static int
-apply(struct znbd_dev *d, enum znbd_zone_op op, bool open_zones,
+apply(const struct znbd_req_ctx *c, enum znbd_zone_op op, bool open_zones,
       struct znbd_zone_all *res)
 {
+  struct znbd_dev *d = c->dev;
   uint32_t nr = znbd_dev_nr_zones(d), got;
   struct znbd_zone_info z[BATCH];
 
@@ -43,7 +44,7 @@ apply(struct znbd_dev *d, enum znbd_zone_op op, bool open_zones,
     for (uint32_t j = 0; j < got; j++) {
       if (open_zones ? !is_open(z[j].cond) : z[j].cond != ZNBD_ZONE_COND_CLOSED)
         continue;
-      if (znbd_dev_zone_op(d, op, i + j) == -1) {
+      if (znbd_req_zone_op(c, op, i + j) == -1) {
         res->zone = i + j;
         res->before = z[j];
         return -1;
@@ -55,9 +56,10 @@ apply(struct znbd_dev *d, enum znbd_zone_op op, bool open_zones,
 }
 
 int
-znbd_dev_zone_op_all(struct znbd_dev *d, enum znbd_zone_op op,
+znbd_req_zone_op_all(const struct znbd_req_ctx *c, enum znbd_zone_op op,
                      struct znbd_zone_all *res)
 {
+  struct znbd_dev *d = c->dev;
   uint32_t nr = znbd_dev_nr_zones(d), got;
   struct znbd_zone_info z[BATCH];
   struct znbd_dev_stats st;
@@ -79,15 +81,15 @@ znbd_dev_zone_op_all(struct znbd_dev *d, enum znbd_zone_op op,
       for (uint32_t j = 0; j < got; j++)
         res->done += resettable(&z[j]);
     }
-    return znbd_dev_zone_op(d, ZNBD_ZONE_OP_RESET, ZNBD_ALL_ZONES);
+    return znbd_req_zone_op(c, ZNBD_ZONE_OP_RESET, ZNBD_ALL_ZONES);
   case ZNBD_ZONE_OP_CLOSE:
-    return apply(d, op, true, res);
+    return apply(c, op, true, res);
   case ZNBD_ZONE_OP_FINISH:
     /* Open zones first: finishing them frees the open slots that
      * finishing a CLOSED zone needs (null_blk's null_check_open()). */
-    if (apply(d, op, true, res) == -1)
+    if (apply(c, op, true, res) == -1)
       return -1;
-    return apply(d, op, false, res);
+    return apply(c, op, false, res);
   case ZNBD_ZONE_OP_OPEN:
     /* ZBC-2 5.5: refused, changing nothing, if the CLOSED and EXP_OPEN
      * zones would not all fit under the open limit.  CLOSED zones are
@@ -107,7 +109,7 @@ znbd_dev_zone_op_all(struct znbd_dev *d, enum znbd_zone_op op,
       errno = ETOOMANYREFS;
       return -1;
     }
-    return apply(d, op, false, res);
+    return apply(c, op, false, res);
   default:
     errno = EINVAL;
     return -1;

@@ -20,6 +20,7 @@
 
 #include "znbd/control.h"
 #include "znbd/dev.h"
+#include "znbd/request.h"
 #include "znbd/params.h"
 #include "znbd/sched.h"
 
@@ -176,8 +177,10 @@ zoned_dump_plugin(void)
 #define WAIT_MAX 15
 
 struct handle {
-  _Atomic unsigned waiting; /* threads of this connection waiting */
-  uint64_t gen;             /* znbd_dev_generation() when it connected */
+  /* The connection's request context (znbd/request.h): its power-cut
+   * fence and its bound of WAIT_MAX threads counted in WAITING. */
+  struct znbd_req_ctx rq;
+  _Atomic unsigned waiting;
 };
 
 static void *
@@ -186,8 +189,10 @@ zoned_open(int readonly)
   struct handle *h = calloc(1, sizeof *h);
   if (!h)
     nbdkit_error("open: out of memory");
-  else
-    h->gen = znbd_dev_generation(dev);
+  else {
+    znbd_req_ctx_init(&h->rq, dev);
+    znbd_req_ctx_bound(&h->rq, &h->waiting, WAIT_MAX);
+  }
   return h;
 }
 
@@ -199,11 +204,9 @@ static int
 cut_off(void *handle, const char *op)
 {
   struct handle *h = handle;
-  /* nbdkit runs one request at a time on a thread: the fence this sets
-   * holds for the request that follows; the device checks it again under
-   * its cut lock, where a cut cannot come in between (znbd_dev_fence). */
-  znbd_dev_fence(h->gen);
-  if (h->gen == znbd_dev_generation(dev))
+  /* The device checks the fence again under its cut lock, where a cut
+   * cannot come in between (znbd_req_write() and the others). */
+  if (!znbd_req_cut(&h->rq))
     return 0;
   nbdkit_error("%s: the device lost power since this connection began "
                "(power-cut): reconnect",
@@ -218,13 +221,13 @@ zoned_close(void *handle)
   free(handle);
 }
 
-/* znbd_dev_write() through handle H's bound on waiting threads. */
+/* A write through handle H's context: fenced, and bounded to WAIT_MAX
+ * waiting threads. */
 static int
 bounded_write(struct handle *h, const void *buf, uint32_t count,
               uint64_t offset, unsigned wflags)
 {
-  return znbd_dev_write_bounded(dev, buf, count, offset, wflags, &h->waiting,
-                                WAIT_MAX);
+  return znbd_req_write(&h->rq, buf, count, offset, wflags, NULL, NULL);
 }
 
 static int64_t
@@ -363,16 +366,17 @@ check_aligned(void *handle, const char *op, uint32_t count, uint64_t offset)
  * reply after all. */
 #define DROP_SECONDS (24u * 3600u)
 
-/* The request's injected delay (znbd_dev_request_delay: completion_nsec,
- * the mbps bucket, zone_reset_nsec) for a request of KIND moving LEN
- * bytes; then drop-reply, as far as nbdkit allows. */
+/* The request's injected delay (znbd_req_delay: completion_nsec, the
+ * mbps bucket, zone_reset_nsec) for a request of KIND moving LEN bytes
+ * on HANDLE's connection; then drop-reply, as far as nbdkit allows. */
 static void
-complete_delay_io(unsigned kind, uint64_t len)
+complete_delay_io(void *handle, unsigned kind, uint64_t len)
 {
-  uint64_t ns = znbd_dev_request_delay(dev, kind, len, 0);
+  struct handle *h = handle;
+  uint64_t ns = znbd_req_delay(&h->rq, kind, len, 0);
   if (ns)
     nbdkit_nanosleep((unsigned)(ns / 1000000000), (unsigned)(ns % 1000000000));
-  if (znbd_dev_drop_reply(dev, kind))
+  if (znbd_req_drop_reply(&h->rq, kind))
     nbdkit_nanosleep(DROP_SECONDS, 0);
 }
 
@@ -384,7 +388,7 @@ zoned_pread(void *handle, void *buf, uint32_t count, uint64_t offset,
     return -1;
   int r = znbd_dev_read(dev, buf, count, offset);
   int e = errno;
-  complete_delay_io(ZNBD_IO_READ, count);
+  complete_delay_io(handle, ZNBD_IO_READ, count);
   return r < 0 ? fail("pread", count, offset, e) : 0;
 }
 
@@ -406,7 +410,7 @@ zoned_pwrite(void *handle, const void *buf, uint32_t count, uint64_t offset,
    * changed nothing. */
   int r = bounded_write(handle, buf, count, offset, fua_flag(flags));
   int e = errno;
-  complete_delay_io(ZNBD_IO_WRITE, count);
+  complete_delay_io(handle, ZNBD_IO_WRITE, count);
   return r < 0 ? fail("pwrite", count, offset, e) : 0;
 }
 
@@ -421,7 +425,7 @@ zoned_zero(void *handle, uint32_t count, uint64_t offset, uint32_t flags)
   unsigned wflags = (flags & NBDKIT_FLAG_MAY_TRIM) ? 0 : ZNBD_WRITE_ALLOCATE;
   int r = bounded_write(handle, NULL, count, offset, wflags | fua_flag(flags));
   int e = errno;
-  complete_delay_io(ZNBD_IO_WRITE, 0);
+  complete_delay_io(handle, ZNBD_IO_WRITE, 0);
   return r < 0 ? fail("zero", count, offset, e) : 0;
 }
 
@@ -430,9 +434,10 @@ zoned_trim(void *handle, uint32_t count, uint64_t offset, uint32_t flags)
 {
   if (check_aligned(handle, "trim", count, offset) < 0)
     return -1;
-  int r = znbd_dev_trim_flags(dev, count, offset, fua_flag(flags));
+  struct handle *h = handle;
+  int r = znbd_req_trim(&h->rq, count, offset, fua_flag(flags));
   int e = errno;
-  complete_delay_io(ZNBD_IO_TRIM, count);
+  complete_delay_io(handle, ZNBD_IO_TRIM, count);
   return r < 0 ? fail("trim", count, offset, e) : 0;
 }
 
@@ -444,9 +449,10 @@ zoned_flush(void *handle, uint32_t flags)
 {
   if (cut_off(handle, "flush") < 0)
     return -1;
-  int r = znbd_dev_flush(dev);
+  struct handle *h = handle;
+  int r = znbd_req_flush(&h->rq);
   int e = errno;
-  complete_delay_io(ZNBD_IO_FLUSH, 0);
+  complete_delay_io(handle, ZNBD_IO_FLUSH, 0);
   if (r < 0) {
     nbdkit_error("flush: %s", strerror(e));
     errno = znbd_dev_wire_errno(e);
@@ -461,7 +467,7 @@ zoned_cache(void *handle, uint32_t count, uint64_t offset, uint32_t flags)
 {
   if (check_aligned(handle, "cache", count, offset) < 0)
     return -1;
-  complete_delay_io(ZNBD_IO_OTHER, 0);
+  complete_delay_io(handle, ZNBD_IO_OTHER, 0);
   return 0;
 }
 
@@ -487,7 +493,7 @@ zoned_extents(void *handle, uint32_t count, uint64_t offset, uint32_t flags,
   int r = znbd_dev_extents(dev, offset, count, add_extent, extents);
   int e = errno;
   /* completion_nsec and drop-reply (kind "other"), as for any request. */
-  complete_delay_io(ZNBD_IO_OTHER, 0);
+  complete_delay_io(handle, ZNBD_IO_OTHER, 0);
   if (r < 0) {
     if (e == 0)
       e = EIO;

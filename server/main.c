@@ -283,7 +283,6 @@ setup_cfg(struct server *s, struct znbd_dev *dev, const struct znbd_params *p)
   if (!s->cfg.description)
     die("%s", "out of memory");
   znbd_dev_describe(dev, s->cfg.description, (size_t)dlen + 1);
-  s->completion_nsec = s->mode == QM_BIO ? p->completion_nsec : 0;
 }
 
 /* Queues and workers, before the sockets: a limit they meet stops

@@ -631,11 +631,10 @@ queue_rq(struct hwq *q, struct rq *rq, struct io_uring *ring)
     exec_rq(b, EXEC_NOWAIT);
 done:;
   /* The bucket hands out times in order: the last merged write's delay
-   * covers them all. */
-  uint64_t extra = nbd_req_delay(rq->proto, &rq->req);
+   * (completion_nsec included) covers them all. */
+  uint64_t ns = nbd_req_delay(rq->proto, &rq->req);
   for (struct rq *b = rq->merged; b; b = b->next)
-    extra = nbd_req_delay(b->proto, &b->req);
-  uint64_t ns = m->completion_nsec + extra;
+    ns = nbd_req_delay(b->proto, &b->req);
   if (ns)
     arm_timeout(ring, &rq->ts, ns, tag_ptr(TAG_RQ_DONE, rq));
   else

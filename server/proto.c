@@ -41,7 +41,7 @@ nbdc_init(struct nbdc *c, const struct srv_cfg *cfg, struct buf *out)
 {
   memset(c, 0, sizeof *c);
   c->cfg = cfg;
-  c->gen = znbd_dev_generation(cfg->dev);
+  znbd_req_ctx_init(&c->rq, cfg->dev);
   c->phase = PH_CFLAGS;
   uint8_t *p = buf_reserve(out, 18);
   put64(p, NBD_MAGIC);
@@ -905,7 +905,7 @@ fail : {
 }
 
 /* WRITE or WRITE_ZEROES R (NO_HOLE: the range stays allocated); with
- * DONE, a write ahead of the wp may be parked (znbd_dev_write_async). */
+ * DONE, a write ahead of the wp may be parked (znbd_req_write). */
 static int
 exec_write(const struct nbdc *c, const struct nbd_req *r, unsigned wflags,
            znbd_write_done_fn done, void *opaque)
@@ -917,10 +917,7 @@ exec_write(const struct nbdc *c, const struct nbd_req *r, unsigned wflags,
    * before both or after both (finish_exec then has nothing to sync). */
   if (r->flags & NBD_CMD_FLAG_FUA)
     wflags |= ZNBD_WRITE_FUA;
-  if (!done)
-    return znbd_dev_write(c->cfg->dev, data, r->len, r->off, wflags);
-  return znbd_dev_write_async(c->cfg->dev, data, r->len, r->off, wflags, done,
-                              opaque);
+  return znbd_req_write(&c->rq, data, r->len, r->off, wflags, done, opaque);
 }
 
 /* Block status descriptors being built into one chunk. */
@@ -1078,7 +1075,7 @@ finish_exec(const struct nbdc *c, const struct nbd_req *r, int rc,
   if (rc == 0 && !synced && (r->flags & NBD_CMD_FLAG_FUA) &&
       (r->type == NBD_CMD_WRITE || r->type == NBD_CMD_WRITE_ZEROES ||
        r->type == NBD_CMD_TRIM))
-    rc = znbd_dev_sync(c->cfg->dev, r->len, r->off);
+    rc = znbd_req_sync(&c->rq, r->len, r->off);
   if (rc == -1) {
     if (errno == EAGAIN && (xflags & EXEC_REQUEUE))
       return EXEC_AGAIN;
@@ -1113,7 +1110,7 @@ nbd_req_delay(const struct nbdc *c, const struct nbd_req *r)
   unsigned kind = nbd_req_kind(r);
   /* WRITE_ZEROES moves no data over the link. */
   uint64_t len = r->type == NBD_CMD_WRITE_ZEROES ? 0 : r->len;
-  return znbd_dev_delay_nsec(c->cfg->dev, kind, len);
+  return znbd_req_delay(&c->rq, kind, len, 0);
 }
 
 static int exec_one(const struct nbdc *c, const struct nbd_req *r,
@@ -1125,11 +1122,11 @@ static int exec_one(const struct nbdc *c, const struct nbd_req *r,
 static void
 drop_after(const struct nbdc *c, unsigned kind, struct buf *out, size_t before)
 {
-  if (znbd_dev_drop_reply(c->cfg->dev, kind))
+  if (znbd_req_drop_reply(&c->rq, kind))
     out->len = before;
 }
 
-/* drop-reply (znbd_dev_drop_reply): the request is executed, then what
+/* drop-reply (znbd_req_drop_reply): the request is executed, then what
  * it appended to OUT is taken back, so the client never hears of it.
  * Zero-copy READ data cannot be taken back, so a READ is chosen before
  * it executes (and copied); other requests after, so that a write sent
@@ -1146,9 +1143,8 @@ nbd_exec_ref(const struct nbdc *c, const struct nbd_req *r, unsigned xflags,
              struct buf *out, nbd_add_ref_fn add_ref, void *opaque)
 {
   const struct ref_sink rs = {add_ref, opaque};
-  struct znbd_dev *d = c->cfg->dev;
   unsigned kind = nbd_req_kind(r);
-  bool drop = kind == ZNBD_IO_READ && znbd_dev_drop_reply(d, kind);
+  bool drop = kind == ZNBD_IO_READ && znbd_req_drop_reply(&c->rq, kind);
   size_t before = out->len;
   int rc =
       exec_one(c, r, drop ? xflags & ~(unsigned)EXEC_REF : xflags, out, &rs);
@@ -1165,17 +1161,15 @@ static int
 exec_one(const struct nbdc *c, const struct nbd_req *r, unsigned xflags,
          struct buf *out, const struct ref_sink *rs)
 {
-  struct znbd_dev *d = c->cfg->dev;
   unsigned wflags = (xflags & EXEC_NOWAIT) ? ZNBD_WRITE_NOWAIT : 0;
   int rc = 0;
-  if (c->gen != znbd_dev_generation(d)) { /* power cut: the device is gone */
+  if (znbd_req_cut(&c->rq)) { /* power cut: the device is gone */
     reply_errno(c, r, ESHUTDOWN, out);
     return 0;
   }
   /* The check above is only a shortcut: a cut may come between it and
-   * the request reaching the device, so the device checks again under
-   * its cut lock (znbd_dev_fence). */
-  znbd_dev_fence(c->gen);
+   * the request reaching the device, so the device checks c->rq's fence
+   * again under its cut lock. */
   switch (r->type) {
   case NBD_CMD_READ:
     exec_read(c, r, out, xflags, rs);
@@ -1185,11 +1179,11 @@ exec_one(const struct nbdc *c, const struct nbd_req *r, unsigned xflags,
     rc = exec_write(c, r, wflags, NULL, NULL);
     break;
   case NBD_CMD_TRIM:
-    rc = znbd_dev_trim_flags(
-        d, r->len, r->off, (r->flags & NBD_CMD_FLAG_FUA) ? ZNBD_WRITE_FUA : 0);
+    rc = znbd_req_trim(&c->rq, r->len, r->off,
+                       (r->flags & NBD_CMD_FLAG_FUA) ? ZNBD_WRITE_FUA : 0);
     break;
   case NBD_CMD_FLUSH: /* dir=: fdatasync; RAM: nothing to do */
-    rc = znbd_dev_flush(d);
+    rc = znbd_req_flush(&c->rq);
     break;
   case NBD_CMD_CACHE: /* nothing to prefetch */
     break;
@@ -1222,7 +1216,6 @@ nbd_exec_park(struct nbd_park *p, unsigned xflags)
 {
   unsigned wflags = (xflags & EXEC_NOWAIT) ? ZNBD_WRITE_NOWAIT : 0;
   size_t before = p->out->len;
-  znbd_dev_fence(p->c->gen);
   int rc = exec_write(p->c, &p->req, wflags, park_done, p);
   if (rc == ZNBD_WRITE_PARKED)
     return EXEC_PARKED;

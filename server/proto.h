@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "znbd/dev.h"
+#include "znbd/request.h"
 #include "buf.h"
 
 /* --tls (nbdkit's names): NBD_OPT_STARTTLS refused (the NBD spec's
@@ -71,10 +72,10 @@ struct nbdc {
     uint32_t len;
   } after_req;
   uint64_t requests; /* requests answered or submitted */
-  /* znbd_dev_generation() when the connection began: after a power cut
-   * (write_cache=true) the connection is dropped, and requests still
-   * executed for it fail with ESHUTDOWN. */
-  uint64_t gen;
+  /* The connection's request context (znbd/request.h), fenced when it
+   * began: after a power cut (write_cache=true) the connection is
+   * dropped, and requests still executed for it fail with ESHUTDOWN. */
+  struct znbd_req_ctx rq;
   /* Zero-copy READ data (nbd_exec with EXEC_REF): queue the LEN bytes at P
    * (inside the store) to be sent right after what OUT holds now, without
    * copying them.  Set by the caller that owns OUT's send path. */
@@ -150,7 +151,7 @@ int nbd_exec_ref(const struct nbdc *c, const struct nbd_req *r, unsigned xflags,
 /* R's kind as a ZNBD_IO_* bit (drop-reply, delays). */
 unsigned nbd_req_kind(const struct nbd_req *r);
 
-/* Extra completion delay of R, ns (znbd_dev_delay_nsec: mbps,
+/* The injected delay of R, ns (znbd_req_delay: completion_nsec, mbps,
  * zone_reset_nsec); call once per request (it takes from the mbps
  * bucket). */
 uint64_t nbd_req_delay(const struct nbdc *c, const struct nbd_req *r);
@@ -170,7 +171,7 @@ struct nbd_park {
 
 /* nbd_exec(P->c, &P->req, xflags, P->out) for a WRITE or WRITE_ZEROES,
  * except that a write ahead of its zone's wp (pipeline_zoned_writes) is
- * parked (znbd_dev_write_async) rather than refused: returns EXEC_PARKED
+ * parked (znbd_req_write with DONE) rather than refused: returns EXEC_PARKED
  * and the reply comes through P->done; else returns 0 with the reply in
  * P->out, as nbd_exec. */
 int nbd_exec_park(struct nbd_park *p, unsigned xflags);

@@ -59,7 +59,6 @@ struct server {
   unsigned nworkers;
   struct worker **workers;
   struct mq *mq;
-  uint64_t completion_nsec;
   int fail_efd;       /* server_fail() wakes the main loop through it */
   atomic_bool failed; /* a thread failed: stop without waiting for it */
 };

@@ -857,9 +857,8 @@ bio_park(struct conn *c, const struct nbd_req *r, struct rq *rq)
 static int
 submit_bio(struct conn *c, const struct nbd_req *r)
 {
-  struct server *s = c->w->s;
   unsigned park = parkable(c, r) ? EXEC_REQUEUE : 0;
-  uint64_t ns = s->completion_nsec + nbd_req_delay(&c->proto, r);
+  uint64_t ns = nbd_req_delay(&c->proto, r);
   if (ns == 0) {
     if (nbd_exec(&c->proto, r, EXEC_NOWAIT | EXEC_REF | park,
                  &c->out[c->fill]) == EXEC_AGAIN)
@@ -1031,7 +1030,7 @@ conn_process(struct conn *c)
     conn_maybe_free(c);
     return;
   }
-  if (c->proto.gen != znbd_dev_generation(c->w->s->cfg.dev)) {
+  if (znbd_req_cut(&c->proto.rq)) {
     conn_kill(c); /* a power cut since it connected */
     return;
   }
@@ -1263,7 +1262,7 @@ on_wake(struct worker *w)
     w->gen = gen;
     for (struct conn *c = w->conns, *n; c; c = n) {
       n = c->next;
-      if (c->proto.gen != gen)
+      if (znbd_req_cut(&c->proto.rq))
         conn_kill(c);
     }
   }

@@ -208,7 +208,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   if (size < 1)
     return 0;
   struct znbd_params p;
-  struct znbd_scsi s = {make_dev(data[0], &p), "fuzz0", 0};
+  struct znbd_scsi s;
+  znbd_scsi_init(&s, make_dev(data[0], &p), "fuzz0");
   size_t pos = 1;
   while (pos < size) {
     size_t len = data[pos++] % 17;

@@ -86,9 +86,7 @@ main(int argc, char **argv)
   struct znbd_dev *dev = znbd_dev_new(&p, err, sizeof err);
   if (!dev)
     die("%s", err);
-  scsi.dev = dev;
-  scsi.name = name;
-  scsi.gen = znbd_dev_generation(dev);
+  znbd_scsi_init(&scsi, dev, name);
 
   /* Every thread inherits the mask: only sigwait() below sees them. */
   sigset_t set;

@@ -497,7 +497,7 @@ zbc_out(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
     /* ZBC-2: ALL applies the operation to every zone it fits, by the
      * rule the control socket's "OP all" follows too. */
     struct znbd_zone_all res;
-    if (znbd_dev_zone_op_all(s->dev, op, &res) < 0)
+    if (znbd_req_zone_op_all(&s->rq, op, &res) < 0)
       return fail(c, errno_sense(errno, true));
     return ZNBD_SCSI_GOOD;
   }
@@ -516,7 +516,7 @@ zbc_out(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
   uint32_t cs = cond_sense(z.cond);
   if (cs)
     return fail(c, cs);
-  if (znbd_dev_zone_op(s->dev, op, i) < 0)
+  if (znbd_req_zone_op(&s->rq, op, i) < 0)
     return fail(c, errno == EIO ? S_INVALID_FIELD : errno_sense(errno, true));
   return ZNBD_SCSI_GOOD;
 }
@@ -633,9 +633,9 @@ read_write(struct znbd_scsi *s, struct znbd_scsi_cmd *c, bool write)
   if (write) {
     if (!direct)
       iov_copy(c, buf, len, true);
-    r = znbd_dev_write(s->dev, buf, len, off, ZNBD_WRITE_NOWAIT);
+    r = znbd_req_write(&s->rq, buf, len, off, ZNBD_WRITE_NOWAIT, NULL, NULL);
     if (r == 0 && fua)
-      r = znbd_dev_sync(s->dev, len, off);
+      r = znbd_req_sync(&s->rq, len, off);
   } else {
     r = znbd_dev_read(s->dev, buf, len, off);
     if (r == 0 && !direct)
@@ -849,11 +849,11 @@ exec_cdb(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
 
   /* After a power cut the disk the kernel knows is gone: every command
    * fails until znbd-tcmu starts again, as znbd drops the NBD
-   * connections made before a cut.  The fence makes a write, flush or
-   * zone operation that races the cut fail with ESHUTDOWN having changed
-   * nothing (znbd_dev_fence()); the check covers the other commands. */
-  znbd_dev_fence(s->gen);
-  if (znbd_dev_generation(s->dev) != s->gen)
+   * connections made before a cut.  The session's fence (S->rq) makes a
+   * write, flush or zone operation that races the cut fail with
+   * ESHUTDOWN having changed nothing; the check covers the other
+   * commands. */
+  if (znbd_req_cut(&s->rq))
     return fail(c, S_NOT_READY);
   const struct opcode *o = find_opcode(s, cdb);
   if (o && reserved_bits_set(o, cdb))
@@ -892,7 +892,7 @@ exec_cdb(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
     return read_write(s, c, rw_kind(cdb[0]) == ZNBD_IO_WRITE);
   case 0x35: /* SYNCHRONIZE CACHE(10) */
   case 0x91: /* SYNCHRONIZE CACHE(16) */
-    if (znbd_dev_flush(s->dev) < 0)
+    if (znbd_req_flush(&s->rq) < 0)
       return fail(c, errno_sense(errno, true));
     return ZNBD_SCSI_GOOD;
   case 0x95: /* ZBC IN: REPORT ZONES */
@@ -924,6 +924,15 @@ io_kind(const uint8_t *cdb)
   return ZNBD_IO_OTHER;
 }
 
+void
+znbd_scsi_init(struct znbd_scsi *s, struct znbd_dev *d, const char *name)
+{
+  s->dev = d;
+  s->name = name;
+  /* NOWAIT writes (read_write()): nothing waits, no bound needed. */
+  znbd_req_ctx_init(&s->rq, d);
+}
+
 int
 znbd_scsi_exec(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
 {
@@ -935,9 +944,9 @@ znbd_scsi_exec(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
   if (c->cdb_len < 1 || c->cdb_len < znbd_scsi_cdb_len(c->cdb[0]))
     return fail(c, S_INVALID_FIELD);
   int st = exec_cdb(s, c);
-  /* drop-reply (znbd_dev_drop_reply()): executed, then never answered,
+  /* drop-reply (znbd_req_drop_reply()): executed, then never answered,
    * as znbd and the plugin drop an NBD reply. */
-  c->drop_reply = znbd_dev_drop_reply(s->dev, io_kind(c->cdb));
+  c->drop_reply = znbd_req_drop_reply(&s->rq, io_kind(c->cdb));
   return st;
 }
 
@@ -948,11 +957,10 @@ znbd_scsi_delay_nsec(struct znbd_scsi *s, const uint8_t *cdb)
   uint64_t lba, blocks, len = 0;
   unsigned sa = cdb[1] & 0x1f, kind = rw_kind(cdb[0]);
   if (cdb[0] == 0x94 && sa >= 0x01 && sa <= 0x04)
-    return znbd_dev_request_delay(s->dev, ZNBD_IO_ZONE_MGMT, 0,
-                                  zbc_out_ops[sa]);
+    return znbd_req_delay(&s->rq, ZNBD_IO_ZONE_MGMT, 0, zbc_out_ops[sa]);
   if (kind && p->mbps) { /* the length matters to the mbps bucket only */
     rw_extent(cdb, &lba, &blocks);
     len = blocks * p->blocksize;
   }
-  return znbd_dev_request_delay(s->dev, kind ? kind : ZNBD_IO_OTHER, len, 0);
+  return znbd_req_delay(&s->rq, kind ? kind : ZNBD_IO_OTHER, len, 0);
 }

@@ -18,6 +18,7 @@
 
 #include "znbd/dev.h"
 #include "znbd/params.h"
+#include "znbd/request.h"
 
 /* SAM status codes. */
 #define ZNBD_SCSI_GOOD 0x00
@@ -45,15 +46,19 @@ struct znbd_scsi_cmd {
   bool drop_reply;
 };
 
-/* The SCSI view of device D, named NAME (unit serial number, VPD 80).
- * GEN is znbd_dev_generation(D) when the kernel's session began (0 for
- * a new device): once a power cut moved it on, every command fails with
- * NOT READY 02/04/00. */
+/* The SCSI view of device DEV, named NAME (unit serial number, VPD 80).
+ * RQ is the kernel session's request context (znbd/request.h), fenced
+ * when the session began: once a power cut moved the device's
+ * generation on, every command fails with NOT READY 02/04/00. */
 struct znbd_scsi {
   struct znbd_dev *dev;
   const char *name;
-  uint64_t gen;
+  struct znbd_req_ctx rq;
 };
+
+/* Set S up for a kernel session beginning now on device D, named NAME
+ * (kept, not copied).  Never fails. */
+void znbd_scsi_init(struct znbd_scsi *s, struct znbd_dev *d, const char *name);
 
 /* Whether params P can be shown as SCSI: Linux's sd needs power-of-two
  * zone sizes (sd_zbc_check_capacity()) and URSWRZ=1, so reads past the wp

@@ -8,6 +8,12 @@
  * bug cannot corrupt state.  Errors are returned as -1 with errno set to
  * the Linux value null_blk would give; front-ends map them to the wire
  * (znbd_dev_wire_errno()).  Safe to call from many threads at once.
+ *
+ * The calls that change data or zones here are the unfenced ones, for
+ * callers tied to no connection (tools, tests).  A front-end serving
+ * connections, LUNs or queues goes through the request contract of
+ * znbd/request.h, which carries the power-cut fence, the bound on waiting
+ * writes, the injected delay and drop-reply.
  */
 #ifndef ZNBD_DEV_H
 #define ZNBD_DEV_H
@@ -64,7 +70,7 @@ struct znbd_dev_stats {
   uint64_t badblock_errors; /* requests failed by a bad block */
   uint64_t dropped_replies; /* replies dropped (znbd_dev_drop_reply) */
   /* Writes parked ahead of the wp whose thread waited for them
-   * (znbd_dev_write, znbd_dev_write_bounded), and how many of those
+   * (znbd_dev_write, znbd_req_write without DONE), and how many of those
    * threads slept because the wp did not come while they yielded. */
   uint64_t park_waits, park_sleeps;
 };
@@ -118,8 +124,8 @@ const void *znbd_dev_read_ref(struct znbd_dev *d, uint64_t len, uint64_t off);
  * znbd_dev_sync() makes it, and with write_cache=true inside the same
  * hold of the power-cut lock as the write, so a cut comes before both or
  * after both: a FUA write that fails with ESHUTDOWN changed nothing, one
- * that succeeded is durable.  A write znbd_dev_write_async() parks
- * (ZNBD_WRITE_PARKED) is not synced: its DONE must call znbd_dev_sync(),
+ * that succeeded is durable.  A write znbd_req_write() parks
+ * (ZNBD_WRITE_PARKED) is not synced: its DONE must call znbd_req_sync(),
  * which it does inside the write that filled the gap, still under that
  * write's hold of the lock. */
 #define ZNBD_WRITE_FUA 0x4
@@ -143,28 +149,8 @@ int znbd_dev_write(struct znbd_dev *d, const void *buf, uint64_t len,
 /* How a parked write ended: ERR 0, or an errno as znbd_dev_write()'s. */
 typedef void (*znbd_write_done_fn)(void *opaque, int err);
 
-/* znbd_dev_write_async(): the write was parked. */
+/* znbd_req_write() with DONE: the write was parked. */
 #define ZNBD_WRITE_PARKED 1
-
-/* znbd_dev_write() for callers that must not block: with
- * pipeline_zoned_writes, a write ahead of its zone's wp (and not
- * ZNBD_WRITE_NOWAIT) is parked by the zone engine, keeping BUF, which
- * must stay valid until DONE(OPAQUE, err) is called, once, from another
- * thread (the one whose write brought the wp to it, the timeout sweeper,
- * or one resetting, finishing or faulting the zone: then EIO).  With
- * DONE NULL the calling thread waits instead (znbd_dev_write).  Returns
- * 0, ZNBD_WRITE_PARKED, or -1 with errno as znbd_dev_write(). */
-int znbd_dev_write_async(struct znbd_dev *d, const void *buf, uint64_t len,
-                         uint64_t off, unsigned flags, znbd_write_done_fn done,
-                         void *opaque);
-
-/* znbd_dev_write() for a caller with a bounded pool of threads: a write
- * that would wait for the wp fails with EAGAIN instead when MAX threads
- * counted in *WAITING (the caller's, e.g. one per connection) wait
- * already. */
-int znbd_dev_write_bounded(struct znbd_dev *d, const void *buf, uint64_t len,
-                           uint64_t off, unsigned flags,
-                           _Atomic unsigned *waiting, unsigned max);
 
 /* For a server that stops: every parked write fails with EIO now (their
  * DONE callbacks run on this thread) and no write is parked any more (one
@@ -187,14 +173,6 @@ int znbd_dev_append(struct znbd_dev *d, const void *buf, uint64_t len,
  * reset-all), partly covered sequential zones are left alone, conventional
  * ranges and a non-zoned device have their pages freed.  Errors: EINVAL. */
 int znbd_dev_trim(struct znbd_dev *d, uint64_t len, uint64_t off);
-
-/* znbd_dev_trim() with FLAGS: ZNBD_WRITE_FUA syncs the range in the same
- * hold of the power-cut lock (as for a write), so a TRIM with FUA that
- * fails with ESHUTDOWN reset or freed nothing.  Errors as
- * znbd_dev_trim(), plus EIO and ESHUTDOWN (write_cache: a cut since the
- * caller's fence). */
-int znbd_dev_trim_flags(struct znbd_dev *d, uint64_t len, uint64_t off,
-                        unsigned flags);
 
 /* NBD FLUSH: every write completed so far is on stable storage (dir=:
  * fdatasync of the zone files written since the last flush; RAM: nothing
@@ -224,24 +202,9 @@ int znbd_dev_power_cut(struct znbd_dev *d, uint64_t after);
 /* How many power cuts happened (0 without write_cache). */
 uint64_t znbd_dev_generation(struct znbd_dev *d);
 
-/* No fence: requests not tied to a connection (the control socket). */
+/* No fence: requests not tied to a connection (the control socket,
+ * tools, tests; see znbd/request.h). */
 #define ZNBD_NO_FENCE UINT64_MAX
-
-/* Fencing a power cut: the requests this thread makes from now on belong
- * to a connection made at generation GEN (znbd_dev_generation() when it
- * connected), until the next call (ZNBD_NO_FENCE: none).  A write,
- * WRITE_ZEROES, append, trim, flush, FUA sync or zone operation of a
- * fenced thread fails with ESHUTDOWN and changes no byte, write pointer
- * or condition when a power cut happened after GEN.  The check runs
- * under the lock the cut takes exclusive, so every request of an old
- * connection either ran wholly before the cut (and was then subject to
- * its rollback) or does not run: a check of the generation by the
- * front-end alone, before the request reaches the device, leaves a
- * window in which a request runs after the rollback.  Writes parked
- * ahead of the wp when the cut happens fail (EIO) at the cut.  The
- * fence is per thread: a front-end sets it before executing each
- * request (its threads may serve many connections). */
-void znbd_dev_fence(uint64_t gen);
 
 /* FN(OPAQUE) is called after each power cut, from the thread that made it
  * (a front-end wakes its connections there).  Does nothing without
@@ -268,30 +231,6 @@ int znbd_dev_extents(struct znbd_dev *d, uint64_t off, uint64_t len,
  * with null_blk's result on every condition.  Errors: EINVAL (not zoned,
  * bad index), EIO (condition), ETOOMANYREFS, EOVERFLOW. */
 int znbd_dev_zone_op(struct znbd_dev *d, enum znbd_zone_op op, uint32_t zone);
-
-/* What znbd_dev_zone_op_all() did: zones changed, and on a refusal the
- * zone refused (else ZNBD_ALL_ZONES) with its state before; for OPEN,
- * the CLOSED zones it counted against the open limit. */
-struct znbd_zone_all {
-  uint32_t done;
-  uint32_t closed;
-  uint32_t zone;
-  struct znbd_zone_info before;
-};
-
-/* OP on every zone it fits, the one rule for every front-end's "all"
- * (lib/zone_all.c): RESET resets every sequential zone (null_blk's
- * reset-all; DONE counts those not EMPTY, READONLY or OFFLINE); CLOSE
- * closes the open zones; FINISH finishes the open zones, then the
- * CLOSED ones, so that finishing the open ones frees the slots the
- * CLOSED ones need; OPEN opens the CLOSED zones, refused with
- * ETOOMANYREFS, changing nothing, when they and the EXP_OPEN zones
- * exceed zone_max_open (ZBC-2 5.5).  Zones in index order; stops at
- * the first refusal, leaving the zones done so far done.  Returns 0, or
- * -1 with errno: EINVAL (not zoned, or another op) or
- * znbd_dev_zone_op()'s for the zone in RES->zone. */
-int znbd_dev_zone_op_all(struct znbd_dev *d, enum znbd_zone_op op,
-                         struct znbd_zone_all *res);
 
 /* Copy up to NR zones from index FIRST into OUT.  Returns the number
  * copied (0 past the end or when not zoned). */

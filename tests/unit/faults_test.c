@@ -196,6 +196,62 @@ test_drop_and_delay(void)
   znbd_dev_free(d);
 }
 
+/* znbd_dev_request_delay(), the one sum every front-end waits:
+ * completion_nsec always; a zone operation's own latency for
+ * ZNBD_IO_ZONE_MGMT (OP read for it only); zone_reset_nsec for a TRIM of
+ * a zoned device; the mbps bucket for READ/WRITE (not asked here: 0). */
+static void
+test_request_delay(void)
+{
+  static const char *const kv[] = {"size",
+                                   "8M",
+                                   "zone_size",
+                                   "1M",
+                                   "completion_nsec",
+                                   "1000",
+                                   "zone_open_nsec",
+                                   "7000",
+                                   "zone_close_nsec",
+                                   "300",
+                                   "zone_finish_nsec",
+                                   "40",
+                                   "zone_reset_nsec",
+                                   "50000",
+                                   NULL};
+  struct znbd_dev *d = make(kv);
+  CHECK_EQ(znbd_dev_request_delay(d, ZNBD_IO_READ, 4096, 0), 1000);
+  CHECK_EQ(znbd_dev_request_delay(d, ZNBD_IO_WRITE, 4096, 0), 1000);
+  CHECK_EQ(znbd_dev_request_delay(d, ZNBD_IO_FLUSH, 0, 0), 1000);
+  CHECK_EQ(znbd_dev_request_delay(d, ZNBD_IO_OTHER, 0, 0), 1000);
+  CHECK_EQ(znbd_dev_request_delay(d, ZNBD_IO_TRIM, 1 << 20, 0), 51000);
+  CHECK_EQ(znbd_dev_request_delay(d, ZNBD_IO_ZONE_MGMT, 0, ZNBD_ZONE_OP_OPEN),
+           8000);
+  CHECK_EQ(znbd_dev_request_delay(d, ZNBD_IO_ZONE_MGMT, 0, ZNBD_ZONE_OP_CLOSE),
+           1300);
+  CHECK_EQ(znbd_dev_request_delay(d, ZNBD_IO_ZONE_MGMT, 0, ZNBD_ZONE_OP_FINISH),
+           1040);
+  CHECK_EQ(znbd_dev_request_delay(d, ZNBD_IO_ZONE_MGMT, 0, ZNBD_ZONE_OP_RESET),
+           51000);
+  CHECK_EQ(
+      znbd_dev_request_delay(d, ZNBD_IO_ZONE_MGMT, 0, ZNBD_ZONE_OP_SET_OFFLINE),
+      1000);
+  znbd_dev_free(d);
+
+  /* Not zoned: a TRIM frees pages, it resets nothing. */
+  static const char *const plain[] = {"size",
+                                      "8M",
+                                      "zoned",
+                                      "false",
+                                      "completion_nsec",
+                                      "1000",
+                                      "zone_reset_nsec",
+                                      "50000",
+                                      NULL};
+  d = make(plain);
+  CHECK_EQ(znbd_dev_request_delay(d, ZNBD_IO_TRIM, 1 << 20, 0), 1000);
+  znbd_dev_free(d);
+}
+
 int
 main(void)
 {
@@ -203,5 +259,6 @@ main(void)
   test_io();
   test_once_and_partial();
   test_drop_and_delay();
+  test_request_delay();
   return check_done("faults_test");
 }

@@ -387,8 +387,7 @@ test_gaps(void)
                                         "zone_capacity", "768K", "zone_nr_conv",
                                         "2", "zone_max_open", "2", NULL});
   CHECK(znbd_scsi_check_params(&p, err, sizeof err) == 0);
-  g.dev = test_dev(&p);
-  g.name = "gap0";
+  znbd_scsi_init(&g, test_dev(&p), "gap0");
   uint8_t cdb[16];
 
   /* VPD B6: constant zone starting LBA offset, granularity = zone size. */
@@ -877,7 +876,8 @@ test_delay(void)
                                         "completion_nsec", "1000",
                                         "zone_reset_nsec", "50000",
                                         "zone_open_nsec", "7000", NULL});
-  struct znbd_scsi d = {test_dev(&p), "lat0", 0};
+  struct znbd_scsi d;
+  znbd_scsi_init(&d, test_dev(&p), "lat0");
   uint8_t cdb[16];
   rw16(0x88, 0, 8, cdb);
   CHECK_EQ(znbd_scsi_delay_nsec(&d, cdb), 1000);
@@ -895,7 +895,7 @@ test_delay(void)
    * a command that moves no data waits only completion_nsec. */
   test_params(&p, (const char *const[]){"size", "16M", "zone_size", "1M",
                                         "mbps", "1", NULL});
-  d.dev = test_dev(&p);
+  znbd_scsi_init(&d, test_dev(&p), "lat0");
   const uint64_t cost = 62500000; /* 64 KiB at 1 MiB/s, ns */
   rw16(0x88, 0, 128, cdb);
   uint64_t t0 = now_ns(), first = znbd_scsi_delay_nsec(&d, cdb);
@@ -946,10 +946,9 @@ test_power_cut(void)
   CHECK(znbd_dev_report(s.dev, 4, 1, &zi) == 1);
   CHECK_EQ(zi.wp - zi.start, 4096);
   /* A new session (znbd-tcmu started again) sees the rolled-back disk. */
-  s.gen = znbd_dev_generation(s.dev);
+  znbd_scsi_init(&s, s.dev, s.name);
   rw16(0x8a, z + 8, 8, cdb);
   CHECK_EQ(run(cdb, 16, 4096), ZNBD_SCSI_GOOD);
-  znbd_dev_fence(ZNBD_NO_FENCE);
 }
 
 int
@@ -959,8 +958,7 @@ main(void)
   test_params(&p, (const char *const[]){"size", "16M", "zone_size", "1M",
                                         "zone_nr_conv", "2", "zone_max_open",
                                         "2", "write_cache", "true", NULL});
-  s.dev = test_dev(&p);
-  s.name = "zbd0";
+  znbd_scsi_init(&s, test_dev(&p), "zbd0");
   test_probe();
   test_report();
   test_rw();

@@ -6,7 +6,7 @@
  * without closing the device, as kill -9) is rolled back the same way at
  * the next open, and a clean close flushes; the same with writeback_mb
  * kicking writeback early.  write_cache=false refuses a power cut.  A
- * request fenced at a generation older than the last cut (znbd_dev_fence)
+ * request fenced at a generation older than the last cut (znbd_req_ctx)
  * fails with ESHUTDOWN and changes nothing, also when it races the cut,
  * and a FUA write racing a cut and a flush is durable or changed nothing.
  * A damaged undo journal stops the next open and changes no file. */
@@ -27,6 +27,7 @@
 #include "testdev.h"
 #include "znbd/dev.h"
 #include "znbd/params.h"
+#include "znbd/request.h"
 
 #define K 1024ULL
 #define ZS (64 * K)
@@ -83,6 +84,17 @@ put(struct znbd_dev *d, uint64_t off, size_t n, unsigned seed)
   uint8_t *b = malloc(n);
   test_fill(b, n, seed);
   int r = znbd_dev_write(d, b, n, off, 0);
+  free(b);
+  return r;
+}
+
+/* put() by a connection's request context C (znbd/request.h). */
+static int
+put_rq(struct znbd_req_ctx *c, uint64_t off, size_t n, unsigned seed)
+{
+  uint8_t *b = malloc(n);
+  test_fill(b, n, seed);
+  int r = znbd_req_write(c, b, n, off, 0, NULL, NULL);
   free(b);
   return r;
 }
@@ -189,31 +201,39 @@ cut_after(struct znbd_dev *d)
   CHECK(reads(d, ZS + 16 * K, 4 * K, 25));
 }
 
-/* A thread fenced at the generation before a cut: every change it asks
- * for fails with ESHUTDOWN and changes nothing; fenced at the new
- * generation (or not fenced) it works; a refused write does not count
- * towards an armed "power-cut after N". */
+/* A connection's context fenced at the generation before a cut: every
+ * change it asks for fails with ESHUTDOWN and changes nothing; fenced at
+ * the new generation (or not fenced) it works; a refused write does not
+ * count towards an armed "power-cut after N". */
 static void
 fence_after_cut(void)
 {
   struct znbd_dev *d = open_dev(NULL, geo_wc);
   uint64_t gen = znbd_dev_generation(d);
-  znbd_dev_fence(gen);
-  CHECK(put(d, ZS, 4 * K, 1) == 0);
+  struct znbd_req_ctx c;
+  znbd_req_ctx_init(&c, d);
+  CHECK_EQ(c.gen, gen);
+  CHECK(put_rq(&c, ZS, 4 * K, 1) == 0);
+  CHECK(!znbd_req_cut(&c));
   CHECK(znbd_dev_power_cut(d, 0) == 0);
+  CHECK(znbd_req_cut(&c));
   CHECK_EQ(WP(d, 1), 0);
   errno = 0;
-  CHECK(put(d, 0, 4 * K, 2) == -1 && errno == ESHUTDOWN);
+  CHECK(put_rq(&c, 0, 4 * K, 2) == -1 && errno == ESHUTDOWN);
   errno = 0;
-  CHECK(put(d, 2 * ZS, 4 * K, 3) == -1 && errno == ESHUTDOWN);
+  CHECK(put_rq(&c, 2 * ZS, 4 * K, 3) == -1 && errno == ESHUTDOWN);
   errno = 0;
-  CHECK(znbd_dev_zone_op(d, ZNBD_ZONE_OP_OPEN, 3) == -1 && errno == ESHUTDOWN);
+  CHECK(znbd_req_zone_op(&c, ZNBD_ZONE_OP_OPEN, 3) == -1 && errno == ESHUTDOWN);
   errno = 0;
-  CHECK(znbd_dev_trim(d, ZS, 4 * ZS) == -1 && errno == ESHUTDOWN);
+  CHECK(znbd_req_trim(&c, ZS, 4 * ZS, 0) == -1 && errno == ESHUTDOWN);
   errno = 0;
-  CHECK(znbd_dev_flush(d) == -1 && errno == ESHUTDOWN);
+  CHECK(znbd_req_flush(&c) == -1 && errno == ESHUTDOWN);
   errno = 0;
-  CHECK(znbd_dev_sync(d, 4 * K, 0) == -1 && errno == ESHUTDOWN);
+  CHECK(znbd_req_sync(&c, 4 * K, 0) == -1 && errno == ESHUTDOWN);
+  uint64_t at;
+  errno = 0;
+  CHECK(znbd_req_append(&c, NULL, 4 * K, 3 * ZS, &at) == -1 &&
+        errno == ESHUTDOWN);
   CHECK(reads(d, 0, 8 * K, 0));
   CHECK_EQ(test_zone(d, 2).cond, ZNBD_ZONE_COND_EMPTY);
   CHECK_EQ(test_zone(d, 3).cond, ZNBD_ZONE_COND_EMPTY);
@@ -226,26 +246,25 @@ fence_after_cut(void)
    * not take the ticket; the new one's runs; the next one cuts. */
   CHECK(znbd_dev_power_cut(d, 1) == 0);
   errno = 0;
-  CHECK(put(d, ZS, 4 * K, 4) == -1 && errno == ESHUTDOWN);
+  CHECK(put_rq(&c, ZS, 4 * K, 4) == -1 && errno == ESHUTDOWN);
   CHECK_EQ(znbd_dev_generation(d), gen + 1);
-  znbd_dev_fence(gen + 1);
-  CHECK(put(d, ZS, 4 * K, 5) == 0);
+  znbd_req_ctx_init(&c, d); /* a connection made now */
+  CHECK_EQ(c.gen, gen + 1);
+  CHECK(put_rq(&c, ZS, 4 * K, 5) == 0);
   CHECK(reads(d, ZS, 4 * K, 5));
   errno = 0;
-  CHECK(put(d, ZS + 4 * K, 4 * K, 6) == -1 && errno == ESHUTDOWN);
+  CHECK(put_rq(&c, ZS + 4 * K, 4 * K, 6) == -1 && errno == ESHUTDOWN);
   CHECK_EQ(znbd_dev_generation(d), gen + 2);
   CHECK_EQ(WP(d, 1), 0);
-  znbd_dev_fence(ZNBD_NO_FENCE);
-  CHECK(put(d, ZS, 4 * K, 7) == 0);
+  CHECK(put(d, ZS, 4 * K, 7) == 0); /* unfenced */
   CHECK(reads(d, ZS, 4 * K, 7));
   znbd_dev_free(d);
 }
 
 /* Writers racing a cut. */
 struct racer {
-  struct znbd_dev *d;
-  uint64_t gen;
-  uint32_t zone; /* the sequential zone it fills, or 0: conventional */
+  struct znbd_req_ctx rq; /* fenced before the cut */
+  uint32_t zone;          /* the sequential zone it fills, or 0: conventional */
   _Atomic bool *go;
   int refused; /* ESHUTDOWN seen */
   int other;   /* any other failure */
@@ -255,14 +274,13 @@ static void *
 racer_main(void *arg)
 {
   struct racer *r = arg;
-  znbd_dev_fence(r->gen);
   uint8_t b[4096];
   memset(b, 0xa5, sizeof b);
   while (!atomic_load(r->go))
     ;
   for (uint64_t i = 0; i < 12; i++) { /* zone capacity 48K */
     uint64_t off = r->zone ? r->zone * ZS + i * 4 * K : (i % 16) * 4 * K;
-    if (znbd_dev_write(r->d, b, sizeof b, off, 0) < 0) {
+    if (znbd_req_write(&r->rq, b, sizeof b, off, 0, NULL, NULL) < 0) {
       if (errno == ESHUTDOWN)
         r->refused++;
       else
@@ -287,8 +305,8 @@ fence_race(void)
     struct racer r[4];
     pthread_t t[4];
     for (int i = 0; i < 4; i++) {
-      r[i] = (struct racer){
-          d, znbd_dev_generation(d), (uint32_t)(i ? i + 1 : 0), &go, 0, 0};
+      r[i] = (struct racer){.zone = (uint32_t)(i ? i + 1 : 0), .go = &go};
+      znbd_req_ctx_init(&r[i].rq, d);
       pthread_create(&t[i], NULL, racer_main, &r[i]);
     }
     atomic_store(&go, true);
@@ -321,8 +339,7 @@ fence_race(void)
  * (with the FUA done as a second step, such a write failed with
  * ESHUTDOWN yet its bytes stayed). */
 struct fua_racer {
-  struct znbd_dev *d;
-  uint64_t gen;
+  struct znbd_req_ctx rq; /* fenced before the cut */
   _Atomic bool *go, *stop;
   uint64_t ok_end; /* zone 1: end of the last write that succeeded */
   int other;       /* a failure other than ESHUTDOWN */
@@ -332,13 +349,13 @@ static void *
 fua_writer(void *arg)
 {
   struct fua_racer *r = arg;
-  znbd_dev_fence(r->gen);
   uint8_t b[4096];
   memset(b, 0x5a, sizeof b);
   while (!atomic_load(r->go))
     ;
   for (uint64_t i = 0; i < 12; i++) { /* zone capacity 48K */
-    if (znbd_dev_write(r->d, b, sizeof b, ZS + i * 4 * K, ZNBD_WRITE_FUA) < 0) {
+    if (znbd_req_write(&r->rq, b, sizeof b, ZS + i * 4 * K, ZNBD_WRITE_FUA,
+                       NULL, NULL) < 0) {
       r->other += errno != ESHUTDOWN;
       break;
     }
@@ -352,11 +369,10 @@ static void *
 flusher(void *arg)
 {
   struct fua_racer *r = arg;
-  znbd_dev_fence(r->gen);
   while (!atomic_load(r->go))
     ;
   while (!atomic_load(r->stop))
-    if (znbd_dev_flush(r->d) < 0) {
+    if (znbd_req_flush(&r->rq) < 0) {
       r->other += errno != ESHUTDOWN;
       break;
     }
@@ -381,13 +397,15 @@ fua_race(void)
   CHECK(reads(d0, 2 * ZS, 4 * K, 3) && reads(d0, 2 * ZS + 4 * K, 4 * K, 3));
   CHECK(reads(d0, 2 * ZS + 8 * K, 4 * K, 0));
   CHECK(reads(d0, 8 * K, 4 * K, 3) && reads(d0, 12 * K, 4 * K, 0));
-  /* A TRIM with FUA (znbd_dev_trim_flags) is durable in the same way:
+  /* A TRIM with FUA (znbd_req_trim) is durable in the same way:
    * the flushed page it freed stays free; one without FUA comes back. */
   CHECK(znbd_dev_write(d0, b, sizeof b, 16 * K, 0) == 0);
   CHECK(znbd_dev_write(d0, b, sizeof b, 20 * K, 0) == 0);
   CHECK(znbd_dev_flush(d0) == 0);
-  CHECK(znbd_dev_trim_flags(d0, 4 * K, 16 * K, ZNBD_WRITE_FUA) == 0);
-  CHECK(znbd_dev_trim_flags(d0, 4 * K, 20 * K, 0) == 0);
+  struct znbd_req_ctx c0;
+  znbd_req_ctx_init_unfenced(&c0, d0);
+  CHECK(znbd_req_trim(&c0, 4 * K, 16 * K, ZNBD_WRITE_FUA) == 0);
+  CHECK(znbd_req_trim(&c0, 4 * K, 20 * K, 0) == 0);
   CHECK(znbd_dev_power_cut(d0, 0) == 0);
   CHECK(reads(d0, 16 * K, 4 * K, 0) && reads(d0, 20 * K, 4 * K, 3));
   znbd_dev_free(d0);
@@ -395,8 +413,10 @@ fua_race(void)
   for (int round = 0; round < 300; round++) {
     struct znbd_dev *d = open_dev(NULL, geo_wc);
     _Atomic bool go = false, stop = false;
-    struct fua_racer w = {d, znbd_dev_generation(d), &go, &stop, 0, 0};
-    struct fua_racer f = w;
+    struct fua_racer w = {.go = &go, .stop = &stop};
+    struct fua_racer f = {.go = &go, .stop = &stop};
+    znbd_req_ctx_init(&w.rq, d);
+    znbd_req_ctx_init(&f.rq, d);
     pthread_t tw, tf;
     pthread_create(&tw, NULL, fua_writer, &w);
     pthread_create(&tf, NULL, flusher, &f);
@@ -860,7 +880,6 @@ main(void)
   fence_after_cut();
   fence_race();
   fua_race();
-  znbd_dev_fence(ZNBD_NO_FENCE);
   dir();
   dir_writeback();
   damaged_journal();

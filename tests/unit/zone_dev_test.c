@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "znbd/dev.h"
+#include "znbd/request.h"
 #include "check.h"
 #include "testdev.h"
 
@@ -457,7 +458,7 @@ test_ones_gap(void)
   znbd_dev_free(d);
 }
 
-/* A parked write's completion (znbd_dev_write_async). */
+/* A parked write's completion (znbd_req_write with DONE). */
 struct parked {
   _Atomic int calls;
   _Atomic int err;
@@ -491,6 +492,8 @@ test_parked_async(void)
   static const char *const kv[] = {
       "size", "4M", "zone_size", "1M", "zone_write_timeout", "60000", NULL};
   struct znbd_dev *d = make(kv);
+  struct znbd_req_ctx c; /* a connection's: parked writes complete by DONE */
+  znbd_req_ctx_init(&c, d);
   static uint8_t a[3][4096];
   uint8_t got[3 * 4096];
   struct parked p[3] = {0};
@@ -498,13 +501,13 @@ test_parked_async(void)
   for (int i = 0; i < 3; i++)
     memset(a[i], 0x11 * (i + 1), 4096);
   /* Blocks 2 then 1 arrive before block 0. */
-  CHECK_EQ(znbd_dev_write_async(d, a[2], 4096, 8192, 0, parked_done, &p[2]),
+  CHECK_EQ(znbd_req_write(&c, a[2], 4096, 8192, 0, parked_done, &p[2]),
            ZNBD_WRITE_PARKED);
-  CHECK_EQ(znbd_dev_write_async(d, a[1], 4096, 4096, 0, parked_done, &p[1]),
+  CHECK_EQ(znbd_req_write(&c, a[1], 4096, 4096, 0, parked_done, &p[1]),
            ZNBD_WRITE_PARKED);
   CHECK_EQ(wp(d, 0), 0);
   CHECK_EQ(p[1].calls + p[2].calls, 0);
-  CHECK_EQ(znbd_dev_write_async(d, a[0], 4096, 0, 0, parked_done, &p[0]), 0);
+  CHECK_EQ(znbd_req_write(&c, a[0], 4096, 0, 0, parked_done, &p[0]), 0);
   CHECK_EQ(p[0].calls, 0); /* not parked: no callback */
   CHECK_EQ(p[1].calls, 1);
   CHECK_EQ(p[2].calls, 1);
@@ -517,9 +520,8 @@ test_parked_async(void)
 
   /* A reset fails the writes parked in the zone with EIO. */
   struct parked r = {0};
-  CHECK_EQ(
-      znbd_dev_write_async(d, a[0], 4096, (1 << 20) + 8192, 0, parked_done, &r),
-      ZNBD_WRITE_PARKED);
+  CHECK_EQ(znbd_req_write(&c, a[0], 4096, (1 << 20) + 8192, 0, parked_done, &r),
+           ZNBD_WRITE_PARKED);
   CHECK_EQ(znbd_dev_zone_op(d, ZNBD_ZONE_OP_RESET, 1), 0);
   CHECK_EQ(r.calls, 1);
   CHECK_EQ(r.err, EIO);
@@ -527,27 +529,29 @@ test_parked_async(void)
   /* A write that jumps past a parked one fails it (EIO), and a second
    * write for the same offset runs in its place. */
   struct parked j = {0};
-  CHECK_EQ(
-      znbd_dev_write_async(d, a[0], 4096, (2 << 20) + 4096, 0, parked_done, &j),
-      ZNBD_WRITE_PARKED);
+  CHECK_EQ(znbd_req_write(&c, a[0], 4096, (2 << 20) + 4096, 0, parked_done, &j),
+           ZNBD_WRITE_PARKED);
   CHECK_EQ(znbd_dev_write(d, NULL, 8192, 2 << 20, 0), 0);
   CHECK_EQ(j.calls, 1);
   CHECK_EQ(j.err, EIO);
   CHECK_EQ(wp(d, 2), (2 << 20) + 8192);
   /* A bounded caller whose waiting threads are at their limit: refused
    * at once; in order it writes as usual. */
+  struct znbd_req_ctx bounded;
   _Atomic unsigned waiting = 2;
+  znbd_req_ctx_init(&bounded, d);
+  znbd_req_ctx_bound(&bounded, &waiting, 2);
   errno = 0;
-  CHECK(znbd_dev_write_bounded(d, a[0], 4096, (3 << 20) + 4096, 0, &waiting,
-                               2) < 0 &&
+  CHECK(znbd_req_write(&bounded, a[0], 4096, (3 << 20) + 4096, 0, NULL, NULL) <
+            0 &&
         errno == EAGAIN);
   CHECK_EQ(waiting, 2);
-  CHECK_EQ(znbd_dev_write_bounded(d, a[0], 4096, 3 << 20, 0, &waiting, 2), 0);
+  CHECK_EQ(znbd_req_write(&bounded, a[0], 4096, 3 << 20, 0, NULL, NULL), 0);
   CHECK_EQ(wp(d, 3), (3 << 20) + 4096);
   /* NOWAIT: refused, nothing parked. */
   errno = 0;
-  CHECK(znbd_dev_write_async(d, a[0], 4096, (3 << 20) + 8192, ZNBD_WRITE_NOWAIT,
-                             parked_done, &j) < 0 &&
+  CHECK(znbd_req_write(&c, a[0], 4096, (3 << 20) + 8192, ZNBD_WRITE_NOWAIT,
+                       parked_done, &j) < 0 &&
         errno == EAGAIN);
   /* No thread waited for any of these: the asynchronous writes parked
    * without one, the refused ones not at all. */
@@ -562,8 +566,9 @@ test_parked_async(void)
   static const char *const kv2[] = {
       "size", "4M", "zone_size", "1M", "zone_write_timeout", "30", NULL};
   d = make(kv2);
+  znbd_req_ctx_init(&c, d);
   struct parked t = {0};
-  CHECK_EQ(znbd_dev_write_async(d, a[0], 4096, 4096, 0, parked_done, &t),
+  CHECK_EQ(znbd_req_write(&c, a[0], 4096, 4096, 0, parked_done, &t),
            ZNBD_WRITE_PARKED);
   parked_wait(&t);
   CHECK_EQ(t.calls, 1);
@@ -579,14 +584,15 @@ test_parked_async(void)
   /* Parking closed (a server stopping): the parked write fails now, the
    * next one ahead of the wp at once; in order still works. */
   d = make(kv);
+  znbd_req_ctx_init(&c, d);
   struct parked s = {0};
-  CHECK_EQ(znbd_dev_write_async(d, a[0], 4096, 8192, 0, parked_done, &s),
+  CHECK_EQ(znbd_req_write(&c, a[0], 4096, 8192, 0, parked_done, &s),
            ZNBD_WRITE_PARKED);
   znbd_dev_close_parking(d);
   CHECK_EQ(s.calls, 1);
   CHECK_EQ(s.err, EIO);
   errno = 0;
-  CHECK(znbd_dev_write_async(d, a[0], 4096, 8192, 0, parked_done, &s) < 0 &&
+  CHECK(znbd_req_write(&c, a[0], 4096, 8192, 0, parked_done, &s) < 0 &&
         errno == EIO);
   CHECK_EQ(s.calls, 1);
   CHECK_EQ(znbd_dev_write(d, a[0], 4096, 0, 0), 0);

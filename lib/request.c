@@ -1,0 +1,99 @@
+/* The request contract (znbd/request.h): a front-end's context per
+ * connection, LUN or queue, and the device calls made through it with
+ * its fence and its bound on waiting writes. */
+#include <errno.h>
+
+#include "znbd/request.h"
+#include "dev_fenced.h"
+
+void
+znbd_req_ctx_init(struct znbd_req_ctx *c, struct znbd_dev *d)
+{
+  c->dev = d;
+  c->gen = znbd_dev_generation(d);
+  c->waiting = NULL;
+  c->max_waiting = 0;
+}
+
+void
+znbd_req_ctx_bound(struct znbd_req_ctx *c, _Atomic unsigned *waiting,
+                   unsigned max)
+{
+  c->waiting = waiting;
+  c->max_waiting = max;
+}
+
+void
+znbd_req_ctx_init_unfenced(struct znbd_req_ctx *c, struct znbd_dev *d)
+{
+  znbd_req_ctx_init(c, d);
+  c->gen = ZNBD_NO_FENCE;
+}
+
+bool
+znbd_req_cut(const struct znbd_req_ctx *c)
+{
+  return c->gen != ZNBD_NO_FENCE && c->gen != znbd_dev_generation(c->dev);
+}
+
+int
+znbd_req_write(const struct znbd_req_ctx *c, const void *buf, uint64_t len,
+               uint64_t off, unsigned flags, znbd_write_done_fn done,
+               void *opaque)
+{
+  struct znbd_park_how h = {
+      .fence = c->gen,
+      .done = done,
+      .opaque = opaque,
+      /* Without DONE the thread waits: bounded when C says so. */
+      .waiting = done ? NULL : c->waiting,
+      .max = c->max_waiting,
+  };
+  return znbd_dev_write_how(c->dev, buf, len, off, flags, &h);
+}
+
+int
+znbd_req_append(const struct znbd_req_ctx *c, const void *buf, uint64_t len,
+                uint64_t zone_start, uint64_t *written)
+{
+  return znbd_dev_append_fenced(c->dev, c->gen, buf, len, zone_start, written);
+}
+
+int
+znbd_req_trim(const struct znbd_req_ctx *c, uint64_t len, uint64_t off,
+              unsigned flags)
+{
+  return znbd_dev_trim_fenced(c->dev, c->gen, len, off, flags);
+}
+
+int
+znbd_req_flush(const struct znbd_req_ctx *c)
+{
+  return znbd_dev_flush_fenced(c->dev, c->gen);
+}
+
+int
+znbd_req_sync(const struct znbd_req_ctx *c, uint64_t len, uint64_t off)
+{
+  return znbd_dev_sync_fenced(c->dev, c->gen, len, off);
+}
+
+int
+znbd_req_zone_op(const struct znbd_req_ctx *c, enum znbd_zone_op op,
+                 uint32_t zone)
+{
+  return znbd_dev_zone_op_fenced(c->dev, c->gen, op, zone);
+}
+
+uint64_t
+znbd_req_delay(const struct znbd_req_ctx *c, unsigned kind, uint64_t len,
+               enum znbd_zone_op op)
+{
+  return znbd_dev_request_delay(c->dev, kind, len, op);
+}
+
+bool
+znbd_req_drop_reply(const struct znbd_req_ctx *c, unsigned kind)
+{
+  return znbd_dev_drop_reply(c->dev, kind);
+}
