@@ -22,6 +22,8 @@
 
 #include <liburing.h>
 
+#include "exec.h"
+#include "handshake.h"
 #include "proto.h"
 #include "tag.h"
 
