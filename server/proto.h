@@ -3,7 +3,7 @@
  * (doc/proto.md of the NBD project).  The handshake is handshake.h's,
  * the execution of requests exec.h's.
  *
- * No I/O here: the event loop (worker.c) and the fuzzer (fuzz.c) feed
+ * No I/O here: the connections (conn.c) and the fuzzer (fuzz.c) feed
  * received bytes to nbdc_feed() and send what it appends to OUT.
  */
 #ifndef ZNBD_SERVER_PROTO_H
