@@ -1,6 +1,6 @@
-/* znbd server: libFuzzer harness over the NBD handshake and request
- * parser and executor (proto.c), on buffers, with the bio model's inline
- * execution.  Input layout:
+/* znbd server: libFuzzer harness over the NBD handshake (handshake.c),
+ * the request parser (proto.c) and the executor (exec.c), on buffers,
+ * with the bio model's inline execution.  Input layout:
  *   byte 0   bit 0: zoned device (else a RAM disk), bit 1: read-only,
  *            bit 2: export name "x" set (-e x), bits 3-4: --tls
  *            (0 off, 1 on, 2 and 3 require)
@@ -15,6 +15,8 @@
 #include <string.h>
 
 #include "znbd/params.h"
+#include "exec.h"
+#include "handshake.h"
 #include "proto.h"
 
 static int

@@ -5,8 +5,10 @@
  * This file parses the options and parameters and starts and stops the
  * server; the parts live in files named for their job: sockets.c
  * (listeners), background.c (daemon, pidfile), captive.c (--run),
- * signals.c, mainloop.c (accept loop), worker.c (connections), mq.c
- * (the mq model), proto.c (the protocol), tls.c (TLS sessions), tag.h
+ * signals.c, mainloop.c (accept loop), fail.c (a thread's failure),
+ * worker.c (the worker loop), conn.c (connection I/O), ring.c (io_uring
+ * helpers), bio.c and mq.c (the two queue models), handshake.c,
+ * proto.c and exec.c (the protocol), tls.c (TLS sessions), tag.h
  * (io_uring user data).
  */
 #include <errno.h>
@@ -20,8 +22,10 @@
 #include "znbd/control.h"
 #include "znbd/params.h"
 #include "znbd/sched.h"
+#include "mq.h"
 #include "server.h"
 #include "tls.h"
+#include "worker.h"
 
 static void
 usage(FILE *f)

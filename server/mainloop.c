@@ -1,19 +1,20 @@
 /* znbd server: the main thread's loop.  On one io_uring it accepts
  * connections on the listeners (handing them to the workers round-robin),
  * reads signals from the signalfd, and hears of a thread that failed
- * (server_fail); it returns when the server must stop. */
+ * (server_fail, fail.c: S->fail_efd); it returns when the server must
+ * stop.  It calls the workers, never the other way. */
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "ring.h"
 #include "server.h"
+#include "worker.h"
 
 /* Out of descriptors (EMFILE, ENFILE) or memory (ENOBUFS, ENOMEM):
  * accepting again at once fails again at once, so a listener pauses
@@ -54,21 +55,6 @@ accept_log(int err)
   last = now;
   logged = true;
   quiet = 0;
-}
-
-void
-server_fail(struct server *s, const char *fmt, ...)
-{
-  va_list ap;
-  char msg[256];
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "znbd: %s: stopping\n", msg);
-  atomic_store(&s->failed, true);
-  uint64_t one = 1;
-  if (write(s->fail_efd, &one, sizeof one) != sizeof one)
-    perror("znbd: eventfd write");
 }
 
 static void

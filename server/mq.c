@@ -31,12 +31,16 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "exec.h"
+#include "mq.h"
+#include "ring.h"
+#include "rq.h"
 #include "server.h"
 #include "wire.h"
 
@@ -58,7 +62,6 @@ struct hwq {
   pthread_t th;
   struct io_uring ring;
   struct waker wk;
-  uint64_t efd_val;
   pthread_mutex_t lock; /* free */
   rq_stack list;        /* to dispatch */
   struct rq *free;      /* free tags */
@@ -105,8 +108,6 @@ hwq_init(struct hwq *q, struct mq *m, unsigned idx, unsigned depth,
   q->m = m;
   q->idx = idx;
   q->depth = depth;
-  atomic_init(&q->wk.ring_fd, -1);
-  q->wk.msg_ud = tag_ptr(TAG_WAKE_MSG, q);
   *what = "out of memory for the tags";
   if (!(q->rqs = calloc(depth, sizeof *q->rqs)))
     return -ENOMEM;
@@ -117,11 +118,8 @@ hwq_init(struct hwq *q, struct mq *m, unsigned idx, unsigned depth,
   }
   q->nfree = depth;
   *what = "eventfd";
-  q->wk.efd = eventfd(0, EFD_CLOEXEC);
-  if (q->wk.efd == -1) {
-    r = -errno;
+  if ((r = waker_init(&q->wk, q)) < 0)
     goto fail_rqs;
-  }
   /* Room for a completion timer per tag, the eventfd read and wakeups
    * sent; enabled by the queue's own thread. */
   *what = "io_uring setup";
@@ -245,6 +243,7 @@ mq_put_tag(struct mq *m, struct rq *rq, struct io_uring *from)
   /* Read before the tag is free: from then on another worker may take it
    * and overwrite every field. */
   const struct worker *self = rq->w;
+  const struct rq_ops *ops = rq->ops;
   /* Do not keep a 64 MiB reply buffer per tag after one large read. */
   if (rq->reply.cap > TAG_BUF_KEEP)
     buf_free(&rq->reply);
@@ -257,7 +256,7 @@ mq_put_tag(struct mq *m, struct rq *rq, struct io_uring *from)
   if (atomic_exchange(&q->stalled, 0) > 0) {
     for (unsigned i = 0; i < m->s->nworkers; i++)
       if (m->s->workers[i] != self)
-        worker_retry_stalled(m->s->workers[i], from);
+        ops->retry_stalled(m->s->workers[i], from);
   }
 }
 
@@ -354,6 +353,7 @@ rq_take(struct rq *rq, const struct rq *bio)
   rq->conn = bio->conn;
   rq->proto = bio->proto;
   rq->w = bio->w;
+  rq->ops = bio->ops;
   rq->widx = bio->widx;
   rq->zone = bio->zone;
   rq->merged = bio->merged;
@@ -451,7 +451,7 @@ plug_abort(struct mq *m, const struct nbd_req *r, struct io_uring *from)
     list = b->next;
     nbd_reply_error(b->proto, &b->req, NBD_EIO,
                     "zone reset while the write was plugged", &b->reply);
-    worker_complete(b, from);
+    b->ops->complete(b, from);
   }
 }
 
@@ -528,7 +528,7 @@ plug_next(struct hwq *q, struct rq *rq, struct io_uring *ring)
   pthread_mutex_unlock(&m->zlock);
   rq->zone_locked = false;
   if (next && !mq_issue_plugged(m, next, ring))
-    worker_unplug(next, ring);
+    next->ops->unplug(next, ring);
 }
 
 /* The request is done: release its zone write lock or plug, hand it and
@@ -558,10 +558,10 @@ complete(struct hwq *q, struct rq *rq, struct io_uring *ring)
   }
   for (struct rq *b = rq->merged, *n; b; b = n) {
     n = b->next;
-    worker_complete(b, ring);
+    b->ops->complete(b, ring);
   }
   rq->merged = NULL;
-  worker_complete(rq, ring);
+  rq->ops->complete(rq, ring);
 }
 
 /* nbd_add_ref_fn of an rq (OPAQUE): remember the store bytes, or copy
@@ -663,15 +663,6 @@ mq_stats_print(void *opaque, FILE *out)
           st.writes, st.plugged, st.now, st.max_depth, st.merged, st.aborted);
 }
 
-/* Arm the read of the hardware queue's eventfd (its wakeup). */
-static void
-hwq_arm_efd(struct hwq *q)
-{
-  struct io_uring_sqe *sqe = get_sqe(&q->ring);
-  io_uring_prep_read(sqe, q->wk.efd, &q->efd_val, 8, 0);
-  io_uring_sqe_set_data64(sqe, tag_ptr(TAG_WAKE_EFD, q));
-}
-
 /* Handle the completions on Q's ring. */
 static void
 hwq_reap(struct hwq *q)
@@ -701,7 +692,7 @@ hwq_reap(struct hwq *q)
   }
   io_uring_cq_advance(&q->ring, n);
   if (efd)
-    hwq_arm_efd(q);
+    waker_listen(&q->wk, &q->ring);
 }
 
 /* Dispatch LIST. */
@@ -732,14 +723,12 @@ static void *
 hwq_main(void *arg)
 {
   struct hwq *q = arg;
-  int r = ring_enable(&q->ring);
+  int r = waker_start(&q->wk, &q->ring);
   if (r < 0) {
     server_fail(q->m->s, "hardware queue %u: io_uring enable: %s", q->idx,
                 strerror(-r));
     return NULL;
   }
-  hwq_arm_efd(q);
-  atomic_store(&q->wk.ring_fd, q->ring.ring_fd);
   bool again = false;
   for (;;) {
     /* Work our own completions queued (a zone lock passed on): no sleep. */
@@ -757,7 +746,7 @@ hwq_main(void *arg)
     hwq_dispatch(q, list);
     again = atomic_load(&q->list) != NULL;
   }
-  atomic_store(&q->wk.ring_fd, -1);
+  waker_stop(&q->wk);
   return NULL;
 }
 
@@ -807,8 +796,7 @@ mq_free(struct mq *m)
   for (uint32_t i = 0; m->plug && i < m->nr_zones; i++)
     for (struct rq *b = m->zones[i].head, *n; b; b = n) {
       n = b->next;
-      buf_free(&b->reply);
-      free(b);
+      rq_free(b);
     }
   free(m->zones);
   pthread_mutex_destroy(&m->zlock);

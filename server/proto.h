@@ -1,7 +1,9 @@
-/* znbd server: the NBD protocol on buffers — handshake, request parsing,
- * request execution and replies (doc/proto.md of the NBD project).
+/* znbd server: the NBD protocol on buffers — a connection's protocol
+ * state, and its transmission phase: request parsing and error replies
+ * (doc/proto.md of the NBD project).  The handshake is handshake.h's,
+ * the execution of requests exec.h's.
  *
- * No I/O here: the event loop (worker.c) and the fuzzer (fuzz.c) feed
+ * No I/O here: the connections (conn.c) and the fuzzer (fuzz.c) feed
  * received bytes to nbdc_feed() and send what it appends to OUT.
  */
 #ifndef ZNBD_SERVER_PROTO_H
@@ -96,14 +98,6 @@ struct nbd_req {
   const uint8_t *payload;
 };
 
-/* Start a connection: appends the server greeting to OUT. */
-void nbdc_init(struct nbdc *c, const struct srv_cfg *cfg, struct buf *out);
-
-/* The TLS handshake that followed NBD_OPT_STARTTLS succeeded: options go
- * on over TLS.  What was negotiated before it (structured replies,
- * metadata contexts) is forgotten, as it was sent in the clear. */
-void nbdc_tls_up(struct nbdc *c);
-
 /* Called by nbdc_feed() for every valid request in the transmission
  * phase.  Return 0 when it was taken (executed or queued; the payload is
  * consumed on return), 1 to stall (not taken: feed stops and the same
@@ -130,59 +124,15 @@ size_t nbdc_feed(struct nbdc *c, const uint8_t *in, size_t len, struct buf *out,
 size_t nbdc_refuse_pending(struct nbdc *c, const uint8_t *in, size_t len,
                            uint32_t err, const char *msg);
 
-/* Execution flags. */
-#define EXEC_NOWAIT 0x1  /* writes ahead of the wp fail (ZNBD_WRITE_NOWAIT) */
-#define EXEC_REQUEUE 0x2 /* ... and return EXEC_AGAIN without a reply */
-#define EXEC_REF 0x4     /* READ data may go out by c->add_ref (no copy) */
-#define REF_MIN 2048     /* smaller READs are copied: cheaper than an iovec */
-#define EXEC_AGAIN 1
-
-/* Execute R against the device and append its complete reply to OUT.
- * Returns 0, or EXEC_AGAIN (EXEC_REQUEUE only; OUT untouched). */
-int nbd_exec(const struct nbdc *c, const struct nbd_req *r, unsigned xflags,
-             struct buf *out);
-/* nbd_exec() with READ data going to ADD_REF(OPAQUE, ...) instead of
- * c->add_ref (ADD_REF NULL: copied into OUT): for a thread that executes
- * for C without owning its send path (mq's hardware queues).  ADD_REF is
- * called after OUT holds the bytes that go before the data. */
-int nbd_exec_ref(const struct nbdc *c, const struct nbd_req *r, unsigned xflags,
-                 struct buf *out, nbd_add_ref_fn add_ref, void *opaque);
-
-/* R's kind as a ZNBD_IO_* bit (drop-reply, delays). */
-unsigned nbd_req_kind(const struct nbd_req *r);
-
-/* The injected delay of R, ns (znbd_req_delay: completion_nsec, mbps,
- * zone_reset_nsec); call once per request (it takes from the mbps
- * bucket). */
-uint64_t nbd_req_delay(const struct nbdc *c, const struct nbd_req *r);
-
-/* A WRITE or WRITE_ZEROES the zone engine may park (nbd_exec_park):
- * filled by the caller, who keeps it, the request's payload and OUT
- * until DONE is called. */
-struct nbd_park {
-  const struct nbdc *c;
-  struct nbd_req req; /* a copy of the request */
-  struct buf *out;    /* gets the complete reply before DONE */
-  /* Called once, from another thread (the one that ran the write, the
-   * timeout sweeper, or one resetting the zone), with the reply in OUT. */
-  void (*done)(struct nbd_park *p);
-};
-#define EXEC_PARKED 2
-
-/* nbd_exec(P->c, &P->req, xflags, P->out) for a WRITE or WRITE_ZEROES,
- * except that a write ahead of its zone's wp (pipeline_zoned_writes) is
- * parked (znbd_req_write with DONE) rather than refused: returns EXEC_PARKED
- * and the reply comes through P->done; else returns 0 with the reply in
- * P->out, as nbd_exec. */
-int nbd_exec_park(struct nbd_park *p, unsigned xflags);
-
 /* Append an error reply (NBD errno ERR, e.g. NBD_EIO) for R to OUT:
  * a structured ERROR chunk with MSG when negotiated, else a simple reply.
  * With cfg->verbose the refusal and MSG are logged on stderr. */
 void nbd_reply_error(const struct nbdc *c, const struct nbd_req *r,
                      uint32_t err, const char *msg, struct buf *out);
-
-/* Transmission flags this connection was given. */
-uint16_t nbdc_tflags(const struct nbdc *c);
+/* nbd_reply_error() for Linux errno E (e.g. EIO): sent as its NBD errno
+ * (znbd_dev_wire_errno), with strerror(E) as the message; the -v log
+ * names E. */
+void nbd_reply_errno(const struct nbdc *c, const struct nbd_req *r, int e,
+                     struct buf *out);
 
 #endif
