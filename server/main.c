@@ -51,6 +51,9 @@ usage(FILE *f)
           "      --tls-psk FILE         pre-shared keys (psktool format)\n"
           "      --tls-verify-peer      clients need a certificate signed by "
           "the CA\n"
+#ifndef HAVE_GNUTLS
+          "      (this znbd was built without GnuTLS: --tls=off only)\n"
+#endif
           "device parameters (key=value):\n%s",
           znbd_params_help);
 }

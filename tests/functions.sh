@@ -232,6 +232,9 @@ _frontend_cmd() {
   bio | mq)
     server=$(_server_path) ||
       skip "front-end $ZNBD_FRONTEND: server/znbd is not built yet ($top_builddir/server/znbd)"
+    if [ "${#_tls[@]}" -gt 0 ] && "$server" --help | grep -q 'built without GnuTLS'; then
+      skip "front-end $ZNBD_FRONTEND over TLS: server/znbd was built without GnuTLS"
+    fi
     if [ "$ZNBD_SANITIZERS" = yes ]; then
       _cmd=(env "ASAN_OPTIONS=detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}")
     fi
