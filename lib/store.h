@@ -3,7 +3,7 @@
  * A store is a table of operations (struct znbd_store_ops, in the style of
  * nbdkit's common/allocators) behind one pointer; lib/dev.c calls only
  * through it.  Two implementations:
- *   - the sparse RAM store (lib/store.c, znbd_store_new): brd-like pages,
+ *   - the sparse RAM store (lib/store_ram.c, znbd_store_new): brd-like pages,
  *     never fails a write;
  *   - the directory store (lib/store_dir.c, znbd_store_dir_open): one file
  *     per zone as Linux zloop lays them out, persistent across restarts.
@@ -56,7 +56,7 @@ struct znbd_store_ops {
   /* Zone ZNO (bytes [START, START+LEN)) was reset: its data goes.  No
    * write to the zone is in flight (the zone engine waits for them).
    * RELEASE: give the memory back now (NBD TRIM); otherwise the RAM store
-   * frees it lazily, for the rewrite that usually follows (lib/store.c). */
+   * frees it lazily, for the rewrite that usually follows (lib/store_ram.c). */
   int (*zone_reset)(struct znbd_store *s, uint32_t zno, uint64_t start,
                     uint64_t len, bool release);
   /* Zone ZNO was finished: data from the old wp FROM to END goes (reads
@@ -142,7 +142,7 @@ znbd_store_write_may_fail(const struct znbd_store *s)
  * memory_backed=false. */
 void znbd_store_ram_limit(struct znbd_store *s, uint64_t bytes);
 
-/* The sparse RAM store of SIZE bytes (lib/store.c).  Pages
+/* The sparse RAM store of SIZE bytes (lib/store_ram.c).  Pages
  * (ZNBD_STORE_PAGE_SIZE bytes) are allocated on their first write and
  * freed when a trim or zero covers them whole; never-written and trimmed
  * ranges read back as zeros without allocating.  MEMORY_BACKED false keeps

@@ -1,4 +1,4 @@
-/* Unit test of lib/store.c: allocate on first write only, zero reads
+/* Unit test of lib/store_ram.c: allocate on first write only, zero reads
  * without allocating, exact partial-page zeroing, whole-page freeing (also
  * in RSS), exact accounting, extents runs, memory_backed=false, a 1 TiB
  * store, concurrent writers/zeroers with every byte verified, and zone
@@ -440,7 +440,7 @@ test_limit(void)
   znbd_store_free(s);
 }
 
-/* Zone reset frees lazily (MADV_FREE, lib/store.c): the old bytes may
+/* Zone reset frees lazily (MADV_FREE, lib/store_ram.c): the old bytes may
  * stay in the mapping, so every way of writing into a reset page must
  * still read back as zeros plus exactly what was written.  Whole-page
  * rewrites, a sector into a page, sectors written by threads racing on
