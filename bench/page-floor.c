@@ -97,9 +97,9 @@ main(int argc, char **argv)
     }
     first[r] = pass(s, off, buf);
     rewrite[r] = pass(s, off, buf);
-    s->ops->zone_reset(s, 0, 0, STORE_SIZE, false);
+    znbd_store_zone_reset(s, 0, 0, STORE_SIZE, false);
     reset[r] = pass(s, off, buf);
-    s->ops->zone_reset(s, 0, 0, STORE_SIZE, true);
+    znbd_store_zone_reset(s, 0, 0, STORE_SIZE, true);
     trim[r] = pass(s, off, buf);
     znbd_store_free(s);
     printf("page-floor: round %d: first write %.0f ns, rewrite %.0f ns, "
