@@ -1,5 +1,5 @@
 /* bench/page-floor: what a first write to a RAM-store page costs the
- * kernel, measured through the store itself (lib/store.c), one thread,
+ * kernel, measured through the store itself (lib/store_ram.c), one thread,
  * no NBD in the way.
  *
  * Each round makes a fresh 1 GiB store, writes 4 KiB to 65536 distinct
@@ -11,7 +11,7 @@
  * records it next to the fresh-write rows of part ram and report.py turns
  * it into a bound for those rows.  Then the store's zone-reset call over
  * the whole store, as zone management makes it (pages freed lazily,
- * lib/store.c), and the same writes again; then the reset as NBD TRIM
+ * lib/store_ram.c), and the same writes again; then the reset as NBD TRIM
  * makes it (pages freed at once), and the writes again: the first should
  * cost a rewrite, the second a first write.
  *
@@ -97,9 +97,9 @@ main(int argc, char **argv)
     }
     first[r] = pass(s, off, buf);
     rewrite[r] = pass(s, off, buf);
-    s->ops->zone_reset(s, 0, 0, STORE_SIZE, false);
+    znbd_store_zone_reset(s, 0, 0, STORE_SIZE, false);
     reset[r] = pass(s, off, buf);
-    s->ops->zone_reset(s, 0, 0, STORE_SIZE, true);
+    znbd_store_zone_reset(s, 0, 0, STORE_SIZE, true);
     trim[r] = pass(s, off, buf);
     znbd_store_free(s);
     printf("page-floor: round %d: first write %.0f ns, rewrite %.0f ns, "

@@ -492,7 +492,7 @@ pf1, pf0 = meta.get("page_floor_first_ns"), meta.get("page_floor_rewrite_ns")
 wl_f, wl_r = "randwrite-4k-qd32-fresh", "randwrite-4k-qd32-rewrite"
 if pf1 and pf0:
     fault = (float(pf1) - float(pf0)) / 1000.0
-    floors.append("bench/page-floor (lib/store.c, one thread, no NBD): a 4 KiB write to a "
+    floors.append("bench/page-floor (lib/store_ram.c, one thread, no NBD): a 4 KiB write to a "
                   "never-written page costs %.2f µs, a rewrite %.2f µs: the kernel's page "
                   "allocation (fault, clear_page, memcg charge) adds **%.2f µs per fresh page**."
                   % (float(pf1) / 1000, float(pf0) / 1000, fault))

@@ -57,9 +57,9 @@ discard_how(struct znbd_dev *d, const struct znbd_zone *z, uint64_t from,
   uint32_t zno = (uint32_t)(z - d->zs.zone);
   int r;
   if (z->cond == ZNBD_ZONE_COND_FULL)
-    r = d->store->ops->zone_finish(d->store, zno, from, z->start + z->len);
+    r = znbd_store_zone_finish(d->store, zno, from, z->start + z->len);
   else
-    r = d->store->ops->zone_reset(d->store, zno, z->start, z->len, release);
+    r = znbd_store_zone_reset(d->store, zno, z->start, z->len, release);
   if (r < 0)
     fprintf(stderr, "znbd: zone %" PRIu32 ": %s store: %s\n", zno,
             d->store->ops->name, strerror(errno));
@@ -88,9 +88,7 @@ discard_release(void *opaque, const struct znbd_zone *z, uint64_t from)
 static int
 keep_fault(struct znbd_dev *d, uint32_t zno)
 {
-  if (!d->store->ops->zone_fault)
-    return 0;
-  return d->store->ops->zone_fault(d->store, zno, d->zs.zone[zno].cond);
+  return znbd_store_zone_fault(d->store, zno, d->zs.zone[zno].cond);
 }
 
 struct fault_ctx {
@@ -126,7 +124,7 @@ restore_zones(struct znbd_dev *d, char *err, size_t errlen)
   for (uint32_t i = zs->nr_conv; i < zs->nr_zones; i++) {
     uint64_t written;
     unsigned fault;
-    if (d->store->ops->zone_load(d->store, i, &written, &fault) < 0) {
+    if (d->store->ops->zones->load(d->store, i, &written, &fault) < 0) {
       set_err(err, errlen, "dir: zone %" PRIu32 ": %s", i, strerror(errno));
       return -1;
     }
@@ -181,7 +179,7 @@ zoned_setup(struct znbd_dev *d, char *err, size_t errlen)
     errno = e;
     return -1;
   }
-  if (d->store->ops->zone_load && restore_zones(d, err, errlen) < 0)
+  if (d->store->ops->zones && restore_zones(d, err, errlen) < 0)
     return -1;
   struct fault_ctx ro = {d, ZNBD_ZONE_OP_SET_READONLY, ZNBD_ZONE_COND_READONLY};
   struct fault_ctx off = {d, ZNBD_ZONE_OP_SET_OFFLINE, ZNBD_ZONE_COND_OFFLINE};
@@ -221,7 +219,7 @@ static int
 replay_journal(struct znbd_dev *d, char *err, size_t errlen)
 {
   struct znbd_store *st = d->store;
-  int fd = st->ops->journal ? st->ops->journal(st, false) : -1;
+  int fd = st->ops->persist ? st->ops->persist->journal(st, false) : -1;
   char why[256] = "";
   if (fd < 0)
     return 0;
@@ -957,8 +955,8 @@ znbd_dev_zone_op_fenced(struct znbd_dev *d, uint64_t fence,
     return -1;
   if (znbd_zone_mgmt(&d->zs, op, zone, discard, d) < 0)
     return wc_end(d, -1);
-  if (op == ZNBD_ZONE_OP_OPEN && d->store->ops->zone_open)
-    d->store->ops->zone_open(d->store, zone);
+  if (op == ZNBD_ZONE_OP_OPEN)
+    znbd_store_zone_open(d->store, zone);
   if (op >= ZNBD_ZONE_OP_SET_READONLY)
     return wc_end(d, keep_fault(d, zone));
   return wc_end(d, 0);

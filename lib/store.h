@@ -1,9 +1,12 @@
 /* znbd: the store seam — where a device keeps its bytes.
  *
  * A store is a table of operations (struct znbd_store_ops, in the style of
- * nbdkit's common/allocators) behind one pointer; lib/dev.c calls only
- * through it.  Two implementations:
- *   - the sparse RAM store (lib/store.c, znbd_store_new): brd-like pages,
+ * nbdkit's common/allocators) behind one pointer; lib/dev.c and
+ * lib/wcache.c call only through it.  The table has three parts: the data
+ * ops every store answers, the zone hooks of a store that keeps state per
+ * zone, and the persistence hooks of one that outlives its process; the
+ * two hook tables are optional, one pointer each.  Two implementations:
+ *   - the sparse RAM store (lib/store_ram.c, znbd_store_new): brd-like pages,
  *     never fails a write;
  *   - the directory store (lib/store_dir.c, znbd_store_dir_open): one file
  *     per zone as Linux zloop lays them out, persistent across restarts.
@@ -15,6 +18,7 @@
 #define ZNBD_STORE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define ZNBD_STORE_PAGE_SIZE 4096
@@ -23,9 +27,67 @@ struct znbd_store;
 
 /* Flags of zero(). */
 #define ZNBD_STORE_ZERO_ALLOCATE 0x1u /* keep the range allocated */
+/* The range is a reset zone, usually written again soon, and no write to
+ * it is in flight: a store may keep the memory for that rewrite (RAM:
+ * MADV_FREE, lib/store_ram.c).  A hint; never with ALLOCATE.  Only
+ * znbd_store_zone_reset() passes it. */
+#define ZNBD_STORE_ZERO_LAZY 0x2u
 
 typedef int (*znbd_store_extent_fn)(void *opaque, uint64_t off, uint64_t len,
                                     bool allocated);
+
+/* The zone hooks of a store that keeps state per zone (a file each, the
+ * conditions it records).  A store that has them answers every member.
+ * Without them (ops->zones NULL, RAM) a zone is only its bytes: the
+ * znbd_store_zone_*() calls below fall back to the data ops, and no zone
+ * is loaded, faulted, opened or named.  ZNO counts zones from 0 (0
+ * without zones: the whole device); offsets and lengths are bytes. */
+struct znbd_store_zone_ops {
+  /* Zone ZNO (bytes [START, START+LEN)) was reset: its data goes.  No
+   * write to the zone is in flight (the zone engine waits for them).
+   * RELEASE: give the memory back now (NBD TRIM).  Errors: ftruncate's
+   * (EIO). */
+  int (*reset)(struct znbd_store *s, uint32_t zno, uint64_t start, uint64_t len,
+               bool release);
+  /* Zone ZNO was finished: data from the old wp FROM to END goes (reads
+   * as zeros).  Errors: ftruncate's (EIO). */
+  int (*finish)(struct znbd_store *s, uint32_t zno, uint64_t from,
+                uint64_t end);
+  /* Zone ZNO became open (explicitly).  For preallocation; a failure is
+   * not an error of the open. */
+  void (*open)(struct znbd_store *s, uint32_t zno);
+  /* Zone ZNO's condition became COND (enum znbd_zone_cond): READONLY or
+   * OFFLINE, or back to EMPTY from one of them.  Errors: EIO (the
+   * condition could not be recorded). */
+  int (*fault)(struct znbd_store *s, uint32_t zno, unsigned cond);
+  /* After a restart: zone ZNO's bytes written from its start in
+   * *WRITTEN, and in *FAULT the condition kept for it (READONLY, OFFLINE)
+   * or 0.  Errors: EIO. */
+  int (*load)(struct znbd_store *s, uint32_t zno, uint64_t *written,
+              unsigned *fault);
+  /* Power cut (write_cache=true, lib/wcache.c): sequential zone ZNO,
+   * bytes [START, START+LEN), keeps only its first SIZE bytes, the rest
+   * reads as zeros (dir: the file is truncated to SIZE when longer, as
+   * zloop's discard_write_cache does).  Errors: EIO. */
+  int (*truncate)(struct znbd_store *s, uint32_t zno, uint64_t start,
+                  uint64_t len, uint64_t size);
+  /* The file that keeps zone ZNO: its name in NAME (NAMELEN bytes) and in
+   * *CTIME_NS its last status change (st_ctim, ns since the epoch: every
+   * write, truncate or allocation sets it, and no tool can set it back).
+   * Errors: EIO. */
+  int (*file)(struct znbd_store *s, uint32_t zno, char *name, size_t namelen,
+              int64_t *ctime_ns);
+};
+
+/* The hooks of a store that outlives its process.  Without them
+ * (ops->persist NULL, RAM) nothing is left to replay after a crash. */
+struct znbd_store_persist_ops {
+  /* The write cache's undo journal file (dir: PATH/znbd.wcache), opened
+   * once and kept (and closed) by the store; CREATE makes it when absent.
+   * Returns the descriptor, or -1 with errno (ENOENT: absent, not
+   * CREATE; EIO). */
+  int (*journal)(struct znbd_store *s, bool create);
+};
 
 struct znbd_store_ops {
   const char *name; /* "ram", "dir" */
@@ -33,6 +95,8 @@ struct znbd_store_ops {
    * its data before it commits the write pointer (lib/dev.c). */
   bool write_may_fail;
 
+  /* The data ops: every store answers them (flush, sync and ref may be
+   * NULL, as said there). */
   void (*free)(struct znbd_store *s);
   /* Copy LEN bytes at OFF into BUF; never-written bytes read as zeros.
    * Errors: EIO. */
@@ -42,7 +106,8 @@ struct znbd_store_ops {
   int (*write)(struct znbd_store *s, const void *buf, uint64_t len,
                uint64_t off);
   /* Make LEN bytes at OFF read as zeros (NBD TRIM and WRITE_ZEROES);
-   * ZNBD_STORE_ZERO_ALLOCATE keeps them allocated.  Errors as write. */
+   * FLAGS: ZNBD_STORE_ZERO_ALLOCATE keeps them allocated,
+   * ZNBD_STORE_ZERO_LAZY may keep their memory.  Errors as write. */
   int (*zero)(struct znbd_store *s, uint64_t len, uint64_t off, unsigned flags);
   /* Allocated and unallocated runs of [OFF, OFF+LEN) in ascending order;
    * returns FN's first non-zero result, else 0. */
@@ -53,52 +118,16 @@ struct znbd_store_ops {
   int (*flush)(struct znbd_store *s);
   /* [OFF, OFF+LEN) is on stable storage (NBD FUA).  NULL as flush. */
   int (*sync)(struct znbd_store *s, uint64_t len, uint64_t off);
-  /* Zone ZNO (bytes [START, START+LEN)) was reset: its data goes.  No
-   * write to the zone is in flight (the zone engine waits for them).
-   * RELEASE: give the memory back now (NBD TRIM); otherwise the RAM store
-   * frees it lazily, for the rewrite that usually follows (lib/store.c). */
-  int (*zone_reset)(struct znbd_store *s, uint32_t zno, uint64_t start,
-                    uint64_t len, bool release);
-  /* Zone ZNO was finished: data from the old wp FROM to END goes (reads
-   * as zeros). */
-  int (*zone_finish)(struct znbd_store *s, uint32_t zno, uint64_t from,
-                     uint64_t end);
-  /* Zone ZNO became open (explicitly); NULL: nothing to do.  For
-   * preallocation; a failure is not an error of the open. */
-  void (*zone_open)(struct znbd_store *s, uint32_t zno);
-  /* Zone ZNO's condition became COND (enum znbd_zone_cond): READONLY or
-   * OFFLINE, or back to EMPTY from one of them; NULL: not kept.  Errors:
-   * EIO (the condition could not be recorded). */
-  int (*zone_fault)(struct znbd_store *s, uint32_t zno, unsigned cond);
-  /* After a restart: zone ZNO's bytes written from its start in
-   * *WRITTEN, and in *FAULT the condition kept for it (READONLY, OFFLINE)
-   * or 0.  NULL: the store starts empty (RAM).  Errors: EIO. */
-  int (*zone_load)(struct znbd_store *s, uint32_t zno, uint64_t *written,
-                   unsigned *fault);
-  /* Power cut (write_cache=true, lib/wcache.c): sequential zone ZNO,
-   * bytes [START, START+LEN), keeps only its first SIZE bytes, the rest
-   * reads as zeros (RAM: freed; dir: the file is truncated to SIZE when
-   * longer, as zloop's discard_write_cache does).  Errors: EIO. */
-  int (*zone_truncate)(struct znbd_store *s, uint32_t zno, uint64_t start,
-                       uint64_t len, uint64_t size);
-  /* The write cache's undo journal file (dir: PATH/znbd.wcache), opened
-   * once and kept (and closed) by the store; CREATE makes it when absent.
-   * NULL op: no journal (RAM, where a power cut ends with the process).
-   * Returns the descriptor, or -1 with errno (ENOENT: absent, not
-   * CREATE). */
-  int (*journal)(struct znbd_store *s, bool create);
-  /* The file that keeps zone ZNO (ZNO 0 without zones: the whole
-   * device): its name in NAME (NAMELEN bytes) and in *CTIME_NS its last
-   * status change (st_ctim, ns since the epoch: every write, truncate or
-   * allocation sets it, and no tool can set it back).  NULL: no files
-   * (RAM).  Errors: EIO. */
-  int (*zone_file)(struct znbd_store *s, uint32_t zno, char *name,
-                   size_t namelen, int64_t *ctime_ns);
   /* Bytes of data held now. */
   uint64_t (*allocated)(struct znbd_store *s);
   /* The LEN bytes at OFF in place (zero-copy send), or NULL: the caller
    * then copies with read().  NULL op: never in place. */
   const void *(*ref)(struct znbd_store *s, uint64_t len, uint64_t off);
+
+  /* Zone hooks, or NULL: no state per zone (RAM). */
+  const struct znbd_store_zone_ops *zones;
+  /* Persistence hooks, or NULL: not persistent (RAM). */
+  const struct znbd_store_persist_ops *persist;
 };
 
 /* Every store starts with this. */
@@ -142,7 +171,7 @@ znbd_store_write_may_fail(const struct znbd_store *s)
  * memory_backed=false. */
 void znbd_store_ram_limit(struct znbd_store *s, uint64_t bytes);
 
-/* The sparse RAM store of SIZE bytes (lib/store.c).  Pages
+/* The sparse RAM store of SIZE bytes (lib/store_ram.c).  Pages
  * (ZNBD_STORE_PAGE_SIZE bytes) are allocated on their first write and
  * freed when a trim or zero covers them whole; never-written and trimmed
  * ranges read back as zeros without allocating.  MEMORY_BACKED false keeps
@@ -216,6 +245,55 @@ static inline uint64_t
 znbd_store_allocated(struct znbd_store *s)
 {
   return s->ops->allocated(s);
+}
+
+/* The zone calls: a store's zone hook, or without zone hooks the data
+ * op that does the same to the bytes.  Errors as the hook's, or as
+ * zero()'s. */
+
+/* Zone reset (see the hook); RAM frees the memory lazily unless RELEASE,
+ * for the rewrite that usually follows (ZNBD_STORE_ZERO_LAZY). */
+static inline int
+znbd_store_zone_reset(struct znbd_store *s, uint32_t zno, uint64_t start,
+                      uint64_t len, bool release)
+{
+  if (s->ops->zones)
+    return s->ops->zones->reset(s, zno, start, len, release);
+  return s->ops->zero(s, len, start, release ? 0 : ZNBD_STORE_ZERO_LAZY);
+}
+
+static inline int
+znbd_store_zone_finish(struct znbd_store *s, uint32_t zno, uint64_t from,
+                       uint64_t end)
+{
+  if (s->ops->zones)
+    return s->ops->zones->finish(s, zno, from, end);
+  return s->ops->zero(s, end - from, from, 0);
+}
+
+/* Without zone hooks: nothing to do. */
+static inline void
+znbd_store_zone_open(struct znbd_store *s, uint32_t zno)
+{
+  if (s->ops->zones)
+    s->ops->zones->open(s, zno);
+}
+
+/* Without zone hooks: not kept, 0. */
+static inline int
+znbd_store_zone_fault(struct znbd_store *s, uint32_t zno, unsigned cond)
+{
+  return s->ops->zones ? s->ops->zones->fault(s, zno, cond) : 0;
+}
+
+/* Without zone hooks (RAM): the bytes past SIZE are freed. */
+static inline int
+znbd_store_zone_truncate(struct znbd_store *s, uint32_t zno, uint64_t start,
+                         uint64_t len, uint64_t size)
+{
+  if (s->ops->zones)
+    return s->ops->zones->truncate(s, zno, start, len, size);
+  return size < len ? s->ops->zero(s, len - size, start + size, 0) : 0;
 }
 
 #endif

@@ -1900,6 +1900,20 @@ znbd_store_dir_kicks(const struct znbd_store *st)
   return atomic_load(&((const struct dir_store *)st)->kicks);
 }
 
+static const struct znbd_store_zone_ops dir_zone_ops = {
+    .reset = dir_zone_reset,
+    .finish = dir_zone_finish,
+    .open = dir_zone_open,
+    .fault = dir_zone_fault,
+    .load = dir_zone_load,
+    .truncate = dir_zone_truncate,
+    .file = dir_zone_file,
+};
+
+static const struct znbd_store_persist_ops dir_persist_ops = {
+    .journal = dir_journal,
+};
+
 static const struct znbd_store_ops dir_ops = {
     .name = "dir",
     .write_may_fail = true,
@@ -1910,13 +1924,7 @@ static const struct znbd_store_ops dir_ops = {
     .extents = dir_extents,
     .flush = dir_flush,
     .sync = dir_sync,
-    .zone_reset = dir_zone_reset,
-    .zone_finish = dir_zone_finish,
-    .zone_open = dir_zone_open,
-    .zone_truncate = dir_zone_truncate,
-    .journal = dir_journal,
-    .zone_file = dir_zone_file,
-    .zone_fault = dir_zone_fault,
-    .zone_load = dir_zone_load,
     .allocated = dir_allocated,
+    .zones = &dir_zone_ops,
+    .persist = &dir_persist_ops,
 };

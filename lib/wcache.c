@@ -426,8 +426,8 @@ znbd_wcache_new(struct znbd_store *st, struct znbd_zones *zs, uint64_t size)
   for (uint32_t i = 0; i < wc->nr; i++)
     wc->flushed[i] = NONE;
   take_wps(wc);
-  if (st->ops->journal) {
-    wc->jfd = st->ops->journal(st, true);
+  if (st->ops->persist) {
+    wc->jfd = st->ops->persist->journal(st, true);
     if (wc->jfd < 0 || journal_reset(wc) < 0) {
       znbd_wcache_free(wc);
       errno = EIO;
@@ -463,7 +463,7 @@ static int
 cut_zone(void *opaque, uint32_t zno, const struct znbd_zone *z, uint64_t keep)
 {
   struct znbd_store *st = opaque;
-  return st->ops->zone_truncate(st, zno, z->start, z->len, keep);
+  return znbd_store_zone_truncate(st, zno, z->start, z->len, keep);
 }
 
 /* Roll back to the durable state.  Caller holds the lock exclusive. */
@@ -767,12 +767,12 @@ static int
 files_unchanged(struct znbd_store *st, const struct jgeo *g, int64_t lease,
                 char *why, size_t whylen)
 {
-  if (!st->ops->zone_file)
+  if (!st->ops->zones)
     return 0;
   for (uint64_t i = 0; i < g->nr; i++) {
     char name[64], t1[64], t2[64];
     int64_t ct;
-    if (st->ops->zone_file(st, (uint32_t)i, name, sizeof name, &ct) < 0) {
+    if (st->ops->zones->file(st, (uint32_t)i, name, sizeof name, &ct) < 0) {
       why_set(why, whylen, "reading its zone files' status failed");
       errno = EIO;
       return -1;
@@ -857,7 +857,7 @@ replay_pass(struct znbd_store *st, int fd, uint64_t flen, const struct jgeo *g,
     }
     if (apply && seq &&
         (replay_lease(fd, g->nr, &lease) < 0 ||
-         st->ops->zone_truncate(st, (uint32_t)i, start, len, f) < 0))
+         znbd_store_zone_truncate(st, (uint32_t)i, start, len, f) < 0))
       goto io;
   }
   uint64_t step = sizeof(struct rec_hdr) + PAGE;

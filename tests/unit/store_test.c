@@ -1,8 +1,9 @@
-/* Unit test of lib/store.c: allocate on first write only, zero reads
+/* Unit test of lib/store_ram.c: allocate on first write only, zero reads
  * without allocating, exact partial-page zeroing, whole-page freeing (also
  * in RSS), exact accounting, extents runs, memory_backed=false, a 1 TiB
- * store, concurrent writers/zeroers with every byte verified, and zone
- * resets that free lazily yet never let old bytes show. */
+ * store, concurrent writers/zeroers with every byte verified, zone
+ * resets that free lazily yet never let old bytes show, and the zone calls
+ * of a store without zone hooks. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -440,7 +441,7 @@ test_limit(void)
   znbd_store_free(s);
 }
 
-/* Zone reset frees lazily (MADV_FREE, lib/store.c): the old bytes may
+/* Zone reset frees lazily (MADV_FREE, lib/store_ram.c): the old bytes may
  * stay in the mapping, so every way of writing into a reset page must
  * still read back as zeros plus exactly what was written.  Whole-page
  * rewrites, a sector into a page, sectors written by threads racing on
@@ -478,7 +479,7 @@ test_lazy_reset(void)
   for (int round = 0; round < 50; round++) {
     memset(full, 0xab, sizeof full);
     CHECK_EQ(znbd_store_write(s, full, sizeof full, 0), 0);
-    CHECK_EQ(s->ops->zone_reset(s, 0, 0, zone, false), 0);
+    CHECK_EQ(znbd_store_zone_reset(s, 0, 0, zone, false), 0);
     CHECK_EQ(znbd_store_allocated(s), (LZ_PAGES - 8) * PS);
 
     /* Page 0 rewritten whole; page 1 gets one sector at 1 KiB; pages
@@ -523,6 +524,40 @@ test_lazy_reset(void)
   znbd_store_free(s);
 }
 
+/* The RAM store has no zone or persistence hooks: the zone calls fall
+ * back to zero() over the bytes they name (finish: from the old wp to the
+ * zone end; truncate: past SIZE; reset: all), opening and faulting a zone
+ * do nothing. */
+static void
+test_zone_calls(void)
+{
+  struct znbd_store *s = znbd_store_new(8 * PS, true);
+  CHECK(s != NULL);
+  if (!s)
+    return;
+  CHECK(s->ops->zones == NULL);
+  CHECK(s->ops->persist == NULL);
+  static uint8_t full[8 * PS], buf[8 * PS];
+  memset(full, 0xcd, sizeof full);
+  CHECK_EQ(znbd_store_write(s, full, sizeof full, 0), 0);
+
+  CHECK_EQ(znbd_store_zone_finish(s, 1, 2 * PS + 100, 4 * PS), 0);
+  memset(full + 2 * PS + 100, 0, 2 * PS - 100);
+  CHECK_EQ(znbd_store_allocated(s), 7 * PS); /* page 3 freed whole */
+  CHECK_EQ(znbd_store_zone_truncate(s, 2, 4 * PS, 4 * PS, 4 * PS), 0);
+  CHECK_EQ(znbd_store_zone_truncate(s, 2, 4 * PS, 4 * PS, PS + 512), 0);
+  memset(full + 5 * PS + 512, 0, 3 * PS - 512);
+  CHECK_EQ(znbd_store_allocated(s), 5 * PS); /* pages 6, 7 too */
+  CHECK_EQ(znbd_store_zone_reset(s, 0, 0, 2 * PS, true), 0);
+  memset(full, 0, 2 * PS);
+  CHECK_EQ(znbd_store_allocated(s), 3 * PS);
+  znbd_store_zone_open(s, 0);
+  CHECK_EQ(znbd_store_zone_fault(s, 0, 4), 0);
+  CHECK_EQ(znbd_store_read(s, buf, sizeof buf, 0), 0);
+  CHECK(memcmp(buf, full, sizeof buf) == 0);
+  znbd_store_free(s);
+}
+
 int
 main(void)
 {
@@ -535,5 +570,6 @@ main(void)
   test_concurrent();
   test_limit();
   test_lazy_reset();
+  test_zone_calls();
   return check_done("store_test");
 }

@@ -36,7 +36,10 @@
  *   only if the page is allocated (a clear page is already zero).
  *
  * - Zone reset is the exception: its pages are given back LAZILY, with
- *   madvise(MADV_FREE), and marked in a second bitmap, "lazy".  A zoned
+ *   madvise(MADV_FREE), and marked in a second bitmap, "lazy".  The RAM
+ *   store has no zone hooks (lib/store.h): a zone reset reaches it as a
+ *   zero with ZNBD_STORE_ZERO_LAZY (znbd_store_zone_reset), as a finish
+ *   or a power cut's truncation reaches it as a plain zero.  A zoned
  *   workload rewrites a zone right after resetting it; with MADV_DONTNEED
  *   every first write to a page after the reset took a page fault that
  *   allocated and zeroed a fresh page (bench/page-floor measures both:
@@ -506,7 +509,7 @@ ram_zero(struct znbd_store *base, uint64_t len, uint64_t off, unsigned flags)
     return 0;
   if (flags & ZNBD_STORE_ZERO_ALLOCATE)
     return write_zeros_allocated(s, len, off);
-  zero_range(s, len, off, false);
+  zero_range(s, len, off, (flags & ZNBD_STORE_ZERO_LAZY) != 0);
   return 0;
 }
 
@@ -542,34 +545,6 @@ ram_allocated(struct znbd_store *base)
   return atomic_load_explicit(&s->nalloc, memory_order_relaxed) * PAGE;
 }
 
-/* Lazily unless RELEASE (see the top of this file): the zone is usually
- * written again soon, and no write to it is in flight. */
-static int
-ram_zone_reset(struct znbd_store *base, uint32_t zno, uint64_t start,
-               uint64_t len, bool release)
-{
-  struct ram_store *s = (struct ram_store *)base;
-  (void)zno;
-  if (s->memory_backed && len)
-    zero_range(s, len, start, !release);
-  return 0;
-}
-
-static int
-ram_zone_finish(struct znbd_store *s, uint32_t zno, uint64_t from, uint64_t end)
-{
-  (void)zno;
-  return ram_zero(s, end - from, from, 0);
-}
-
-static int
-ram_zone_truncate(struct znbd_store *s, uint32_t zno, uint64_t start,
-                  uint64_t len, uint64_t size)
-{
-  (void)zno;
-  return size < len ? ram_zero(s, len - size, start + size, 0) : 0;
-}
-
 static const struct znbd_store_ops ram_ops = {
     .name = "ram",
     .write_may_fail = false,
@@ -578,9 +553,6 @@ static const struct znbd_store_ops ram_ops = {
     .write = ram_write,
     .zero = ram_zero,
     .extents = ram_extents,
-    .zone_reset = ram_zone_reset,
-    .zone_finish = ram_zone_finish,
-    .zone_truncate = ram_zone_truncate,
     .allocated = ram_allocated,
     .ref = ram_ref,
 };
