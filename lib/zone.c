@@ -243,6 +243,8 @@ znbd_zone_writable(const struct znbd_zone *z)
          z->cond == ZNBD_ZONE_COND_CLOSED;
 }
 
+/* ---- open/active accounting: the resource checks and their victims ---- */
+
 /* Rule active-check, null_check_active(): room for one more active zone? */
 static int
 check_active(const struct znbd_zones *zs, const struct znbd_zone_counts *c)
@@ -742,7 +744,7 @@ has_wp(const struct znbd_zone *z)
 }
 
 bool
-znbd_zone_written(struct znbd_zones *zs, uint32_t zno, uint64_t *written)
+znbd_zones_written(struct znbd_zones *zs, uint32_t zno, uint64_t *written)
 {
   struct znbd_zone *z = &zs->zone[zno];
   pthread_mutex_lock(&z->lock);
@@ -754,8 +756,8 @@ znbd_zone_written(struct znbd_zones *zs, uint32_t zno, uint64_t *written)
 }
 
 int
-znbd_zone_power_cycle(struct znbd_zones *zs, uint32_t zno, uint64_t *keep,
-                      znbd_zone_cut_fn cut, void *opaque)
+znbd_zones_power_cycle(struct znbd_zones *zs, uint32_t zno, uint64_t *keep,
+                       znbd_zone_cut_fn cut, void *opaque)
 {
   struct znbd_zone *z = &zs->zone[zno];
   int r = 0;

@@ -12,6 +12,10 @@
  * machine (a reset or finish fails a zone's parked writes) and the
  * pipeline share them without calling each other.
  *
+ * Names: znbd_zones_* find their zones in the set, by number, offset or
+ * range; znbd_zone_* act on one zone given by pointer (with the set for
+ * its counters).
+ *
  * All offsets and lengths are bytes; rules are cited by their name in
  * doc/zone-rules.md, their source Linux drivers/block/null_blk/zoned.c. */
 #ifndef ZNBD_ZONE_IMPL_H
@@ -83,14 +87,14 @@ void znbd_zone_advance_wp(struct znbd_zones *zs, struct znbd_zone *z,
  * the others up to LAST, prepare, then store and commit (or abort), or
  * with LATE commit and count a copy in flight per zone (the caller
  * stores after unlocking, then calls znbd_zone_copy_end).  Returns 0 or
- * an errno value (as znbd_zone_write_prepare() or the store's). */
+ * an errno value (as znbd_zones_write_prepare() or the store's). */
 int znbd_zones_run_write(struct znbd_zones *zs, struct znbd_zone_write *w,
                          uint32_t first, uint32_t last, bool late);
 
 /* Append W at the wp of zone ZNO (< nr_zones, locked by the caller):
  * prepare, store with the zone locked, commit or abort; W->off gets the
  * byte offset written.  Returns 0 or an errno value (as
- * znbd_zone_append_prepare() or the store's). */
+ * znbd_zones_append_prepare() or the store's). */
 int znbd_zones_run_append(struct znbd_zones *zs, uint32_t zno,
                           struct znbd_zone_write *w);
 

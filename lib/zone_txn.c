@@ -12,8 +12,8 @@
 #include "zone_impl.h"
 
 int
-znbd_zone_write_prepare(struct znbd_zones *zs, struct znbd_zone_txn *t,
-                        uint64_t off, uint64_t len)
+znbd_zones_write_prepare(struct znbd_zones *zs, struct znbd_zone_txn *t,
+                         uint64_t off, uint64_t len)
 {
   struct znbd_zone *z;
   struct znbd_zone_counts c = {0, 0, 0};
@@ -61,8 +61,8 @@ znbd_zone_write_prepare(struct znbd_zones *zs, struct znbd_zone_txn *t,
 }
 
 int
-znbd_zone_append_prepare(struct znbd_zones *zs, struct znbd_zone_txn *t,
-                         uint32_t zno, uint64_t len, uint64_t *off)
+znbd_zones_append_prepare(struct znbd_zones *zs, struct znbd_zone_txn *t,
+                          uint32_t zno, uint64_t len, uint64_t *off)
 {
   struct znbd_zone *z;
 
@@ -76,7 +76,7 @@ znbd_zone_append_prepare(struct znbd_zones *zs, struct znbd_zone_txn *t,
   if (znbd_zone_append_check(z, len) < 0)
     return -1;
   *off = z->wp;
-  return znbd_zone_write_prepare(zs, t, z->wp, len);
+  return znbd_zones_write_prepare(zs, t, z->wp, len);
 }
 
 void
@@ -129,7 +129,7 @@ znbd_zones_run_write(struct znbd_zones *zs, struct znbd_zone_write *w,
 
   if (first < last)
     znbd_zones_lock_range(zs, first + 1, last);
-  if (znbd_zone_write_prepare(zs, &t, w->off, w->len) < 0) {
+  if (znbd_zones_write_prepare(zs, &t, w->off, w->len) < 0) {
     e = errno;
   } else if (!late && w->store(w->opaque, w->data, w->len, w->off) < 0) {
     e = errno;
@@ -151,7 +151,7 @@ znbd_zones_run_append(struct znbd_zones *zs, uint32_t zno,
   struct znbd_zone_txn t;
   int e = 0;
 
-  if (znbd_zone_append_prepare(zs, &t, zno, w->len, &w->off) < 0) {
+  if (znbd_zones_append_prepare(zs, &t, zno, w->len, &w->off) < 0) {
     e = errno;
   } else if (w->store(w->opaque, w->data, w->len, w->off) < 0) {
     e = errno;
