@@ -391,7 +391,7 @@ take_wps(struct znbd_wcache *wc)
   if (!wc->zs)
     return;
   for (uint32_t i = wc->zs->nr_conv; i < wc->zs->nr_zones; i++)
-    (void)znbd_zone_written(wc->zs, i, &wc->flushed[i]);
+    (void)znbd_zones_written(wc->zs, i, &wc->flushed[i]);
 }
 
 struct znbd_wcache *
@@ -473,7 +473,7 @@ rollback(struct znbd_wcache *wc)
   int r = 0;
   if (wc->zs)
     for (uint32_t i = wc->zs->nr_conv; i < wc->zs->nr_zones; i++)
-      if (znbd_zone_power_cycle(wc->zs, i, &wc->flushed[i], cut_zone, wc->st) <
+      if (znbd_zones_power_cycle(wc->zs, i, &wc->flushed[i], cut_zone, wc->st) <
           0)
         r = -1;
   if (wc->zs)
@@ -666,7 +666,7 @@ znbd_wcache_sync_held(struct znbd_wcache *wc, uint64_t len, uint64_t off)
       const struct znbd_zone *z = &zs->zone[i];
       uint64_t now,
           upto = (end < z->start + z->len ? end : z->start + z->len) - z->start;
-      if (!znbd_zone_written(zs, i, &now))
+      if (!znbd_zones_written(zs, i, &now))
         continue;
       if (upto > now) /* the wp only grows: what is below it stays */
         upto = now;

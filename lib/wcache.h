@@ -7,7 +7,7 @@
  * to the bytes written from its start at the last flush (its wp then),
  * every conventional block (the whole device when not zoned) written
  * since to its contents then, and the zones' conditions to what a drive
- * shows after a power cycle (znbd_zone_power_cycle).  A persistent store
+ * shows after a power cycle (znbd_zones_power_cycle).  A persistent store
  * keeps the durable state in an undo journal (PATH/znbd.wcache) so that a
  * restart after kill -9 applies the same rollback (znbd_wcache_replay).
  *

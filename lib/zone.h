@@ -1,4 +1,7 @@
-/* znbd: the zone state machine (lib/zone.c), null_blk's rules in one place.
+/* znbd: the zone engine, null_blk's rules in one place: the state
+ * machine (lib/zone.c), multi-zone write transactions (lib/zone_txn.c)
+ * and the parked-write pipeline (lib/zone_park.c); lib/zone_impl.h says
+ * how they layer.
  *
  * Everything here is in bytes (null_blk works in 512-byte sectors).  The
  * rules, their sources and the deliberate deviations are listed by name in
@@ -10,7 +13,7 @@
  * a zone, it hands reads, extents, writes and appends to the engine
  * (znbd_zones_spans, znbd_zones_write, znbd_zones_append) with a callback
  * into the store, called under the zone locks where the rules need it; a
- * store that can fail is written in between znbd_zone_write_prepare() and
+ * store that can fail is written in between znbd_zones_write_prepare() and
  * znbd_zone_write_commit(), so a write whose data cannot be stored
  * changes nothing.
  *
@@ -214,16 +217,16 @@ struct znbd_zone_txn {
  *     from the cursor on that is not locked by anyone) is closed at commit.
  * Returns 0, or -1 with errno EIO, EOVERFLOW, ETOOMANYREFS, ENOMEM; on
  * failure nothing changed and T needs no abort. */
-int znbd_zone_write_prepare(struct znbd_zones *zs, struct znbd_zone_txn *t,
-                            uint64_t off, uint64_t len);
+int znbd_zones_write_prepare(struct znbd_zones *zs, struct znbd_zone_txn *t,
+                             uint64_t off, uint64_t len);
 
 /* Zone append (null_zone_write() with append): prepare a write of LEN
  * bytes at the wp of zone ZNO, which the caller has locked; *OFF gets the
  * byte offset that will be written.  Errors: EINVAL (bad zone, LEN 0), EIO
  * (conventional zone, FULL/READONLY/OFFLINE, LEN beyond the capacity), and
- * those of znbd_zone_write_prepare().  Then commit or abort as a write. */
-int znbd_zone_append_prepare(struct znbd_zones *zs, struct znbd_zone_txn *t,
-                             uint32_t zno, uint64_t len, uint64_t *off);
+ * those of znbd_zones_write_prepare().  Then commit or abort as a write. */
+int znbd_zones_append_prepare(struct znbd_zones *zs, struct znbd_zone_txn *t,
+                              uint32_t zno, uint64_t len, uint64_t *off);
 
 /* Apply a prepared write: victims closed (EMPTY if their wp is at the start,
  * else CLOSED), EMPTY/CLOSED pieces IMP_OPEN, wps advanced, pieces at
@@ -270,7 +273,7 @@ struct znbd_zone_write {
 #define ZNBD_ZONE_PARKED 1
 
 /* Run write W (LEN > 0, inside the device): lock its zones in ascending
- * order, check every piece (znbd_zone_write_prepare), then
+ * order, check every piece (znbd_zones_write_prepare), then
  *   - a store that cannot fail (RAM): commit, and store the data after
  *     unlocking (znbd_zone_copy_begin says why and what keeps it safe);
  *   - a store that can fail (dir=): store the data with the zones still
@@ -287,7 +290,7 @@ struct znbd_zone_write {
  * OFFLINE, or when the wp went past its offset; else with the errno of
  * its own checks when it runs.
  * Returns 0, ZNBD_ZONE_PARKED, or -1 with errno as
- * znbd_zone_write_prepare(), the store's errno, EAGAIN, EIO, ENOMEM. */
+ * znbd_zones_write_prepare(), the store's errno, EAGAIN, EIO, ENOMEM. */
 int znbd_zones_write(struct znbd_zones *zs, struct znbd_zone_write *w);
 
 /* znbd_zones_write() for a caller that waits on its own thread: a write
@@ -314,10 +317,10 @@ void znbd_zones_close_parking(struct znbd_zones *zs);
 void znbd_zones_fail_parked(struct znbd_zones *zs);
 
 /* Zone append at the wp of zone ZNO (null_zone_write() with append): the
- * engine locks the zone, prepares (znbd_zone_append_prepare), stores the
+ * engine locks the zone, prepares (znbd_zones_append_prepare), stores the
  * data of W->len bytes with the zone locked, then commits, or aborts if
  * storing failed.  W->off gets the byte offset written.  Returns 0, or -1
- * with errno as znbd_zone_append_prepare() or the store's. */
+ * with errno as znbd_zones_append_prepare() or the store's. */
 int znbd_zones_append(struct znbd_zones *zs, uint32_t zno,
                       struct znbd_zone_write *w);
 
@@ -381,9 +384,9 @@ int znbd_zones_restore(struct znbd_zones *zs, uint32_t zno, uint64_t written);
 /* Sequential zone ZNO (not READONLY or OFFLINE), under its lock: the
  * bytes written from its start in *WRITTEN (its capacity when FULL) and
  * true; false for any other zone. */
-bool znbd_zone_written(struct znbd_zones *zs, uint32_t zno, uint64_t *written);
+bool znbd_zones_written(struct znbd_zones *zs, uint32_t zno, uint64_t *written);
 
-/* Called by znbd_zone_power_cycle with zone Z (index ZNO) locked and no
+/* Called by znbd_zones_power_cycle with zone Z (index ZNO) locked and no
  * copy in flight: drop its data past its first KEEP bytes from the store.
  * Returns 0, or -1 with errno. */
 typedef int (*znbd_zone_cut_fn)(void *opaque, uint32_t zno,
@@ -400,8 +403,8 @@ typedef int (*znbd_zone_cut_fn)(void *opaque, uint32_t zno,
  * (*KEEP unchanged).  The counters follow; as after a restart, CLOSED
  * zones may exceed zone_max_active.  Returns 0, or CUT's -1 with errno
  * (the condition is set all the same). */
-int znbd_zone_power_cycle(struct znbd_zones *zs, uint32_t zno, uint64_t *keep,
-                          znbd_zone_cut_fn cut, void *opaque);
+int znbd_zones_power_cycle(struct znbd_zones *zs, uint32_t zno, uint64_t *keep,
+                           znbd_zone_cut_fn cut, void *opaque);
 
 /* The counters, read together under the resource lock. */
 void znbd_zones_counters(struct znbd_zones *zs, uint32_t *imp_open,

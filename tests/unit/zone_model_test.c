@@ -277,11 +277,11 @@ e_write(struct znbd_zones *zs, uint64_t off, uint64_t len)
   int e = 0;
 
   if (len == 0 || off >= zs->size || len > zs->size - off)
-    return znbd_zone_write_prepare(zs, &t, off, len) ? errno : -1;
+    return znbd_zones_write_prepare(zs, &t, off, len) ? errno : -1;
   first = znbd_zones_zone_no(zs, off);
   last = znbd_zones_zone_no(zs, off + len - 1);
   znbd_zones_lock_range(zs, first, last);
-  if (znbd_zone_write_prepare(zs, &t, off, len) == 0)
+  if (znbd_zones_write_prepare(zs, &t, off, len) == 0)
     znbd_zone_write_commit(&t);
   else
     e = errno;
@@ -296,7 +296,7 @@ e_append(struct znbd_zones *zs, unsigned i, uint64_t len, uint64_t *off)
   int e = 0;
 
   pthread_mutex_lock(&zs->zone[i].lock);
-  if (znbd_zone_append_prepare(zs, &t, i, len, off) == 0)
+  if (znbd_zones_append_prepare(zs, &t, i, len, off) == 0)
     znbd_zone_write_commit(&t);
   else
     e = errno;

@@ -311,12 +311,12 @@ step(struct znbd_zones *zs, const char *tok)
     else
       abort();
     if (off >= zs->size || n * B > zs->size - off) /* refused unlocked */
-      return znbd_zone_write_prepare(zs, &t, off, n * B) ? errno : 0;
+      return znbd_zones_write_prepare(zs, &t, off, n * B) ? errno : 0;
     uint32_t first = znbd_zones_zone_no(zs, off);
     uint32_t last = znbd_zones_zone_no(zs, off + n * B - 1);
     int r, e = 0;
     znbd_zones_lock_range(zs, first, last);
-    r = znbd_zone_write_prepare(zs, &t, off, n * B);
+    r = znbd_zones_write_prepare(zs, &t, off, n * B);
     if (r == 0)
       znbd_zone_write_commit(&t);
     else
@@ -331,7 +331,7 @@ step(struct znbd_zones *zs, const char *tok)
       abort();
     pthread_mutex_lock(&zs->zone[zno].lock);
     wp = zs->zone[zno].wp;
-    r = znbd_zone_append_prepare(zs, &t, zno, n * B, &off);
+    r = znbd_zones_append_prepare(zs, &t, zno, n * B, &off);
     if (r == 0) {
       if (off != wp) {
         fprintf(stderr, "append returned offset %llu, wp was %llu\n",

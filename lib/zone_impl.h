@@ -1,0 +1,148 @@
+/* znbd: what the three files of the zone engine share, and nobody else
+ * uses (lib/zone.h is the engine's contract with the rest of lib/).
+ *
+ * The engine is layered, each file calling only the ones below it:
+ *   lib/zone_park.c  the parked-write pipeline: every write and append
+ *                    enters here, runs now or waits ahead of the wp;
+ *   lib/zone_txn.c   multi-zone write transactions: check every piece of
+ *                    a write, then commit all of them or none;
+ *   lib/zone.c       the zone state machine: conditions, the open/active
+ *                    counters, one function per zone operation.
+ * The parked-write list helpers below are inline so that the state
+ * machine (a reset or finish fails a zone's parked writes) and the
+ * pipeline share them without calling each other.
+ *
+ * Names: znbd_zones_* find their zones in the set, by number, offset or
+ * range; znbd_zone_* act on one zone given by pointer (with the set for
+ * its counters).
+ *
+ * All offsets and lengths are bytes; rules are cited by their name in
+ * doc/zone-rules.md, their source Linux drivers/block/null_blk/zoned.c. */
+#ifndef ZNBD_ZONE_IMPL_H
+#define ZNBD_ZONE_IMPL_H
+
+#include <errno.h>
+
+#include "zone.h"
+
+/* ---- lib/zone.c: the state machine, for the transactions ---- */
+
+/* The open/active counters (IMP_OPEN, EXP_OPEN, CLOSED zones), as a
+ * prepare simulates a multi-zone write on a copy before committing. */
+struct znbd_zone_counts {
+  uint32_t io, eo, cl;
+};
+
+/* The counters of ZS; resource lock held. */
+struct znbd_zone_counts znbd_zones_load_counts(const struct znbd_zones *zs);
+
+/* Zone Z can take a write at its wp: EMPTY, open or CLOSED. */
+bool znbd_zone_writable(const struct znbd_zone *z);
+
+/* The write rules for one piece, [POFF, POFF+PLEN) (bytes), of write T
+ * in zone Z (locked), null_zone_write(): conventional passes (rule
+ * write-conv); else EIO unless the piece is at the wp and within the
+ * capacity (rule write-at-wp); an EMPTY or CLOSED zone needs its open
+ * (and for EMPTY active) slot, maybe closing a victim added to T (rules
+ * implicit-open, resource-checks); a piece reaching the capacity frees
+ * its slot (rule write-full).  The slots are taken on the copy C of the
+ * counters, the victim scan starts at *CURSOR; with T->res_locked false
+ * the zone must need no slot.  Returns 0, or -1 with errno EIO,
+ * EOVERFLOW, ETOOMANYREFS, ENOMEM (T may hold victims: abort it). */
+int znbd_zone_write_check(struct znbd_zones *zs, struct znbd_zone_txn *t,
+                          struct znbd_zone *z, uint64_t poff, uint64_t plen,
+                          struct znbd_zone_counts *c, uint32_t *cursor);
+
+/* Zone append's own rule, null_zone_write() with append: zone Z (locked)
+ * takes LEN bytes at its wp.  Returns 0, or -1 with errno EIO
+ * (conventional, not writable, LEN beyond the capacity). */
+int znbd_zone_append_check(const struct znbd_zone *z, uint64_t len);
+
+/* Close T's implicit-close victims, checked by znbd_zone_write_check()
+ * (EMPTY if their wp is at the start, else CLOSED), and move the victim
+ * cursor past them (null_close_imp_open_zone()).  Resource lock held. */
+void znbd_zones_close_victims(struct znbd_zones *zs,
+                              const struct znbd_zone_txn *t);
+
+/* Unlock the victims T locked (not its own zones) and forget them. */
+void znbd_zone_txn_release_victims(struct znbd_zone_txn *t);
+
+/* Advance zone Z's wp (locked, sequential, checked) by LEN bytes: EMPTY
+ * or CLOSED becomes IMP_OPEN, a wp at the capacity FULL (rules
+ * implicit-open, write-full).  Resource lock held when the condition
+ * changes. */
+void znbd_zone_advance_wp(struct znbd_zones *zs, struct znbd_zone *z,
+                          uint64_t len);
+
+/* Walk [OFF, OFF+N) (bytes) zone by zone: Z gets each zone, POFF and
+ * PLEN the piece inside it. */
+#define FOR_EACH_PIECE(zs, off, n, z, poff, plen)                              \
+  for (uint64_t poff = (off), plen = 0, end_ = (off) + (n);                    \
+       poff < end_ && ((z) = znbd_zones_piece((zs), poff, end_, &plen));       \
+       poff += plen)
+
+/* ---- lib/zone_txn.c: transactions, for the pipeline ---- */
+
+/* Write W, whose first zone FIRST the caller holds (if sequential): lock
+ * the others up to LAST, prepare, then store and commit (or abort), or
+ * with LATE commit and count a copy in flight per zone (the caller
+ * stores after unlocking, then calls znbd_zone_copy_end).  Returns 0 or
+ * an errno value (as znbd_zones_write_prepare() or the store's). */
+int znbd_zones_run_write(struct znbd_zones *zs, struct znbd_zone_write *w,
+                         uint32_t first, uint32_t last, bool late);
+
+/* Append W at the wp of zone ZNO (< nr_zones, locked by the caller):
+ * prepare, store with the zone locked, commit or abort; W->off gets the
+ * byte offset written.  Returns 0 or an errno value (as
+ * znbd_zones_append_prepare() or the store's). */
+int znbd_zones_run_append(struct znbd_zones *zs, uint32_t zno,
+                          struct znbd_zone_write *w);
+
+/* ---- the parked-write lists, shared by lib/zone.c and lib/zone_park.c */
+
+/* Parked writes taken off their zone, to be told how they ended once no
+ * zone lock is held. */
+struct done_list {
+  struct znbd_zone_write *head, **tail;
+};
+#define DONE_LIST_INIT(l)                                                      \
+  {                                                                            \
+    NULL, &(l).head                                                            \
+  }
+
+/* Take the parked write *PP off zone Z (locked) into DL with ERR. */
+static inline void
+unpark(struct znbd_zones *zs, struct znbd_zone *z, struct znbd_zone_write **pp,
+       int err, struct done_list *dl)
+{
+  struct znbd_zone_write *w = *pp;
+  *pp = w->next;
+  atomic_fetch_sub(&z->nparked, 1);
+  atomic_fetch_sub(&zs->nparked, 1);
+  w->err = err;
+  w->next = NULL;
+  *dl->tail = w;
+  dl->tail = &w->next;
+}
+
+/* Take every parked write off zone Z (locked) into DL with EIO. */
+static inline void
+unpark_all(struct znbd_zones *zs, struct znbd_zone *z, struct done_list *dl)
+{
+  while (z->parked)
+    unpark(zs, z, &z->parked, EIO, dl);
+}
+
+/* Tell the writes in DL how they ended (no zone lock held). */
+static inline void
+call_done(struct done_list *dl)
+{
+  for (struct znbd_zone_write *w = dl->head, *n; w; w = n) {
+    n = w->next;
+    w->done(w, w->err);
+  }
+  dl->head = NULL;
+  dl->tail = &dl->head;
+}
+
+#endif
