@@ -762,9 +762,8 @@ check_device(struct znbd_params *p, char *err, size_t errlen)
   return 0;
 }
 
-/* Zone size and capacity against the block size and the device; sets
- * zone_capacity (0 -> zone_size) and nr_zones (doc/zone-rules.md, rules
- * zone-layout, zone-capacity, zone-size-any). */
+/* Zone size and capacity against the block size and the device
+ * (doc/zone-rules.md, rules zone-layout, zone-capacity, zone-size-any). */
 static int
 check_zones(struct znbd_params *p, char *err, size_t errlen)
 {
@@ -794,9 +793,6 @@ check_zones(struct znbd_params *p, char *err, size_t errlen)
             p->zone_capacity, p->zone_size);
     return -1;
   }
-  if (p->zone_capacity == 0)
-    p->zone_capacity = p->zone_size;
-
   uint64_t nz = p->size / p->zone_size + (p->size % p->zone_size != 0);
   if (nz > UINT32_MAX) {
     set_err(err, errlen,
@@ -805,44 +801,58 @@ check_zones(struct znbd_params *p, char *err, size_t errlen)
             p->zone_size, nz, p->size, UINT32_MAX);
     return -1;
   }
-  p->nr_zones = (uint32_t)nz;
   return 0;
 }
 
-/* null_blk's clamps (doc/zone-rules.md, rule clamp-limits), each
- * reported through NOTE. */
-static void
-clamp_limits(struct znbd_params *p, void (*note)(const char *msg))
+/* Derive P's geometry once (lib/geometry.c: zone count, capacity 0 ->
+ * zone_size, null_blk's clamps; doc/zone-rules.md, rule clamp-limits),
+ * report each clamp through NOTE and write the clamped values back to
+ * their keys.  P is checked: derivation cannot fail then (EINVAL
+ * otherwise). */
+static int
+derive_geometry(struct znbd_params *p, void (*note)(const char *msg))
 {
-  if (p->zone_nr_conv >= p->nr_zones) {
-    uint32_t v = p->nr_zones - 1;
+  const struct znbd_geometry_request r = {
+      .size = p->size,
+      .blocksize = p->blocksize,
+      .zoned = p->zoned,
+      .zone_size = p->zone_size,
+      .zone_capacity = p->zone_capacity,
+      .nr_conv = p->zone_nr_conv,
+      .max_open = p->zone_max_open,
+      .max_active = p->zone_max_active,
+  };
+  struct znbd_geometry *g = &p->geo;
+  if (znbd_geometry_derive(g, &r) < 0)
+    return -1;
+  if (!g->zoned)
+    return 0;
+  if (g->nr_conv != r.nr_conv)
     note_f(note,
            "zone_nr_conv: %" PRIu32 " leaves no sequential zone of %" PRIu32
            "; clamped to %" PRIu32 " (as null_blk)",
-           p->zone_nr_conv, p->nr_zones, v);
-    p->zone_nr_conv = v;
-  }
-  uint32_t nr_seq = p->nr_zones - p->zone_nr_conv;
-  if (p->zone_max_active && p->zone_max_active >= nr_seq) {
+           r.nr_conv, g->nr_zones, g->nr_conv);
+  uint32_t nr_seq = g->nr_zones - g->nr_conv;
+  if (g->max_active != r.max_active)
     note_f(note,
            "zone_max_active: %" PRIu32 " >= %" PRIu32
            " sequential zones; set to 0 (no limit, as null_blk)",
-           p->zone_max_active, nr_seq);
-    p->zone_max_active = 0;
-  }
-  if (p->zone_max_active && p->zone_max_open > p->zone_max_active) {
+           r.max_active, nr_seq);
+  if (g->max_open != r.max_open && g->max_active && r.max_open > g->max_active)
     note_f(note,
            "zone_max_open: %" PRIu32 " > zone_max_active %" PRIu32
            "; clamped to %" PRIu32 " (as null_blk)",
-           p->zone_max_open, p->zone_max_active, p->zone_max_active);
-    p->zone_max_open = p->zone_max_active;
-  } else if (p->zone_max_open && p->zone_max_open >= nr_seq) {
+           r.max_open, g->max_active, g->max_active);
+  else if (g->max_open != r.max_open)
     note_f(note,
            "zone_max_open: %" PRIu32 " >= %" PRIu32
            " sequential zones; set to 0 (no limit, as null_blk)",
-           p->zone_max_open, nr_seq);
-    p->zone_max_open = 0;
-  }
+           r.max_open, nr_seq);
+  p->zone_capacity = g->zone_capacity;
+  p->zone_nr_conv = g->nr_conv;
+  p->zone_max_open = g->max_open;
+  p->zone_max_active = g->max_active;
+  return 0;
 }
 
 int
@@ -871,7 +881,6 @@ znbd_params_finish(struct znbd_params *p, void (*note)(const char *msg),
     return -1;
   }
   if (!p->zoned) {
-    p->nr_zones = 0;
     if (p->zone_readonly || p->zone_offline || p->zone_full) {
       set_err(err, errlen, "%s: needs zoned=true",
               p->zone_readonly  ? "zone_readonly"
@@ -879,21 +888,27 @@ znbd_params_finish(struct znbd_params *p, void (*note)(const char *msg),
                                 : "zone_full");
       return -1;
     }
+    if (derive_geometry(p, note) < 0) /* size is checked: cannot fail */
+      return -1;
     errno = 0;
     return 0;
   }
   if (check_zones(p, err, errlen) < 0)
     return -1;
-  clamp_limits(p, note);
+  if (derive_geometry(p, note) < 0) {
+    set_err(err, errlen, "zone_size: cannot lay out the zones: %s",
+            strerror(errno));
+    return -1;
+  }
   if (p->zone_readonly &&
-      check_list("zone_readonly", p->zone_readonly, p->nr_zones,
-                 p->zone_nr_conv, err, errlen) < 0) {
+      check_list("zone_readonly", p->zone_readonly, p->geo.nr_zones,
+                 p->geo.nr_conv, err, errlen) < 0) {
     errno = EINVAL;
     return -1;
   }
   if (p->zone_offline &&
-      check_list("zone_offline", p->zone_offline, p->nr_zones, p->zone_nr_conv,
-                 err, errlen) < 0) {
+      check_list("zone_offline", p->zone_offline, p->geo.nr_zones,
+                 p->geo.nr_conv, err, errlen) < 0) {
     errno = EINVAL;
     return -1;
   }

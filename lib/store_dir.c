@@ -112,6 +112,7 @@ znbd_store_dir_open(const struct znbd_params *p, char *err, size_t errlen)
   }
   s->base.ops = &dir_ops;
   s->dirfd = s->lockfd = s->jfd = -1;
+  s->geo = p->geo;
   s->prealloc = p->zone_prealloc;
   s->direct = !p->buffered_io;
   s->wb_bytes = s->direct ? 0 : (uint64_t)p->writeback_mb << 20;
@@ -138,8 +139,7 @@ fail:
 static struct dzone *
 piece(struct dir_store *s, uint64_t off, uint64_t end, uint64_t *plen)
 {
-  uint64_t zsize = s->m.zoned ? s->m.zone_size : s->m.size;
-  struct dzone *z = &s->z[off / zsize];
+  struct dzone *z = &s->z[off / znbd_geometry_span_size(&s->geo)];
   uint64_t zend = z->start + z->len;
   *plen = (zend < end ? zend : end) - off;
   return z;

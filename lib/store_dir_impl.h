@@ -14,6 +14,7 @@
 
 #include "store.h"
 #include "store_dir_meta.h"
+#include "znbd/geometry.h"
 #include "znbd/params.h"
 
 /* One zone file (zoned=false: the data file). */
@@ -51,7 +52,8 @@ struct dir_store {
   bool wb_started, wb_failed, wb_stop;
   uint32_t mem_align, off_align; /* direct I/O alignment, bytes */
   struct znbd_dir_meta m;
-  uint32_t nr_zones; /* zoned=false: one "zone", the data file */
+  struct znbd_geometry geo; /* the device's (the finished params') */
+  uint32_t nr_zones;        /* zoned=false: one "zone", the data file */
   struct dzone *z;
   pthread_mutex_t meta_lock; /* rewriting znbd.meta */
 };

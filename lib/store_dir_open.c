@@ -163,29 +163,24 @@ znbd_dir_save(struct dir_store *s)
 
 static int open_files(struct dir_store *s, char *err, size_t errlen);
 
-/* Lay out the zones (or the one data file) from M. */
+/* Lay out the zones (or the one data file) from the device's geometry
+ * (S->geo, which a formatted directory's record matches: check_geometry). */
 static int
 layout(struct dir_store *s)
 {
-  const struct znbd_dir_meta *m = &s->m;
-  uint64_t zsize = m->zoned ? m->zone_size : m->size;
-  uint64_t n = m->size / zsize + (m->size % zsize != 0);
-  uint32_t nr_conv = m->nr_conv;
-
-  if (m->zoned && nr_conv >= n)
-    nr_conv = (uint32_t)n - 1;
-  s->nr_zones = (uint32_t)n;
-  s->z = calloc(n, sizeof *s->z);
+  s->nr_zones = znbd_geometry_nr_spans(&s->geo);
+  s->z = calloc(s->nr_zones, sizeof *s->z);
   if (!s->z)
     return -1;
   for (uint32_t i = 0; i < s->nr_zones; i++) {
     struct dzone *z = &s->z[i];
+    struct znbd_geometry_span sp = znbd_geometry_span(&s->geo, i);
     z->fd = z->dfd = -1;
     pthread_mutex_init(&z->sync_lock, NULL);
-    z->start = (uint64_t)i * zsize;
-    z->len = m->size - z->start < zsize ? m->size - z->start : zsize;
-    z->seq = m->zoned && i >= nr_conv;
-    z->cap = z->seq && m->zone_capacity < z->len ? m->zone_capacity : z->len;
+    z->start = sp.start;
+    z->len = sp.len;
+    z->seq = sp.seq;
+    z->cap = sp.cap;
   }
   return 0;
 }
@@ -562,14 +557,30 @@ out:
   return r;
 }
 
-/* The recorded geometry must be what P says (unset parameters were
- * filled from it by znbd_store_dir_params). */
+/* The record of geometry G (what a directory formatted for it holds). */
+static void
+meta_from_geometry(struct znbd_dir_meta *m, const struct znbd_geometry *g)
+{
+  memset(m, 0, sizeof *m);
+  m->zoned = g->zoned;
+  m->size = g->size;
+  m->blocksize = g->blocksize;
+  if (g->zoned) {
+    m->zone_size = g->zone_size;
+    m->zone_capacity = g->zone_capacity;
+    m->nr_conv = g->nr_conv;
+    m->max_open = g->max_open;
+    m->max_active = g->max_active;
+  }
+}
+
+/* The recorded geometry must be the device's, S->geo (unset parameters
+ * were filled from it by znbd_store_dir_params). */
 static int
-check_geometry(struct dir_store *s, const struct znbd_params *p, char *err,
-               size_t errlen)
+check_geometry(struct dir_store *s, char *err, size_t errlen)
 {
   struct znbd_dir_meta cur;
-  meta_from_params(&cur, p);
+  meta_from_geometry(&cur, &s->geo);
   for (size_t k = 0; k < ZNBD_DIR_META_NKEYS; k++) {
     if (strcmp(znbd_dir_meta_key(k), "write_cache") && (k < 3 || s->m.zoned) &&
         znbd_dir_meta_mismatch(&s->m, &cur, k, s->path, err, errlen) < 0)
@@ -580,15 +591,14 @@ check_geometry(struct dir_store *s, const struct znbd_params *p, char *err,
 
 /* A formatted directory: metadata, geometry, fault lists, files. */
 static int
-open_formatted(struct dir_store *s, const struct znbd_params *p, char *err,
-               size_t errlen)
+open_formatted(struct dir_store *s, char *err, size_t errlen)
 {
   char *text = NULL, *ro = NULL, *off = NULL;
   int r = znbd_dir_meta_load(s->dirfd, s->path, &s->m, &text, &ro, &off, err,
                              errlen);
   if (r <= 0)
     return -1;
-  if (check_geometry(s, p, err, errlen) < 0 || layout(s) < 0)
+  if (check_geometry(s, err, errlen) < 0 || layout(s) < 0)
     goto fail;
   const char *lists[2] = {ro, off};
   for (int i = 0; i < 2; i++) {
@@ -703,7 +713,7 @@ znbd_dir_open(struct dir_store *s, const struct znbd_params *p, char *err,
     return -1;
   }
   if (faccessat(s->dirfd, META_NAME, F_OK, 0) == 0) {
-    if (open_formatted(s, p, err, errlen) < 0)
+    if (open_formatted(s, err, errlen) < 0)
       return -1;
     (void)unlinkat(s->dirfd, FORMAT_MARK, 0); /* its format did finish */
   } else {
@@ -713,7 +723,7 @@ znbd_dir_open(struct dir_store *s, const struct znbd_params *p, char *err,
       return -1;
     }
     uint32_t nfiles;
-    meta_from_params(&s->m, p);
+    meta_from_geometry(&s->m, &s->geo);
     if (dir_scan(s, &nfiles, err, errlen) < 0 || layout(s) < 0 ||
         enough_fds(s, err, errlen) < 0 ||
         (nfiles ? adopt(s, err, errlen)
