@@ -356,8 +356,10 @@ znbd_dir_zloop_block_size(const char *path)
   return (uint32_t)sv.f_bsize;
 }
 
-bool
-znbd_dir_has_zone_files(int dirfd)
+/* Whether DIRFD holds a zone file (cnv-NNNNNN, seq-NNNNNN).  False also
+ * when the directory cannot be read. */
+static bool
+has_zone_files(int dirfd)
 {
   int fd = dup(dirfd);
   DIR *dp = fd >= 0 ? fdopendir(fd) : NULL;
@@ -394,4 +396,28 @@ znbd_dir_zone_name(bool zoned, bool seq, uint32_t i, char *buf, size_t len)
     snprintf(buf, len, "data");
   else
     snprintf(buf, len, "%s-%06" PRIu32, seq ? "seq" : "cnv", i);
+}
+
+int
+znbd_dir_probe(const char *path, struct znbd_dir_meta *m, char *err,
+               size_t errlen)
+{
+  int dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int r = 0;
+  if (dirfd < 0 && errno != ENOENT) {
+    int e = errno;
+    set_err(err, errlen, "dir: %s: %s", path, strerror(e));
+    errno = e;
+    return -1;
+  }
+  bool zloop = false;
+  if (dirfd >= 0) {
+    r = znbd_dir_meta_load(dirfd, path, m, NULL, NULL, NULL, err, errlen);
+    zloop = r == 0 && faccessat(dirfd, FORMAT_MARK, F_OK, 0) < 0 &&
+            has_zone_files(dirfd);
+    close(dirfd);
+  }
+  if (r < 0)
+    return r;
+  return r ? ZNBD_DIR_FORMATTED : zloop ? ZNBD_DIR_ZLOOP : ZNBD_DIR_NEW;
 }

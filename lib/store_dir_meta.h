@@ -76,9 +76,19 @@ bool znbd_dir_zone_file_name(const char *name);
 void znbd_dir_zone_name(bool zoned, bool seq, uint32_t i, char *buf,
                         size_t len);
 
-/* Whether DIRFD holds a zone file (cnv-NNNNNN, seq-NNNNNN).  False also
- * when the directory cannot be read. */
-bool znbd_dir_has_zone_files(int dirfd);
+/* What directory PATH holds before a store opens it. */
+enum znbd_dir_state {
+  ZNBD_DIR_NEW,       /* absent, empty, or a format cut short */
+  ZNBD_DIR_FORMATTED, /* PATH/znbd.meta: a znbd directory */
+  ZNBD_DIR_ZLOOP,     /* zone files but no znbd.meta: a Linux zloop one? */
+};
+
+/* Look at directory PATH without changing it: its state, and for
+ * ZNBD_DIR_FORMATTED its record in M.  Returns the state, or -1 with
+ * errno (EINVAL: corrupt PATH/znbd.meta; else the failing call's: EACCES,
+ * ENOTDIR, EIO...) and a message naming the file in ERR. */
+int znbd_dir_probe(const char *path, struct znbd_dir_meta *m, char *err,
+                   size_t errlen);
 
 /* The block size, bytes, Linux zloop gives a device whose zone files live
  * on the file system of PATH (or of its parent directory, PATH not made

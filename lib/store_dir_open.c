@@ -26,128 +26,6 @@
 #include "znbd/dev.h"
 #include "err.h"
 
-static void
-meta_from_params(struct znbd_dir_meta *m, const struct znbd_params *p)
-{
-  memset(m, 0, sizeof *m);
-  m->zoned = p->zoned;
-  m->size = p->size;
-  m->blocksize = p->blocksize;
-  if (p->zoned) {
-    m->zone_size = p->zone_size;
-    m->zone_capacity = p->zone_capacity;
-    m->nr_conv = p->zone_nr_conv;
-    m->max_open = p->zone_max_open;
-    m->max_active = p->zone_max_active;
-  }
-}
-
-/* The blocksize of a directory formatted now (zoned): zloop's block size
- * of the file system (512 up to 512 bytes, 4096 for 1024 to 4096: the
- * sequential files' sizes are then multiples of it, as zloop requires),
- * 4096 when zloop's is not known.  A given blocksize smaller than zloop's
- * is kept, with a NOTE that zloop may refuse the files. */
-static void
-default_blocksize(struct znbd_params *p, void (*note)(const char *msg))
-{
-  uint32_t zbs = znbd_dir_zloop_block_size(p->dir);
-  if (!znbd_params_given(p, "blocksize")) {
-    p->blocksize = zbs && zbs <= 512 ? 512 : 4096;
-    return;
-  }
-  if (note && zbs && p->blocksize < zbs) {
-    char msg[512];
-    snprintf(msg, sizeof msg,
-             "blocksize: %" PRIu32 " is smaller than the file system's "
-             "block size %" PRIu32 " under dir=%s: Linux zloop refuses a "
-             "sequential zone file whose size is not a multiple of %" PRIu32,
-             p->blocksize, zbs, p->dir, zbs);
-    note(msg);
-  }
-}
-
-int
-znbd_store_dir_params(struct znbd_params *p, void (*note)(const char *msg),
-                      char *err, size_t errlen)
-{
-  struct znbd_dir_meta m;
-  int dirfd = open(p->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  int r = 0;
-  if (dirfd < 0 && errno != ENOENT) {
-    int e = errno;
-    set_err(err, errlen, "dir: %s: %s", p->dir, strerror(e));
-    errno = e;
-    return -1;
-  }
-  bool zloop = false;
-  if (dirfd >= 0) {
-    r = znbd_dir_meta_load(dirfd, p->dir, &m, NULL, NULL, NULL, err, errlen);
-    zloop = r == 0 && faccessat(dirfd, FORMAT_MARK, F_OK, 0) < 0 &&
-            znbd_dir_has_zone_files(dirfd);
-    close(dirfd);
-  }
-  if (r < 0)
-    return r;
-  if (r == 0) { /* formatted when the device is made: the geometry first */
-    if (p->size == 0 && zloop) {
-      set_err(err, errlen,
-              "size: required: dir=%s holds zone files but no %s (a Linux "
-              "zloop directory?): give the geometry it was made with, "
-              "size= (zloop's capacity_mb), zone_size= (zone_size_mb, "
-              "zloop's default 256M), zone_capacity= (zone_capacity_mb) and "
-              "zone_nr_conv= (conv_zones, zloop's default 8)",
-              p->dir, META_NAME);
-      errno = EINVAL;
-      return -1;
-    }
-    if (p->zoned)
-      default_blocksize(p, note);
-    if (p->size == 0) {
-      set_err(err, errlen,
-              "size: required: dir=%s has no %s yet (a new directory is "
-              "formatted with the geometry given: size=, and zone_size=, "
-              "zone_nr_conv=, ... when not the defaults)",
-              p->dir, META_NAME);
-      errno = EINVAL;
-      return -1;
-    }
-    return 0;
-  }
-  /* Not given: the recorded value.  Given and different: the layout keys
-   * are refused now (before other checks complain about a consequence),
-   * the others when the store opens (znbd_store_dir_open compares them
-   * after the clamps, which may change a given value). */
-  struct znbd_dir_meta cur;
-  meta_from_params(&cur, p);
-  for (size_t k = 0; k < ZNBD_DIR_META_NKEYS; k++) {
-    const char *key = znbd_dir_meta_key(k);
-    if (!znbd_params_given(p, key))
-      znbd_dir_meta_put(&cur, k, znbd_dir_meta_get(&m, k));
-    else if (k < ZNBD_DIR_META_LAYOUT_KEYS && (k < 3 || m.zoned) &&
-             znbd_dir_meta_mismatch(&m, &cur, k, p->dir, err, errlen) < 0)
-      return -1;
-  }
-  p->zoned = cur.zoned;
-  p->size = cur.size;
-  p->blocksize = cur.blocksize;
-  if (p->zoned) {
-    p->zone_size = cur.zone_size;
-    p->zone_capacity = cur.zone_capacity;
-    p->zone_nr_conv = cur.nr_conv;
-    p->zone_max_open = cur.max_open;
-    p->zone_max_active = cur.max_active;
-  }
-  if (p->zone_full && note) {
-    char msg[512];
-    snprintf(msg, sizeof msg,
-             "zone_full: ignored, dir=%s is formatted already (its files "
-             "give each zone's write pointer)",
-             p->dir);
-    note(msg);
-  }
-  return 0;
-}
-
 static uint8_t
 zone_fault(void *opaque, uint32_t zone)
 {
@@ -575,7 +453,7 @@ meta_from_geometry(struct znbd_dir_meta *m, const struct znbd_geometry *g)
 }
 
 /* The recorded geometry must be the device's, S->geo (unset parameters
- * were filled from it by znbd_store_dir_params). */
+ * were filled from it by znbd_params_finish). */
 static int
 check_geometry(struct dir_store *s, char *err, size_t errlen)
 {

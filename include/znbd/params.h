@@ -103,8 +103,8 @@ int znbd_params_set(struct znbd_params *p, const char *key, const char *value,
 
 /* Check the combination and derive the geometry (geo, by
  * znbd_geometry_derive()), after all keys are set.  With dir=, the
- * directory's recorded geometry first fills the keys not given
- * (lib/store_dir.h).  When zoned, a zone_capacity of 0 is replaced
+ * directory's recorded geometry first fills the keys not given (see
+ * lib/params.c, adopt_dir).  When zoned, a zone_capacity of 0 is replaced
  * by zone_size.  Clamps as null_blk does (zone_nr_conv, zone_max_open,
  * zone_max_active; doc/zone-rules.md, rule clamp-limits), writes the
  * clamped values back to those keys and reports each clamp through NOTE
