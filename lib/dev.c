@@ -161,13 +161,15 @@ static int
 zoned_setup(struct znbd_dev *d, char *err, size_t errlen)
 {
   const struct znbd_params *p = &d->p;
+  /* Already clamped (znbd_params_finish): the engine's clamps change
+   * nothing. */
   struct znbd_zone_geometry g = {
-      .size = p->size,
-      .zone_size = p->zone_size,
-      .zone_capacity = p->zone_capacity,
-      .nr_conv = p->zone_nr_conv,
-      .max_open = p->zone_max_open,
-      .max_active = p->zone_max_active,
+      .size = p->geo.size,
+      .zone_size = p->geo.zone_size,
+      .zone_capacity = p->geo.zone_capacity,
+      .nr_conv = p->geo.nr_conv,
+      .max_open = p->geo.max_open,
+      .max_active = p->geo.max_active,
       /* dir=: the files say which zones are full (store_dir.c formats
        * zone_full=true as full files). */
       .zone_full = p->zone_full && !p->dir,
@@ -175,7 +177,7 @@ zoned_setup(struct znbd_dev *d, char *err, size_t errlen)
   if (znbd_zones_init(&d->zs, &g) < 0) {
     int e = errno;
     set_err(err, errlen, "zone_size: cannot lay out %" PRIu32 " zones: %s",
-            p->nr_zones, strerror(e));
+            p->geo.nr_zones, strerror(e));
     errno = e;
     return -1;
   }
@@ -223,9 +225,7 @@ replay_journal(struct znbd_dev *d, char *err, size_t errlen)
   char why[256] = "";
   if (fd < 0)
     return 0;
-  if (znbd_wcache_replay(st, fd, d->p.size, d->p.zoned ? d->p.zone_size : 0,
-                         d->p.zone_nr_conv, d->p.zone_capacity, why,
-                         sizeof why) < 0) {
+  if (znbd_wcache_replay(st, fd, &d->p.geo, why, sizeof why) < 0) {
     int e = errno;
     if (e == EINVAL)
       set_err(err, errlen,
@@ -365,7 +365,7 @@ znbd_dev_size(const struct znbd_dev *d)
 uint32_t
 znbd_dev_nr_zones(const struct znbd_dev *d)
 {
-  return d->p.zoned ? d->p.nr_zones : 0;
+  return d->p.geo.nr_zones; /* 0 when not zoned */
 }
 
 static bool
@@ -390,18 +390,18 @@ check_range(const struct znbd_dev *d, uint64_t len, uint64_t off)
 int
 znbd_dev_describe(const struct znbd_dev *d, char *buf, size_t len)
 {
-  const struct znbd_params *p = &d->p;
+  const struct znbd_geometry *g = &d->p.geo;
   if (!is_zoned(d))
     return snprintf(buf, len,
                     "znbd model=none size=%" PRIu64 " blocksize=%" PRIu32,
-                    p->size, p->blocksize);
-  return snprintf(
-      buf, len,
-      "znbd model=host-managed size=%" PRIu64 " zone_size=%" PRIu64
-      " zone_capacity=%" PRIu64 " nr_zones=%" PRIu32 " nr_conv=%" PRIu32
-      " max_open=%" PRIu32 " max_active=%" PRIu32 " blocksize=%" PRIu32,
-      p->size, p->zone_size, p->zone_capacity, p->nr_zones, p->zone_nr_conv,
-      p->zone_max_open, p->zone_max_active, p->blocksize);
+                    g->size, g->blocksize);
+  return snprintf(buf, len,
+                  "znbd model=host-managed size=%" PRIu64 " zone_size=%" PRIu64
+                  " zone_capacity=%" PRIu64 " nr_zones=%" PRIu32
+                  " nr_conv=%" PRIu32 " max_open=%" PRIu32
+                  " max_active=%" PRIu32 " blocksize=%" PRIu32,
+                  g->size, g->zone_size, g->zone_capacity, g->nr_zones,
+                  g->nr_conv, g->max_open, g->max_active, g->blocksize);
 }
 
 struct read_ctx {

@@ -22,7 +22,7 @@
 
 #include "znbd/params.h"
 #include "err.h"
-#include "store_dir.h"
+#include "store_dir_meta.h"
 
 /* The parameter table: one entry per key=value word, in the order --help
  * lists them.  Each entry gives
@@ -762,9 +762,8 @@ check_device(struct znbd_params *p, char *err, size_t errlen)
   return 0;
 }
 
-/* Zone size and capacity against the block size and the device; sets
- * zone_capacity (0 -> zone_size) and nr_zones (doc/zone-rules.md, rules
- * zone-layout, zone-capacity, zone-size-any). */
+/* Zone size and capacity against the block size and the device
+ * (doc/zone-rules.md, rules zone-layout, zone-capacity, zone-size-any). */
 static int
 check_zones(struct znbd_params *p, char *err, size_t errlen)
 {
@@ -794,9 +793,6 @@ check_zones(struct znbd_params *p, char *err, size_t errlen)
             p->zone_capacity, p->zone_size);
     return -1;
   }
-  if (p->zone_capacity == 0)
-    p->zone_capacity = p->zone_size;
-
   uint64_t nz = p->size / p->zone_size + (p->size % p->zone_size != 0);
   if (nz > UINT32_MAX) {
     set_err(err, errlen,
@@ -805,44 +801,182 @@ check_zones(struct znbd_params *p, char *err, size_t errlen)
             p->zone_size, nz, p->size, UINT32_MAX);
     return -1;
   }
-  p->nr_zones = (uint32_t)nz;
   return 0;
 }
 
-/* null_blk's clamps (doc/zone-rules.md, rule clamp-limits), each
- * reported through NOTE. */
-static void
-clamp_limits(struct znbd_params *p, void (*note)(const char *msg))
+/* Derive P's geometry once (lib/geometry.c: zone count, capacity 0 ->
+ * zone_size, null_blk's clamps; doc/zone-rules.md, rule clamp-limits),
+ * report each clamp through NOTE and write the clamped values back to
+ * their keys.  P is checked: derivation cannot fail then (EINVAL
+ * otherwise). */
+static int
+derive_geometry(struct znbd_params *p, void (*note)(const char *msg))
 {
-  if (p->zone_nr_conv >= p->nr_zones) {
-    uint32_t v = p->nr_zones - 1;
+  const struct znbd_geometry_request r = {
+      .size = p->size,
+      .blocksize = p->blocksize,
+      .zoned = p->zoned,
+      .zone_size = p->zone_size,
+      .zone_capacity = p->zone_capacity,
+      .nr_conv = p->zone_nr_conv,
+      .max_open = p->zone_max_open,
+      .max_active = p->zone_max_active,
+  };
+  struct znbd_geometry *g = &p->geo;
+  if (znbd_geometry_derive(g, &r) < 0)
+    return -1;
+  if (!g->zoned)
+    return 0;
+  if (g->nr_conv != r.nr_conv)
     note_f(note,
            "zone_nr_conv: %" PRIu32 " leaves no sequential zone of %" PRIu32
            "; clamped to %" PRIu32 " (as null_blk)",
-           p->zone_nr_conv, p->nr_zones, v);
-    p->zone_nr_conv = v;
-  }
-  uint32_t nr_seq = p->nr_zones - p->zone_nr_conv;
-  if (p->zone_max_active && p->zone_max_active >= nr_seq) {
+           r.nr_conv, g->nr_zones, g->nr_conv);
+  uint32_t nr_seq = g->nr_zones - g->nr_conv;
+  if (g->max_active != r.max_active)
     note_f(note,
            "zone_max_active: %" PRIu32 " >= %" PRIu32
            " sequential zones; set to 0 (no limit, as null_blk)",
-           p->zone_max_active, nr_seq);
-    p->zone_max_active = 0;
-  }
-  if (p->zone_max_active && p->zone_max_open > p->zone_max_active) {
+           r.max_active, nr_seq);
+  if (g->max_open != r.max_open && g->max_active && r.max_open > g->max_active)
     note_f(note,
            "zone_max_open: %" PRIu32 " > zone_max_active %" PRIu32
            "; clamped to %" PRIu32 " (as null_blk)",
-           p->zone_max_open, p->zone_max_active, p->zone_max_active);
-    p->zone_max_open = p->zone_max_active;
-  } else if (p->zone_max_open && p->zone_max_open >= nr_seq) {
+           r.max_open, g->max_active, g->max_active);
+  else if (g->max_open != r.max_open)
     note_f(note,
            "zone_max_open: %" PRIu32 " >= %" PRIu32
            " sequential zones; set to 0 (no limit, as null_blk)",
-           p->zone_max_open, nr_seq);
-    p->zone_max_open = 0;
+           r.max_open, nr_seq);
+  p->zone_capacity = g->zone_capacity;
+  p->zone_nr_conv = g->nr_conv;
+  p->zone_max_open = g->max_open;
+  p->zone_max_active = g->max_active;
+  return 0;
+}
+
+/* Entry E's value in P as a number, and setting it: a bool, uint32_t or
+ * uint64_t field (the keys PATH/znbd.meta records). */
+static uint64_t
+get_number(const struct znbd_params *p, const struct param *e)
+{
+  const char *f = (const char *)p + e->off;
+  return e->size == sizeof(bool)       ? *(const bool *)f
+         : e->size == sizeof(uint32_t) ? *(const uint32_t *)f
+                                       : *(const uint64_t *)f;
+}
+
+static void
+set_number(struct znbd_params *p, const struct param *e, uint64_t v)
+{
+  char *f = (char *)p + e->off;
+  if (e->size == sizeof(bool))
+    *(bool *)f = v != 0;
+  else if (e->size == sizeof(uint32_t))
+    *(uint32_t *)f = (uint32_t)v;
+  else
+    *(uint64_t *)f = v;
+}
+
+/* The blocksize of a directory formatted now (zoned): zloop's block size
+ * of the file system (512 up to 512 bytes, 4096 for 1024 to 4096: the
+ * sequential files' sizes are then multiples of it, as zloop requires),
+ * 4096 when zloop's is not known.  A given blocksize smaller than zloop's
+ * is kept, with a NOTE that zloop may refuse the files. */
+static void
+default_blocksize(struct znbd_params *p, void (*note)(const char *msg))
+{
+  uint32_t zbs = znbd_dir_zloop_block_size(p->dir);
+  if (!znbd_params_given(p, "blocksize")) {
+    p->blocksize = zbs && zbs <= 512 ? 512 : 4096;
+    return;
   }
+  if (note && zbs && p->blocksize < zbs) {
+    char msg[512];
+    snprintf(msg, sizeof msg,
+             "blocksize: %" PRIu32 " is smaller than the file system's "
+             "block size %" PRIu32 " under dir=%s: Linux zloop refuses a "
+             "sequential zone file whose size is not a multiple of %" PRIu32,
+             p->blocksize, zbs, p->dir, zbs);
+    note(msg);
+  }
+}
+
+/* dir=, before any check: when P->dir holds a formatted device, its
+ * recorded geometry (size, zoned, blocksize, zone_size, zone_capacity,
+ * zone_nr_conv, zone_max_open, zone_max_active) fills the parameters that
+ * were not given; a given layout key that differs fails with EINVAL and a
+ * message naming it and both values.  A zoned directory not formatted yet
+ * gets the file system's block size when blocksize is not given (Linux
+ * zloop's zloop_get_block_size(): 512 or 4096, see there), and NOTE says
+ * when a given one is smaller.  zone_full is only used when formatting
+ * (NOTE says so if it is given).  Returns 0 (also when PATH is absent or
+ * not formatted yet), or -1 with errno EINVAL or EIO (unreadable or
+ * corrupt PATH/znbd.meta, named in ERR).  Reads the directory's record
+ * only (lib/store_dir_meta.c); the store opens it later. */
+static int
+adopt_dir(struct znbd_params *p, void (*note)(const char *msg), char *err,
+          size_t errlen)
+{
+  struct znbd_dir_meta m;
+  int state = znbd_dir_probe(p->dir, &m, err, errlen);
+  if (state < 0)
+    return -1;
+  if (state != ZNBD_DIR_FORMATTED) { /* formatted when the device is made */
+    if (p->size == 0 && state == ZNBD_DIR_ZLOOP) {
+      set_err(err, errlen,
+              "size: required: dir=%s holds zone files but no %s (a Linux "
+              "zloop directory?): give the geometry it was made with, "
+              "size= (zloop's capacity_mb), zone_size= (zone_size_mb, "
+              "zloop's default 256M), zone_capacity= (zone_capacity_mb) and "
+              "zone_nr_conv= (conv_zones, zloop's default 8)",
+              p->dir, META_NAME);
+      errno = EINVAL;
+      return -1;
+    }
+    if (p->zoned)
+      default_blocksize(p, note);
+    if (p->size == 0) {
+      set_err(err, errlen,
+              "size: required: dir=%s has no %s yet (a new directory is "
+              "formatted with the geometry given: size=, and zone_size=, "
+              "zone_nr_conv=, ... when not the defaults)",
+              p->dir, META_NAME);
+      errno = EINVAL;
+      return -1;
+    }
+    return 0;
+  }
+  /* Not given: the recorded value.  Given and different: the layout keys
+   * are refused now (before other checks complain about a consequence),
+   * the others when the store opens (znbd_store_dir_open compares them
+   * after the clamps, which may change a given value). */
+  struct znbd_dir_meta cur;
+  for (size_t k = 0; k < ZNBD_DIR_META_NKEYS; k++) {
+    const struct param *e = find(znbd_dir_meta_key(k));
+    assert(e); /* every key recorded is a parameter's name */
+    bool given = p->given >> (e - table) & 1;
+    znbd_dir_meta_put(&cur, k,
+                      given ? get_number(p, e) : znbd_dir_meta_get(&m, k));
+    if (given && k < ZNBD_DIR_META_LAYOUT_KEYS && (k < 3 || m.zoned) &&
+        znbd_dir_meta_mismatch(&m, &cur, k, p->dir, err, errlen) < 0)
+      return -1;
+  }
+  /* The zone keys only for a zoned device; write_cache is not adopted. */
+  for (size_t k = 0; k < ZNBD_DIR_META_NKEYS; k++) {
+    const struct param *e = find(znbd_dir_meta_key(k));
+    if ((k < 3 || cur.zoned) && strcmp(e->i.name, "write_cache") != 0)
+      set_number(p, e, znbd_dir_meta_get(&cur, k));
+  }
+  if (p->zone_full && note) {
+    char msg[512];
+    snprintf(msg, sizeof msg,
+             "zone_full: ignored, dir=%s is formatted already (its files "
+             "give each zone's write pointer)",
+             p->dir);
+    note(msg);
+  }
+  return 0;
 }
 
 int
@@ -851,7 +985,7 @@ znbd_params_finish(struct znbd_params *p, void (*note)(const char *msg),
 {
   if (err && errlen)
     err[0] = '\0';
-  if (p->dir && znbd_store_dir_params(p, note, err, errlen) < 0)
+  if (p->dir && adopt_dir(p, note, err, errlen) < 0)
     return -1;
   errno = EINVAL;
   if (p->dir && !p->memory_backed) {
@@ -871,7 +1005,6 @@ znbd_params_finish(struct znbd_params *p, void (*note)(const char *msg),
     return -1;
   }
   if (!p->zoned) {
-    p->nr_zones = 0;
     if (p->zone_readonly || p->zone_offline || p->zone_full) {
       set_err(err, errlen, "%s: needs zoned=true",
               p->zone_readonly  ? "zone_readonly"
@@ -879,21 +1012,27 @@ znbd_params_finish(struct znbd_params *p, void (*note)(const char *msg),
                                 : "zone_full");
       return -1;
     }
+    if (derive_geometry(p, note) < 0) /* size is checked: cannot fail */
+      return -1;
     errno = 0;
     return 0;
   }
   if (check_zones(p, err, errlen) < 0)
     return -1;
-  clamp_limits(p, note);
+  if (derive_geometry(p, note) < 0) {
+    set_err(err, errlen, "zone_size: cannot lay out the zones: %s",
+            strerror(errno));
+    return -1;
+  }
   if (p->zone_readonly &&
-      check_list("zone_readonly", p->zone_readonly, p->nr_zones,
-                 p->zone_nr_conv, err, errlen) < 0) {
+      check_list("zone_readonly", p->zone_readonly, p->geo.nr_zones,
+                 p->geo.nr_conv, err, errlen) < 0) {
     errno = EINVAL;
     return -1;
   }
   if (p->zone_offline &&
-      check_list("zone_offline", p->zone_offline, p->nr_zones, p->zone_nr_conv,
-                 err, errlen) < 0) {
+      check_list("zone_offline", p->zone_offline, p->geo.nr_zones,
+                 p->geo.nr_conv, err, errlen) < 0) {
     errno = EINVAL;
     return -1;
   }

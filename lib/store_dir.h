@@ -36,21 +36,6 @@
 struct znbd_store *znbd_store_dir_open(const struct znbd_params *p, char *err,
                                        size_t errlen);
 
-/* For znbd_params_finish(), before any check: when P->dir holds a
- * formatted device, its recorded geometry (size, zoned, blocksize,
- * zone_size, zone_capacity, zone_nr_conv, zone_max_open, zone_max_active)
- * fills the parameters that were not given; a given one that differs
- * fails with errno EINVAL and a message naming it and both values.  A
- * zoned directory not formatted yet gets the file system's block size
- * when blocksize is not given (Linux zloop's zloop_get_block_size(): 512
- * or 4096, see there), and NOTE says when a given one is smaller.
- * zone_full is only used when formatting (NOTE says so if it is given).
- * Returns 0 (also when PATH is absent or not formatted yet), or -1 with
- * errno EINVAL or EIO (unreadable or corrupt PATH/znbd.meta, named in
- * ERR). */
-int znbd_store_dir_params(struct znbd_params *p, void (*note)(const char *msg),
-                          char *err, size_t errlen);
-
 /* Early writeback kicks (writeback_mb) store ST, a dir= store, has made
  * since it opened: how tests see that the kick happened. */
 uint64_t znbd_store_dir_kicks(const struct znbd_store *st);

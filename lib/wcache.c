@@ -727,8 +727,8 @@ znbd_wcache_on_cut(struct znbd_wcache *wc, void (*fn)(void *opaque),
 
 /* The journal's geometry and the checks of one pass over it. */
 struct jgeo {
-  uint64_t size, zone_size, cap;
-  uint32_t nr_conv;
+  const struct znbd_geometry *geo;
+  uint64_t size;
   uint64_t nr, undo_end; /* FLUSHED entries; conventional bytes */
 };
 
@@ -834,11 +834,9 @@ replay_pass(struct znbd_store *st, int fd, uint64_t flen, const struct jgeo *g,
     uint64_t f;
     if (pread_full(fd, &f, 8, MAGIC_LEN + 8 + 8 * i) < 0)
       goto io;
-    bool seq = g->zone_size && i >= g->nr_conv;
-    uint64_t start = i * g->zone_size,
-             len = g->size - start < g->zone_size ? g->size - start
-                                                  : g->zone_size,
-             cap = len < g->cap ? len : g->cap;
+    struct znbd_geometry_span sp = znbd_geometry_span(g->geo, (uint32_t)i);
+    bool seq = sp.seq;
+    uint64_t start = sp.start, len = sp.len, cap = sp.cap;
     if (!seq && f != NONE) {
       why_set(why, whylen,
               "it gives conventional zone %" PRIu64 " (or the device) a write "
@@ -903,25 +901,14 @@ io:
 }
 
 int
-znbd_wcache_replay(struct znbd_store *st, int fd, uint64_t size,
-                   uint64_t zone_size, uint32_t nr_conv, uint64_t zone_cap,
-                   char *why, size_t whylen)
+znbd_wcache_replay(struct znbd_store *st, int fd,
+                   const struct znbd_geometry *geo, char *why, size_t whylen)
 {
   char magic[MAGIC_LEN];
   uint64_t nr;
-  struct jgeo g = {size,
-                   zone_size,
-                   zone_cap ? zone_cap : zone_size,
-                   nr_conv,
-                   zone_size ? (size + zone_size - 1) / zone_size : 1,
-                   0};
+  struct jgeo g = {geo, geo->size, znbd_geometry_nr_spans(geo), geo->conv_end};
   off_t flen = lseek(fd, 0, SEEK_END);
 
-  if (g.zone_size && g.nr_conv >= g.nr)
-    g.nr_conv = (uint32_t)g.nr - 1; /* as the zone table clamps it */
-  g.undo_end = zone_size ? (uint64_t)g.nr_conv * zone_size : size;
-  if (g.undo_end > size)
-    g.undo_end = size;
   if (flen < 0) {
     why_set(why, whylen, "reading it failed");
     errno = EIO;

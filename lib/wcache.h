@@ -21,6 +21,7 @@
 
 #include "store.h"
 #include "zone.h"
+#include "znbd/geometry.h"
 
 struct znbd_wcache;
 
@@ -107,9 +108,9 @@ uint64_t znbd_wcache_generation(struct znbd_wcache *wc);
 void znbd_wcache_on_cut(struct znbd_wcache *wc, void (*fn)(void *opaque),
                         void *opaque);
 
-/* After a crash: apply the journal FD of store ST (a device of SIZE bytes
- * in zones of ZONE_SIZE bytes, 0 when not zoned, the first NR_CONV of them
- * conventional, sequential ones of ZONE_CAP bytes, 0 meaning ZONE_SIZE):
+/* After a crash: apply the journal FD of store ST (a device of geometry
+ * GEO, the finished params' geo: its zones, or one conventional span when
+ * not zoned):
  * sequential zones are truncated to their durable bytes, conventional
  * pages get their durable contents back; then the journal is emptied.
  * The whole journal is checked before anything is changed, and entries
@@ -122,8 +123,8 @@ void znbd_wcache_on_cut(struct znbd_wcache *wc, void (*fn)(void *opaque),
  * Errors: EINVAL (damaged journal, nothing changed), ESTALE (a file
  * changed since, nothing changed), EIO, ENOMEM; WHY (WHYLEN bytes) then
  * says what is wrong, as a clause ("its header is cut short ..."). */
-int znbd_wcache_replay(struct znbd_store *st, int fd, uint64_t size,
-                       uint64_t zone_size, uint32_t nr_conv, uint64_t zone_cap,
-                       char *why, size_t whylen);
+int znbd_wcache_replay(struct znbd_store *st, int fd,
+                       const struct znbd_geometry *geo, char *why,
+                       size_t whylen);
 
 #endif

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "zone_impl.h"
+#include "znbd/geometry.h"
 
 static bool
 is_open(enum znbd_zone_cond c)
@@ -91,39 +92,37 @@ set_cond(struct znbd_zones *zs, struct znbd_zone *z, enum znbd_zone_cond to)
 int
 znbd_zones_init(struct znbd_zones *zs, const struct znbd_zone_geometry *g)
 {
-  uint64_t cap = g->zone_capacity ? g->zone_capacity : g->zone_size;
-  uint64_t nr, off = 0;
-  uint32_t i, nr_seq;
+  /* The geometry and null_blk's clamps come from lib/geometry.c (the
+   * one place they are derived); this lays the zones out from it. */
+  struct znbd_geometry_request r = {
+      .size = g->size,
+      .zoned = true,
+      .zone_size = g->zone_size,
+      .zone_capacity = g->zone_capacity,
+      .nr_conv = g->nr_conv,
+      .max_open = g->max_open,
+      .max_active = g->max_active,
+  };
+  struct znbd_geometry geo;
+  uint32_t i;
 
   memset(zs, 0, sizeof *zs);
-  if (g->size == 0 || g->zone_size == 0 || cap > g->zone_size) {
+  if (znbd_geometry_derive(&geo, &r) < 0 || geo.nr_zones == UINT32_MAX) {
     errno = EINVAL;
     return -1;
   }
-  nr = g->size / g->zone_size + (g->size % g->zone_size != 0);
-  if (nr >= UINT32_MAX) {
-    errno = EINVAL;
-    return -1;
-  }
-  zs->zone = calloc(nr, sizeof *zs->zone);
+  zs->zone = calloc(geo.nr_zones, sizeof *zs->zone);
   if (!zs->zone)
     return -1;
-  zs->nr_zones = (uint32_t)nr;
-  zs->size = g->size;
-  zs->zone_size = g->zone_size;
-  zs->zone_size_po2 = (g->zone_size & (g->zone_size - 1)) == 0;
+  zs->nr_zones = geo.nr_zones;
+  zs->size = geo.size;
+  zs->zone_size = geo.zone_size;
+  zs->zone_size_po2 = (geo.zone_size & (geo.zone_size - 1)) == 0;
   if (zs->zone_size_po2)
-    zs->zone_shift = (unsigned)__builtin_ctzll(g->zone_size);
-
-  /* Clamps of null_init_zoned_dev(). */
-  zs->nr_conv = g->nr_conv >= zs->nr_zones ? zs->nr_zones - 1 : g->nr_conv;
-  nr_seq = zs->nr_zones - zs->nr_conv;
-  zs->max_active = g->max_active >= nr_seq ? 0 : g->max_active;
-  zs->max_open = g->max_open;
-  if (zs->max_active && zs->max_open > zs->max_active)
-    zs->max_open = zs->max_active;
-  else if (zs->max_open >= nr_seq)
-    zs->max_open = 0;
+    zs->zone_shift = (unsigned)__builtin_ctzll(geo.zone_size);
+  zs->nr_conv = geo.nr_conv;
+  zs->max_active = geo.max_active;
+  zs->max_open = geo.max_open;
   zs->imp_close_zone_no = zs->nr_conv;
   pthread_mutex_init(&zs->res_lock, NULL);
   pthread_mutex_init(&zs->sweep_lock, NULL);
@@ -142,24 +141,24 @@ znbd_zones_init(struct znbd_zones *zs, const struct znbd_zone_geometry *g)
   pthread_mutexattr_t ma;
   pthread_mutexattr_init(&ma);
   pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
-  for (i = 0; i < zs->nr_zones; i++, off += g->zone_size) {
+  for (i = 0; i < zs->nr_zones; i++) {
     struct znbd_zone *z = &zs->zone[i];
+    struct znbd_geometry_span sp = znbd_geometry_span(&geo, i);
 
     pthread_mutex_init(&z->lock, &ma);
     atomic_init(&z->copying, 0);
     z->parked = NULL;
     atomic_init(&z->nparked, 0);
-    z->start = off;
-    z->len = g->size - off < g->zone_size ? g->size - off : g->zone_size;
-    if (i < zs->nr_conv) {
+    z->start = sp.start;
+    z->len = sp.len;
+    z->capacity = sp.cap;
+    if (!sp.seq) {
       z->type = ZNBD_ZONE_TYPE_CONVENTIONAL;
       z->cond = ZNBD_ZONE_COND_NOT_WP;
-      z->capacity = z->len;
       z->wp = ZNBD_WP_INVALID;
       continue;
     }
     z->type = ZNBD_ZONE_TYPE_SEQWRITE_REQ;
-    z->capacity = z->len < cap ? z->len : cap;
     z->cond = g->zone_full ? ZNBD_ZONE_COND_FULL : ZNBD_ZONE_COND_EMPTY;
     z->wp = g->zone_full ? z->start + z->len : z->start;
   }

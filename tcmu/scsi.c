@@ -140,13 +140,6 @@ enum {
   ZT_GAP = 0x5,
 };
 
-/* Whether P's sequential zones come with gap zones. */
-static bool
-has_gaps(const struct znbd_params *p)
-{
-  return p->zoned && p->zone_capacity < p->zone_size;
-}
-
 /* Whether device zone Z is followed by a gap zone. */
 static bool
 zone_has_gap(const struct znbd_zone_info *z)
@@ -249,13 +242,13 @@ inquiry_vpd(struct znbd_scsi *s, struct znbd_scsi_cmd *c, unsigned page,
     if (!p->zoned)
       return fail(c, S_INVALID_FIELD);
     len = 0x3c;
-    b[4] = 0x01;                         /* URSWRZ */
-    put_be(b + 8, 0xffffffff, 4);        /* optimal open: none */
-    put_be(b + 12, 0xffffffff, 4);       /* optimal non-seq: none */
-    put_be(b + 16, p->zone_max_open, 4); /* max open (0: no limit) */
-    if (has_gaps(p)) {
+    b[4] = 0x01;                        /* URSWRZ */
+    put_be(b + 8, 0xffffffff, 4);       /* optimal open: none */
+    put_be(b + 12, 0xffffffff, 4);      /* optimal non-seq: none */
+    put_be(b + 16, p->geo.max_open, 4); /* max open (0: no limit) */
+    if (p->geo.has_gaps) { /* sequential zones come with gap zones */
       b[23] = 0x08; /* zone alignment: constant zone starting LBA offset */
-      put_be(b + 24, p->zone_size / p->blocksize, 8); /* granularity */
+      put_be(b + 24, p->geo.zone_size / p->geo.blocksize, 8); /* granularity */
     }
     break;
   default:
@@ -433,8 +426,8 @@ report_zones(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
   }
   put_be(b, (partial ? put : listed) * 64, 4);
   put_be(b + 8, znbd_dev_size(s->dev) / bs - 1, 8);
-  if (has_gaps(p)) /* zone starting LBA granularity, as in VPD B6 */
-    put_be(b + 16, p->zone_size / bs, 8);
+  if (p->geo.has_gaps) /* zone starting LBA granularity, as in VPD B6 */
+    put_be(b + 16, p->geo.zone_size / bs, 8);
   int st = data_in(c, b, 64 + put * 64, alloc);
   free(b);
   return st;

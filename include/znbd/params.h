@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "znbd/geometry.h"
+
 /* What a read at or above a sequential zone's write pointer returns
  * (key zone_read_past_wp).  null_blk fills 0xFF; QEMU passes data through;
  * some drives fail the read. */
@@ -75,8 +77,10 @@ struct znbd_params {
   bool no_zone_write_lock;  /* mq-deadline without zone write locking */
   bool zone_write_plugging; /* per-zone write plugs ahead of the tags */
 
-  /* Derived by znbd_params_finish(); read-only afterwards. */
-  uint32_t nr_zones; /* ceil(size / zone_size) when zoned, else 0 */
+  /* Derived by znbd_params_finish(), once (lib/geometry.c); read-only
+   * afterwards: every user of the zone count, the clamped limits or the
+   * zones' lengths reads it here. */
+  struct znbd_geometry geo;
 
   /* Bit I set: table entry I (znbd_param_info(I)) was given by
    * znbd_params_set(), not left at its default. */
@@ -97,12 +101,16 @@ void znbd_params_init(struct znbd_params *p);
 int znbd_params_set(struct znbd_params *p, const char *key, const char *value,
                     char *err, size_t errlen);
 
-/* Check the combination and derive nr_zones, after all keys are set.
- * When zoned, a zone_capacity of 0 is replaced by zone_size.
- * Clamps as null_blk does (zone_nr_conv, zone_max_open, zone_max_active;
- * doc/zone-rules.md, rule clamp-limits) and reports each clamp through
- * NOTE (may be NULL).  Returns 0, or -1 with errno EINVAL and a message naming
- * the parameters in ERR. */
+/* Check the combination and derive the geometry (geo, by
+ * znbd_geometry_derive()), after all keys are set.  With dir=, the
+ * directory's recorded geometry first fills the keys not given (see
+ * lib/params.c, adopt_dir).  When zoned, a zone_capacity of 0 is replaced
+ * by zone_size.  Clamps as null_blk does (zone_nr_conv, zone_max_open,
+ * zone_max_active; doc/zone-rules.md, rule clamp-limits), writes the
+ * clamped values back to those keys and reports each clamp through NOTE
+ * (may be NULL).  Returns 0, or -1 with errno EINVAL (EIO: dir='s
+ * PATH/znbd.meta cannot be read) and a message naming the parameters in
+ * ERR. */
 int znbd_params_finish(struct znbd_params *p, void (*note)(const char *msg),
                        char *err, size_t errlen);
 

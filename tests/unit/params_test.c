@@ -262,7 +262,7 @@ test_finish(void)
   /* Geometry. */
   const char *w1[] = {"size=4G", "zone_size=64M", "zone_nr_conv=4", NULL};
   CHECK_EQ(build(&p, err, sizeof err, w1), 0);
-  CHECK_EQ(p.nr_zones, 64);
+  CHECK_EQ(p.geo.nr_zones, 64);
   CHECK_EQ(p.zone_nr_conv, 4);
   CHECK_EQ(p.zone_capacity, 64ull << 20); /* 0 = zone_size */
   CHECK(notes[0] == '\0');
@@ -271,14 +271,14 @@ test_finish(void)
   /* npo2 zone size, smaller last zone: ceil(1000M / 96M) = 11. */
   const char *w2[] = {"size=1000M", "zone_size=96M", "zone_capacity=80M", NULL};
   CHECK_EQ(build(&p, err, sizeof err, w2), 0);
-  CHECK_EQ(p.nr_zones, 11);
+  CHECK_EQ(p.geo.nr_zones, 11);
   CHECK_EQ(p.zone_capacity, 80ull << 20);
   znbd_params_free(&p);
 
   /* zoned=false: no zones, zone keys irrelevant. */
   const char *w3[] = {"size=1G", "zoned=false", "zone_size=3", NULL};
   CHECK_EQ(build(&p, err, sizeof err, w3), 0);
-  CHECK_EQ(p.nr_zones, 0);
+  CHECK_EQ(p.geo.nr_zones, 0);
   znbd_params_free(&p);
 
   /* Clamps, as null_blk, each reported. */
