@@ -7,7 +7,8 @@ can be read, tested or replaced without the other: the layering the
 README describes (front-ends on lib/, each file one idea) has a hole.
 
 The graph is built from `nm` on the objects of the build tree (the
-directory given, default the current one): one node per source file,
+directory given; default $top_builddir as `make check` sets it, else the
+current one): one node per source file,
 named by the object's directory and stem.  Objects of one source built
 twice (libtool's .libs/ copy, per-target prefixes such as
 "libznbd_la-") are one node.  Test programs and fuzz harnesses are left
@@ -108,7 +109,7 @@ def circles(edges):
 
 
 def main():
-    top = sys.argv[1] if len(sys.argv) > 1 else "."
+    top = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("top_builddir", ".")
     if not shutil.which("nm"):
         print("SKIP: no nm")
         return 77
