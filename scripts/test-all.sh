@@ -37,7 +37,7 @@ if [ -f "$top/build-san/Makefile" ]; then
   make -C "$top/build-san/tests/unit" -k check
   make -C "$top/build-san/tests/nbd" -k check
 fi
-# The core on libc alone: lib/, scsi_test and the unit tests, with every
+# The core on libc alone: lib/ and the unit tests built, scsi_test run, with every
 # front-end's dependency hidden (scripts/check-minimal.sh).
 step build-minimal env MIN_BUILD="$top/build-min" "$top/scripts/check-minimal.sh"
 
