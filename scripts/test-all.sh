@@ -48,9 +48,12 @@ pass=$(( $(count PASS) + $(count XFAIL) + extra_pass ))
 fail=$(( $(count FAIL) + $(count XPASS) + $(count ERROR) + extra_fail ))
 skip=$(( $(count SKIP) + extra_skip ))
 if [ "$fail" -gt 0 ]; then
-  echo "failed tests (their logs):"
-  grep -l -E '^:test-result: (FAIL|XPASS|ERROR)' \
-    $(find "$top/build" "$top/build-san" -name '*.trs' 2>/dev/null) /dev/null | sed 's/\.trs$/.log/'
+  echo "failed tests (their logs, each with its last lines, so CI's output alone says why):"
+  for log in $(grep -l -E '^:test-result: (FAIL|XPASS|ERROR)' \
+    $(find "$top/build" "$top/build-san" -name '*.trs' 2>/dev/null) /dev/null | sed 's/\.trs$/.log/'); do
+    echo "== $log"
+    tail -n 40 "$log" 2>/dev/null | sed 's/^/   /'
+  done
   [ "$extra_fail" -eq 0 ] || echo "($extra_fail failed steps: build, format or sanitizer build, above)"
 fi
 xfail=$(count XFAIL)
