@@ -352,11 +352,13 @@ cmd_stats(struct znbd_dev *d, FILE *out, znbd_control_stats_fn *fn,
           " full=%" PRIu32 " readonly=%" PRIu32 " offline=%" PRIu32
           " active=%" PRIu32 " max_open=%" PRIu32 " max_active=%" PRIu32
           " allocated=%" PRIu64 " badblock_errors=%" PRIu64
-          " dropped_replies=%" PRIu64,
+          " dropped_replies=%" PRIu64 " delayed_requests=%" PRIu64
+          " delay_nsec=%" PRIu64,
           nr, conv, empty, st.nr_imp_open, st.nr_exp_open, st.nr_closed, full,
           ro, off, st.nr_imp_open + st.nr_exp_open + st.nr_closed,
           nr ? p->zone_max_open : 0, nr ? p->zone_max_active : 0, st.allocated,
-          st.badblock_errors, st.dropped_replies);
+          st.badblock_errors, st.dropped_replies, st.delayed_requests,
+          st.delay_nsec);
   if (fn)
     fn(opaque, out);
   fputc('\n', out);

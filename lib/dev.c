@@ -996,6 +996,8 @@ znbd_dev_stats(struct znbd_dev *d, struct znbd_dev_stats *out)
   out->allocated = znbd_store_allocated(d->store);
   out->badblock_errors = atomic_load(&d->f.bb_errors);
   out->dropped_replies = atomic_load(&d->f.dropped);
+  out->delayed_requests = atomic_load(&d->f.delayed);
+  out->delay_nsec = atomic_load(&d->f.delay_nsec);
 }
 
 int
@@ -1062,8 +1064,14 @@ znbd_dev_request_delay(struct znbd_dev *d, unsigned kind, uint64_t len,
 {
   uint64_t ns = d->p.completion_nsec;
   if (kind == ZNBD_IO_ZONE_MGMT)
-    return ns + znbd_dev_zone_op_nsec(d, op);
-  return ns + znbd_dev_delay_nsec(d, kind, len);
+    ns += znbd_dev_zone_op_nsec(d, op);
+  else
+    ns += znbd_dev_delay_nsec(d, kind, len);
+  if (ns) { /* counted here, so one test can see every front-end ask */
+    atomic_fetch_add(&d->f.delayed, 1);
+    atomic_fetch_add(&d->f.delay_nsec, ns);
+  }
+  return ns;
 }
 
 uint64_t

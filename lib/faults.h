@@ -24,8 +24,11 @@ struct znbd_faults {
   uint32_t bb_cap;
   uint64_t nr_sectors; /* device size, sectors: the list's bound */
 
-  atomic_uint_fast64_t bb_errors;  /* requests failed by a bad block */
-  atomic_uint_fast64_t dropped;    /* replies dropped */
+  atomic_uint_fast64_t bb_errors; /* requests failed by a bad block */
+  atomic_uint_fast64_t dropped;   /* replies dropped */
+  /* Injected delays handed to front-ends (znbd_dev_request_delay): how
+   * many requests got one, and their sum in nanoseconds. */
+  atomic_uint_fast64_t delayed, delay_nsec;
   atomic_uint_fast64_t drop_seen;  /* requests of the selected kinds */
   atomic_uint_fast32_t drop_every; /* 0: off */
   atomic_uint drop_kinds;          /* ZNBD_IO_* bits */

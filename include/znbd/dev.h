@@ -69,6 +69,10 @@ struct znbd_dev_stats {
   uint64_t allocated;                           /* store bytes held */
   uint64_t badblock_errors; /* requests failed by a bad block */
   uint64_t dropped_replies; /* replies dropped (znbd_dev_drop_reply) */
+  /* Requests that znbd_dev_request_delay() gave a delay (completion_nsec,
+   * mbps, zone operation latency), and the sum of those delays in
+   * nanoseconds: what every front-end asked the core for. */
+  uint64_t delayed_requests, delay_nsec;
   /* Writes parked ahead of the wp whose thread waited for them
    * (znbd_dev_write, znbd_req_write without DONE), and how many of those
    * threads slept because the wp did not come while they yielded. */

@@ -2,14 +2,20 @@
 # completion_nsec (null_blk's timer completion) on a plain RAM disk
 # (zoned=false): with a 200 us completion delay every request still
 # completes with the right result — 128 asynchronous writes and reads with
-# up to 32 in flight, plus flush, trim and zero.  (Timing itself is for
-# bench/, not asserted here.)
+# up to 32 in flight, plus flush, trim and zero, and the control socket's
+# stats count one delay of 200 us per request, whichever front-end served
+# it (the core hands the delay out).  (Timing itself is for bench/, not
+# asserted here.)
 . "$(dirname "$0")/../functions.sh"
 require_znbd_frontend "completion_nsec="
 
-start_frontend size=8M zoned=false completion_nsec=200000
+ctl=$tmpdir/ctl
+export ctl
+start_frontend size=8M zoned=false completion_nsec=200000 zone_control="$ctl"
 nbd_py <<'EOF'
+import os
 from znbdtest import *
+ctl = os.environ["ctl"]
 h = connect()
 B, N = 16 * KiB, 128
 data = pattern(N * B, 3)
@@ -40,6 +46,10 @@ h.trim(B, 0)
 h.zero(B, B)
 check_eq(h.pread(2 * B, 0), bytes(2 * B), "delayed trim and zero")
 check_eq(h.pread(B, 2 * B), data[2 * B:3 * B], "neighbour intact")
+# 2N reads and writes, flush, trim, zero and two reads: one delay each.
+st = control_stats(ctl)
+check_eq(int(st["delayed_requests"]), 2 * N + 5, "one delay per request")
+check_eq(int(st["delay_nsec"]), (2 * N + 5) * 200000, "each of 200 us")
 h.shutdown()
 EOF
 stop_frontend

@@ -144,12 +144,12 @@ test_stats_hook(struct znbd_dev *d)
   const char *want[] = {
       "ok zones=0 conv=0 empty=0 imp_open=0 exp_open=0 closed=0 full=0 "
       "readonly=0 offline=0 active=0 max_open=0 max_active=0 allocated=0 "
-      "badblock_errors=0 dropped_replies=0 "
+      "badblock_errors=0 dropped_replies=0 delayed_requests=0 delay_nsec=0 "
       "hook=1\n",
       NULL, /* not zoned: an error, no hook */
       "ok zones=0 conv=0 empty=0 imp_open=0 exp_open=0 closed=0 full=0 "
       "readonly=0 offline=0 active=0 max_open=0 max_active=0 allocated=0 "
-      "badblock_errors=0 dropped_replies=0 "
+      "badblock_errors=0 dropped_replies=0 delayed_requests=0 delay_nsec=0 "
       "hook=2\n"};
   for (int i = 0; i < 3; i++) {
     int rc, err;
@@ -200,11 +200,13 @@ test_plain(void)
   expect_ok(d, "stats",
             "ok zones=0 conv=0 empty=0 imp_open=0 exp_open=0 closed=0 "
             "full=0 readonly=0 offline=0 active=0 max_open=0 max_active=0 "
-            "allocated=0 badblock_errors=0 dropped_replies=0\n");
+            "allocated=0 badblock_errors=0 dropped_replies=0 "
+            "delayed_requests=0 delay_nsec=0\n");
   expect_ok(d, "  stats\r\n",
             "ok zones=0 conv=0 empty=0 imp_open=0 exp_open=0 closed=0 "
             "full=0 readonly=0 offline=0 active=0 max_open=0 max_active=0 "
-            "allocated=0 badblock_errors=0 dropped_replies=0\n");
+            "allocated=0 badblock_errors=0 dropped_replies=0 "
+            "delayed_requests=0 delay_nsec=0\n");
   test_stats_hook(d);
   znbd_dev_free(d);
 }
@@ -327,7 +329,8 @@ test_zoned(void)
   expect_ok(d, "stats",
             "ok zones=8 conv=1 empty=6 imp_open=0 exp_open=0 closed=1 "
             "full=0 readonly=0 offline=0 active=1 max_open=2 max_active=0 "
-            "allocated=4096 badblock_errors=0 dropped_replies=0\n");
+            "allocated=4096 badblock_errors=0 dropped_replies=0 "
+            "delayed_requests=0 delay_nsec=0\n");
   expect_ok(d, "finish 2",
             "ok zone=2 start=2097152 len=1048576 cap=786432 wp=3145728 "
             "type=SEQ_WRITE_REQUIRED cond=FULL\n");
@@ -374,7 +377,8 @@ test_zoned(void)
   expect_ok(d, "stats",
             "ok zones=8 conv=1 empty=5 imp_open=0 exp_open=0 closed=0 "
             "full=2 readonly=0 offline=0 active=0 max_open=2 max_active=0 "
-            "allocated=12288 badblock_errors=0 dropped_replies=0\n");
+            "allocated=12288 badblock_errors=0 dropped_replies=0 "
+            "delayed_requests=0 delay_nsec=0\n");
   expect_ok(d, "reset all", "ok all count=2\n");
   expect_ok(d, "reset all", "ok all count=0\n");
 
@@ -392,7 +396,8 @@ test_zoned(void)
   expect_ok(d, "stats",
             "ok zones=8 conv=1 empty=5 imp_open=0 exp_open=0 closed=0 "
             "full=0 readonly=1 offline=1 active=0 max_open=2 max_active=0 "
-            "allocated=4096 badblock_errors=0 dropped_replies=0\n");
+            "allocated=4096 badblock_errors=0 dropped_replies=0 "
+            "delayed_requests=0 delay_nsec=0\n");
   expect_ok(d, "reset all", "ok all count=0\n");
   expect_ok(d, "online 6",
             "ok zone=6 start=6291456 len=1048576 cap=786432 wp=6291456 "
@@ -424,7 +429,8 @@ test_limits(void)
   expect_ok(d, "stats",
             "ok zones=8 conv=0 empty=5 imp_open=2 exp_open=0 closed=1 "
             "full=0 readonly=0 offline=0 active=3 max_open=2 max_active=3 "
-            "allocated=12288 badblock_errors=0 dropped_replies=0\n");
+            "allocated=12288 badblock_errors=0 dropped_replies=0 "
+            "delayed_requests=0 delay_nsec=0\n");
   before = full_report(d);
   expect_err(d, "open 3", EOVERFLOW,
              "error EOVERFLOW zone 3: open refused: active zone limit "
@@ -441,14 +447,14 @@ test_limits(void)
   free(before);
   free(after);
   expect_ok(d, "finish all", "ok all count=3\n");
-  expect_ok(
-      d, "stats",
-      "ok zones=8 conv=0 empty=5 imp_open=0 exp_open=0 closed=0 "
-      "full=3 readonly=0 offline=0 active=0 max_open=2 max_active=3 "
-      "allocated=12288 badblock_errors=0 dropped_replies=0\n"); /* finish keeps
-                                                                   the data
-                                                                   below the wp
-                                                                 */
+  expect_ok(d, "stats",
+            "ok zones=8 conv=0 empty=5 imp_open=0 exp_open=0 closed=0 "
+            "full=3 readonly=0 offline=0 active=0 max_open=2 max_active=3 "
+            "allocated=12288 badblock_errors=0 dropped_replies=0 "
+            "delayed_requests=0 delay_nsec=0\n"); /* finish keeps
+                     the data
+                     below the wp
+                   */
   znbd_dev_free(d);
 }
 

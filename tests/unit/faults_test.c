@@ -235,6 +235,11 @@ test_request_delay(void)
   CHECK_EQ(
       znbd_dev_request_delay(d, ZNBD_IO_ZONE_MGMT, 0, ZNBD_ZONE_OP_SET_OFFLINE),
       1000);
+  /* Every delay handed out is counted, for `stats`: the ten above. */
+  struct znbd_dev_stats st;
+  znbd_dev_stats(d, &st);
+  CHECK_EQ(st.delayed_requests, 10);
+  CHECK_EQ(st.delay_nsec, 1000 * 4 + 51000 + 8000 + 1300 + 1040 + 51000 + 1000);
   znbd_dev_free(d);
 
   /* Not zoned: a TRIM frees pages, it resets nothing. */
