@@ -433,11 +433,14 @@ report_zones(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
   return st;
 }
 
-/* Sense for a zone in condition COND that a request may not touch, or 0. */
+/* Sense for a zone in condition COND that a request (WRITE: a write) may
+ * not touch, or 0.  A READONLY zone keeps its data and is read as any
+ * other (ZBC-2's READ ONLY condition; null_blk's null_process_zoned_cmd()
+ * fails only writes to it); an OFFLINE zone refuses both. */
 static uint32_t
-cond_sense(enum znbd_zone_cond cond)
+cond_sense(enum znbd_zone_cond cond, bool write)
 {
-  if (cond == ZNBD_ZONE_COND_READONLY)
+  if (cond == ZNBD_ZONE_COND_READONLY && write)
     return S_ZONE_READONLY;
   if (cond == ZNBD_ZONE_COND_OFFLINE)
     return S_ZONE_OFFLINE;
@@ -506,7 +509,7 @@ zbc_out(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
     return fail(c, S_GAP_ZONE);
   if (z.start != lba * p->blocksize || z.type != ZNBD_ZONE_TYPE_SEQWRITE_REQ)
     return fail(c, S_INVALID_FIELD);
-  uint32_t cs = cond_sense(z.cond);
+  uint32_t cs = cond_sense(z.cond, true);
   if (cs)
     return fail(c, cs);
   if (znbd_req_zone_op(&s->rq, op, i) < 0)
@@ -533,7 +536,7 @@ zone_check(struct znbd_scsi *s, uint64_t off, uint64_t len, bool write)
   for (z = first;;) {
     if (write && zone_has_gap(&z) && off + len > z.start + z.capacity)
       return S_GAP_ZONE;
-    uint32_t cs = cond_sense(z.cond);
+    uint32_t cs = cond_sense(z.cond, write);
     if (cs)
       return cs;
     if (z.type != first.type)

@@ -305,6 +305,9 @@ test_zbc_out(void)
   rw16(0x8a, 8 * ZLBA, 8, w);
   CHECK_EQ(run(w, 16, 4096), ZNBD_SCSI_CHECK_CONDITION);
   CHECK_EQ(sense(), 0x072708);
+  /* A READONLY zone is read as any other (null_blk fails only writes). */
+  rw16(0x88, 8 * ZLBA, 8, w);
+  CHECK_EQ(run(w, 16, 4096), ZNBD_SCSI_GOOD);
   rw16(0x88, 9 * ZLBA, 8, w);
   CHECK_EQ(run(w, 16, 4096), ZNBD_SCSI_CHECK_CONDITION);
   CHECK_EQ(sense(), 0x072c0e);
