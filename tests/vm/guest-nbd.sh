@@ -3,7 +3,7 @@
 # front-end started in the guest on a Unix socket, with one and with two
 # connections.  TAP output.
 #   guest-nbd.sh FE [PART...]   FE: plugin | bio | mq | memory
-#   PART: zoned ramdisk kill (default: all three)
+#   PART: zoned ramdisk kill faults (default: all four)
 # zoned:   sequential O_DIRECT whole-zone writes at iodepth 32 (fio
 #          zonemode=strided, io_uring and libaio) succeed and verify; a
 #          full zone refuses writes and keeps its data; a write ahead of
@@ -15,11 +15,15 @@
 # ramdisk: zoned=false (64 MiB, -b 512): mkfs.ext4, files, fsck -n clean, remount, verify.
 # kill:    the server is SIGKILLed while fio writes: fio gets EIO,
 #          nbd-client -d detaches, nothing hangs.
+# faults:  guest-faults.sh's scenario (badblocks, zone faults, injected
+#          delays), the one guest-tcmu.sh runs through SCSI; once, C=1.
 # shellcheck source=guest-lib.sh
 . "$top_srcdir/tests/vm/guest-lib.sh"
+# shellcheck source=guest-faults.sh
+. "$top_srcdir/tests/vm/guest-faults.sh"
 fe=${1:?front-end}
 shift
-parts=${*:-zoned ramdisk kill}
+parts=${*:-zoned ramdisk kill faults}
 
 M=$((1024 * 1024))
 ZS=$((4 * M))   # zone size
@@ -254,6 +258,18 @@ kill_checks() { # CONNS TIMEOUT-S|none
   check "kill $what: nbd-client -c: not connected" sh -c "! $T nbd-client -c $DEV"
 }
 
+faults_checks() {
+  check "faults: start $fe" start_server "$fe" "${FAULT_PARAMS[@]}" \
+    zone_control="$FAULT_CTL" blocksize=$ZBS || return
+  if ! check "faults: nbd-client -b $ZBS" attach $ZBS 1; then
+    stop_server
+    return
+  fi
+  fault_scenario "nbd $fe"
+  check "faults: nbd-client -d" detach
+  check "faults: $fe still running, stops cleanly" stop_server_alive
+}
+
 for part in $parts; do
   for c in 1 2; do
     case $part in
@@ -269,6 +285,13 @@ for part in $parts; do
         kill_checks "$c" 5
         # Kernel behaviour, not the server's: once is enough.
         [ "$c" = 2 ] || [ "$fe" != plugin ] || kill_checks "$c" none
+        ;;
+      faults)
+        if [ "$fe" = memory ]; then
+          skip_check "faults" "nbdkit memory has no faults"
+        elif [ "$c" = 1 ]; then
+          faults_checks
+        fi
         ;;
       *) check "known part $part" false ;;
     esac

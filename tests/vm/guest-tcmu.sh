@@ -327,6 +327,15 @@ nbdzone_same() {
 }
 check "nbdzone report over NBD (znbd on the same dir=) equals blkzone's" nbdzone_same
 note "t=${SECONDS}s"
+# The fault scenario guest-nbd.sh runs through NBD, here through SCSI.
+# shellcheck source=guest-faults.sh
+. "$top_srcdir/tests/vm/guest-faults.sh"
+FAULT_CTL=$CTL FAULT_READ_ERR="No data available" FAULT_ZONE_ERR="Remote I/O error"
+start_tcmu faults "${FAULT_PARAMS[@]}"
+fault_scenario scsi
+stop_tcmu faults
+check "znbd-tcmu faults stops with status 0" test "$rc" = 0
+note "t=${SECONDS}s"
 # shellcheck source=guest-tcmu-crash.sh
 . "$top_srcdir/tests/vm/guest-tcmu-crash.sh"
 check "no kernel WARNING, BUG or oops" sh -c '! dmesg | grep -E "WARNING:|BUG:|Oops"'
