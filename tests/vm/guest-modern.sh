@@ -10,6 +10,10 @@
 # - ublk_drv (absent from Debian's 6.1): /dev/ublk-control appears and
 #   the driver's feature mask has ZONED and USER_COPY, which a zoned
 #   ublk server needs;
+# - znbd-ublk (ublk/) as a zoned /dev/ublkbN: the kernel's zone report
+#   is the control socket's, a write at the wp reads back, one off it
+#   fails with EIO and changes nothing, blkzone reset empties a zone,
+#   fio --zonemode=zbd verifies, SIGTERM removes the disk, exit 0;
 # - the kernel NBD client on znbd --queue-mode=bio (zoned, in the guest):
 #   a write at the wp reads back, one ahead of the wp fails with EIO and
 #   changes nothing.
@@ -117,6 +121,99 @@ ublk_features() {
 check "ublk: modprobe ublk_drv makes /dev/ublk-control" \
   sh -c 'modprobe ublk_drv && test -c /dev/ublk-control && ls -l /dev/ublk-control'
 check "ublk: the feature mask has ZONED and USER_COPY" ublk_features
+
+# ----------------------------------------------------------------- znbd-ublk
+# znbd-ublk (ublk/) on 16 zones of 4 MiB, the first conventional, max
+# open 4, with its control socket: the kernel's zones are the device's,
+# the wp rules hold through the block layer, fio's zbd mode verifies,
+# SIGTERM removes the disk.
+UBLK=$top_builddir/ublk/znbd-ublk
+CTL=$work/ublk.ctl
+ublk_start() {
+  local i
+  [ -x "$UBLK" ] || { echo "$UBLK is not built"; return 1; }
+  "$UBLK" size=64M zone_size=4M zone_nr_conv=1 zone_max_open=4 \
+    zone_control="$CTL" > "$work/ublk.out" 2> "$work/ublk.err" &
+  UBLK_PID=$!
+  # It prints /dev/ublkbN once START_DEV returned (the disk is added).
+  for i in $(seq 300); do
+    DEV=$(head -n 1 "$work/ublk.out")
+    [ -n "$DEV" ] && break
+    kill -0 $UBLK_PID 2> /dev/null || { cat "$work/ublk.err"; return 1; }
+    sleep 0.1
+  done
+  local q=/sys/block/${DEV#/dev/}/queue
+  echo "$DEV: $(cat $q/zoned), $(cat $q/nr_zones) zones of $(cat $q/chunk_sectors) sectors, max open $(cat $q/max_open_zones)"
+  [ -b "$DEV" ] && [ "$(cat $q/zoned)" = host-managed ] && [ "$(cat $q/nr_zones)" = 16 ] &&
+    [ "$(cat $q/chunk_sectors)" = 8192 ] && [ "$(cat $q/max_open_zones)" = 4 ]
+}
+# The kernel's zone report (BLKREPORTZONE, tests/vm/zonediff.py) equals
+# the control socket's: start, length, capacity, type, condition, and
+# the wp of every sequential zone.
+report_ublk() { # 16 zones: one conventional, 15 empty
+  local out
+  out=$(blkzone report "$DEV") || return 1
+  printf '%s\n' "$out" | head -n 2
+  [ "$(grep -c 'start:' <<< "$out")" = 16 ] && [ "$(grep -c 'CONVENTIONAL' <<< "$out")" = 1 ] &&
+    [ "$(grep -c 'zcond: *1(em)' <<< "$out")" = 15 ]
+}
+ublk_same_zones() {
+  PYTHONPATH=$top_srcdir/tests:$top_srcdir/tests/vm $T python3 - "$DEV" "$CTL" << 'PY'
+import sys
+import zonediff
+from znbdtest import control
+conds = {"NOT_WP": 0, "EMPTY": 1, "IMP_OPEN": 2, "EXP_OPEN": 3, "CLOSED": 4,
+         "READONLY": 13, "FULL": 14, "OFFLINE": 15}
+kernel = [(z[0], z[1], z[5], z[3], z[4], None if z[3] == 1 else z[2])
+          for z in zonediff.Dev(sys.argv[1]).report()]
+dev = []
+for line in control(sys.argv[2], "report 0 %d" % len(kernel)).splitlines():
+    f = dict(w.split("=", 1) for w in line.split() if "=" in w)
+    if "zone" in f:
+        conv = f["type"] == "CONVENTIONAL"
+        dev.append((int(f["start"]) // 512, int(f["len"]) // 512,
+                    int(f["cap"]) // 512, 1 if conv else 2, conds[f["cond"]],
+                    None if conv else int(f["wp"]) // 512))
+print("%d zones from the kernel, %d from the control socket; zone 1: %s"
+      % (len(kernel), len(dev), kernel[1:2]))
+for k, d in zip(kernel, dev):
+    if k != d:
+        print("kernel %s != device %s" % (k, d))
+sys.exit(0 if kernel == dev and len(kernel) == 16 else 1)
+PY
+}
+ublk_stop() {
+  local rc=0
+  kill -TERM $UBLK_PID && wait $UBLK_PID || rc=$?
+  tail -n 2 "$work/ublk.err"
+  echo "exit status $rc"
+  [ "$rc" = 0 ] && [ ! -e "$DEV" ] && [ ! -e "/sys/block/${DEV#/dev/}" ]
+}
+note "t=${SECONDS}s"
+if check "znbd-ublk: a zoned /dev/ublkbN (16 zones of 4 MiB, max open 4)" ublk_start; then
+  check "znbd-ublk: blkzone report lists 16 zones" report_ublk
+  check "znbd-ublk: the kernel's zones are the control socket's" ublk_same_zones
+  check "znbd-ublk: 64 KiB at zone 1's wp read back" write_read $z1 65536 "$work/rand"
+  check "znbd-ublk: ... moved its wp to 128 sectors (implicitly open)" zone_is 8192 128 oi
+  check "znbd-ublk: a write 1 MiB ahead of the wp fails with EIO" \
+    expect_eio dwrite $((z1 + M)) 4096 "$work/rand"
+  check "znbd-ublk: ... and moved nothing (wp 128 sectors, zeros there)" \
+    all zone_is 8192 128 oi -- zero_bytes $((z1 + M)) 4096
+  check "znbd-ublk: 64 KiB anywhere in the conventional zone read back" \
+    write_read $((2 * M)) 65536 "$work/rand"
+  check "znbd-ublk: the kernel's zones are still the control socket's" ublk_same_zones
+  check "znbd-ublk: blkzone reset empties zone 1" \
+    all blkzone reset -o 8192 -c 1 "$DEV" -- zone_is 8192 0 em -- zero_bytes $z1 65536
+  if command -v fio > /dev/null; then
+    check "znbd-ublk: fio zbd, 32 MiB at QD8 over zones 2-9, crc32c verified" \
+      fio_zbd_verify 8M 32
+    check "znbd-ublk: the kernel's zones are the control socket's after fio" ublk_same_zones
+  else
+    skip_check "znbd-ublk: fio zbd" "no fio in the guest"
+  fi
+  check "znbd-ublk: SIGTERM removes the disk and exits 0" ublk_stop
+fi
+note "t=${SECONDS}s"
 
 # ----------------------------------------------------------------------- NBD
 DEV=/dev/nbd0
