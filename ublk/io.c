@@ -140,6 +140,11 @@ znbd_ublk_io_exec(struct znbd_ublk_io *h,
 
   done->append_lba = 0;
   done->delay_nsec = 0;
+  /* After a power cut the queue's requests change nothing (the contract's
+   * fence) and reads, which the fence does not cover, fail too: the
+   * device this queue served is gone, as znbd-tcmu's NOT READY. */
+  if (znbd_req_cut(&h->rq))
+    return -EIO;
   switch (op) {
   case ZNBD_UBLK_IO_OP_READ:
     if (!in_range(h, off, len, true))

@@ -79,7 +79,8 @@ struct znbd_ublk_done {
  * wait for a wp (ZNBD_WRITE_NOWAIT): a write ahead of it fails with
  * -EIO, as a write off the wp.  Zone operations and appends on a device
  * without zones, a request past the end, or one larger than the buffer
- * fail with -EINVAL; an unknown op with -EOPNOTSUPP.  Returns the result
+ * fail with -EINVAL; an unknown op with -EOPNOTSUPP; every request
+ * after a power cut (znbd_req_cut()) with -EIO.  Returns the result
  * to commit (bytes or 0, or a negative errno) and fills DONE. */
 int32_t znbd_ublk_io_exec(struct znbd_ublk_io *h,
                           const struct znbd_ublksrv_io_desc *iod,

@@ -228,6 +228,34 @@ plain(void)
   znbd_dev_free(d);
 }
 
+/* A power cut (write_cache=true): the unflushed write is gone, and the
+ * queue made before the cut fails every request with EIO, reads too; a
+ * queue made after it works. */
+static void
+power_cut(void)
+{
+  struct znbd_params p;
+  static const char *const kv[] = {"size",        "16M",  "zone_size", "4M",
+                                   "write_cache", "true", NULL};
+  test_params(&p, kv);
+  struct znbd_dev *d = test_dev(&p);
+  znbd_ublk_io_init(&h, d, bounce, sizeof bounce);
+  memset(req, 0x66, 4 * KiB);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_WRITE, 0, 8), 4 * KiB);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_FLUSH, 0, 0), 0);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_WRITE, 8, 8), 4 * KiB);
+  CHECK_EQ(znbd_dev_power_cut(d, 0), 0);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_READ, 0, 8), -EIO);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_WRITE, 16, 8), -EIO);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_REPORT_ZONES, 0, 1), -EIO);
+  znbd_ublk_io_init(&h, d, bounce, sizeof bounce);
+  CHECK_EQ(zone(0).wp, 8);
+  memset(req, 0, 4 * KiB);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_READ, 0, 8), 4 * KiB);
+  CHECK(req[0] == 0x66 && req[4 * KiB - 1] == 0x66);
+  znbd_dev_free(d);
+}
+
 /* SET_PARAMS from key=value words: ERR_WORD "" when accepted, else a
  * word the refusal must name. */
 static void
@@ -296,6 +324,7 @@ main(void)
 {
   zoned();
   plain();
+  power_cut();
   setup();
   return check_done("ublk_test");
 }
