@@ -32,10 +32,10 @@ check "the guest runs the fetched kernel $want" runs_kernel
 # ------------------------------------------------------------ null_blk zoned
 # 16 zones of 4 MiB, none conventional, memory-backed.
 nb=/sys/kernel/config/nullb/modern
-nullb_create() {
+nullb_create() { # [ATTR=VALUE...]: more configfs attributes, or others
   local a
   modprobe null_blk nr_devices=0 && mkdir "$nb" || return 1
-  for a in size=64 memory_backed=1 zoned=1 zone_size=4 zone_nr_conv=0 power=1; do
+  for a in size=64 memory_backed=1 zoned=1 zone_size=4 zone_nr_conv=0 "$@" power=1; do
     echo "${a#*=}" > "$nb/${a%%=*}" || { echo "cannot set $a"; return 1; }
   done
   # The disk takes the configfs item's name (6.1: nullbN, the only one
@@ -129,11 +129,13 @@ check "ublk: the feature mask has ZONED and USER_COPY" ublk_features
 # SIGTERM removes the disk.
 UBLK=$top_builddir/ublk/znbd-ublk
 CTL=$work/ublk.ctl
-ublk_start() {
-  local i
+ublk_start() { # [KEY=VALUE...]: another device than the zoned one
+  local i zoned=true
   [ -x "$UBLK" ] || { echo "$UBLK is not built"; return 1; }
-  "$UBLK" size=64M zone_size=4M zone_nr_conv=1 zone_max_open=4 \
-    zone_control="$CTL" > "$work/ublk.out" 2> "$work/ublk.err" &
+  rm -f "$CTL"
+  [ $# != 0 ] || set -- size=64M zone_size=4M zone_nr_conv=1 zone_max_open=4
+  case " $* " in *" zoned=false "*) zoned=false ;; esac
+  "$UBLK" "$@" zone_control="$CTL" > "$work/ublk.out" 2> "$work/ublk.err" &
   UBLK_PID=$!
   # It prints /dev/ublkbN once START_DEV returned (the disk is added).
   for i in $(seq 300); do
@@ -143,9 +145,32 @@ ublk_start() {
     sleep 0.1
   done
   local q=/sys/block/${DEV#/dev/}/queue
-  echo "$DEV: $(cat $q/zoned), $(cat $q/nr_zones) zones of $(cat $q/chunk_sectors) sectors, max open $(cat $q/max_open_zones)"
-  [ -b "$DEV" ] && [ "$(cat $q/zoned)" = host-managed ] && [ "$(cat $q/nr_zones)" = 16 ] &&
-    [ "$(cat $q/chunk_sectors)" = 8192 ] && [ "$(cat $q/max_open_zones)" = 4 ]
+  echo "$DEV: $(cat $q/zoned), $(($(cat /sys/block/${DEV#/dev/}/size) / 2048)) MiB"
+  [ -b "$DEV" ] || return 1
+  if [ $zoned = false ]; then
+    [ "$(cat $q/zoned)" = none ]
+  else
+    echo "$(cat $q/nr_zones) zones of $(cat $q/chunk_sectors) sectors, max open $(cat $q/max_open_zones)"
+    [ "$(cat $q/zoned)" = host-managed ] && [ "$(cat $q/nr_zones)" = 16 ] &&
+      [ "$(cat $q/chunk_sectors)" = 8192 ] && [ "$(cat $q/max_open_zones)" = 4 ]
+  fi
+}
+# ublk_diff REF DUT: zonediff.py, after the same 4 MiB into both
+# conventional zones; the block layer splits writes at max_sectors_kb
+# and a split write that fails gives its last piece's errno: the same
+# splits on both (guest-tcmu-diff.sh).
+ublk_diff() {
+  local d
+  head -c $((4 * M)) /dev/urandom > "$work/conv"
+  for d in "$1" "$2"; do
+    echo 64 > "/sys/block/${d#/dev/}/queue/max_sectors_kb" &&
+      DEV=$d dwrite 0 $((4 * M)) "$work/conv" || return 1
+  done
+  timeout -k 5 300 python3 "$top_srcdir/tests/vm/zonediff.py" --ops 600 --seed 7 \
+    --log "$work/zonediff.log" "$1" "$2" > "$work/zonediff.out" 2>&1
+  local r=$?
+  cat "$work/zonediff.out"
+  [ "$r" = 0 ] && grep -qE "^600 ops: .* 0 unexplained" "$work/zonediff.out"
 }
 # The kernel's zone report (BLKREPORTZONE, tests/vm/zonediff.py) equals
 # the control socket's: start, length, capacity, type, condition, and
@@ -212,6 +237,37 @@ if check "znbd-ublk: a zoned /dev/ublkbN (16 zones of 4 MiB, max open 4)" ublk_s
     skip_check "znbd-ublk: fio zbd" "no fio in the guest"
   fi
   check "znbd-ublk: SIGTERM removes the disk and exits 0" ublk_stop
+fi
+# null_blk of the same geometry as the reference (zonediff.py, as
+# guest-tcmu-diff.sh runs it): the same results and zones after each of
+# 600 random operations.  Memory-backed null_blk reads what was never
+# written as 0xff bytes: znbd-ublk does too past the wp
+# (zone_read_past_wp=ones), and the conventional zone gets the same
+# bytes on both first.
+if check "znbd-ublk: null_blk of the same geometry (1 conventional, max open 4)" \
+  nullb_create zone_nr_conv=1 zone_max_open=4; then
+  NB_DEV=$DEV
+  if check "znbd-ublk: the same geometry, reading 0xff past the wp" \
+    ublk_start size=64M zone_size=4M zone_nr_conv=1 zone_max_open=4 zone_read_past_wp=ones; then
+    check "znbd-ublk: 600 random zone operations: the same results and zones as null_blk" \
+      ublk_diff "$NB_DEV" "$DEV"
+    check "znbd-ublk: SIGTERM removes that disk and exits 0" ublk_stop
+  fi
+  echo 0 > "$nb/power"
+  rmdir "$nb"
+fi
+# zoned=false: a plain disk; a discard and a write of zeros read back as
+# zeros, the bytes around them stay.
+if check "znbd-ublk: a plain /dev/ublkbN (zoned=false, 16 MiB)" ublk_start zoned=false size=16M; then
+  check "znbd-ublk: 1 MiB at 1 MiB read back" write_read $M $M "$work/rand"
+  check "znbd-ublk: blkdiscard of 256 KiB and a write of zeros over the next 256 KiB" \
+    all $T blkdiscard -o $M -l 262144 "$DEV" -- $T blkdiscard -z -o $((M + 262144)) -l 262144 "$DEV"
+  plain_after() {
+    zero_bytes $M 524288 && cmp -n $((M / 2)) <(dread $((M + M / 2)) $((M / 2))) <(tail -c $((M / 2)) "$work/rand") &&
+      echo "the last 512 KiB are the data written"
+  }
+  check "znbd-ublk: ... read back as zeros, the rest unchanged" plain_after
+  check "znbd-ublk: SIGTERM removes the plain disk and exits 0" ublk_stop
 fi
 note "t=${SECONDS}s"
 
