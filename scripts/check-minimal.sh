@@ -22,7 +22,7 @@ PKG_CONFIG_LIBDIR=$build/empty-pkgconfig \
   >configure.out 2>&1 || { cat configure.out; exit 1; }
 grep -A8 'components:' configure.out
 # Every front-end must be left out, as the components table says.
-for c in 'plugin/' 'server/' 'NBD over TLS' 'client/' 'tcmu/'; do
+for c in 'plugin/' 'server/' 'NBD over TLS' 'client/' 'tcmu/' 'ublk/'; do
   grep -A8 'components:' configure.out | grep -F "$c" | grep -q ' no (' || {
     echo "check-minimal: $c would be built without its dependency" >&2
     exit 1

@@ -35,6 +35,10 @@
 #   same_bytes OFF LEN FILE  the LEN bytes at OFF equal FILE's first LEN
 #   zero_bytes OFF LEN       the LEN bytes at OFF are all zero
 #   nonzero_bytes OFF LEN    ... are not all zero
+#   fio_zbd_verify OFF MIB   fio --zonemode=zbd: MIB MiB of sequential
+#                            64 KiB writes from byte OFF at QD8 (libaio),
+#                            verified with crc32c; passes when fio saw no
+#                            error and wrote and read all MIB MiB
 #
 # Environment (from vm-test): top_builddir, top_srcdir (absolute host paths,
 # visible read-only in the guest), ZNBD_PLUGIN / ZNBD_SERVER to override.
@@ -235,4 +239,13 @@ nonzero_bytes() {
 }
 zero_bytes() {
   cmp -n "$2" <(dread "$1" "$2") /dev/zero && echo "$2 bytes at $1 are zero"
+}
+fio_zbd_verify() {
+  $T fio --name=zbd --filename="$DEV" --direct=1 --zonemode=zbd \
+    --ioengine=libaio --iodepth=8 --rw=write --bs=64k --offset="$1" \
+    --size="$2M" --verify=crc32c --do_verify=1 > "$work/fio.out" 2>&1 ||
+    { cat "$work/fio.out"; return 1; }
+  grep -e 'err=' -e 'WRITE:' -e 'READ:' "$work/fio.out"
+  grep -q 'err= *0:' "$work/fio.out" && grep -qE "WRITE:.*io=$2(\.0)?MiB" "$work/fio.out" &&
+    grep -qE "READ:.*io=$2(\.0)?MiB" "$work/fio.out"
 }

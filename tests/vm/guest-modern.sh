@@ -10,6 +10,10 @@
 # - ublk_drv (absent from Debian's 6.1): /dev/ublk-control appears and
 #   the driver's feature mask has ZONED and USER_COPY, which a zoned
 #   ublk server needs;
+# - znbd-ublk (ublk/) as a zoned /dev/ublkbN: the kernel's zone report
+#   is the control socket's, a write at the wp reads back, one off it
+#   fails with EIO and changes nothing, blkzone reset empties a zone,
+#   fio --zonemode=zbd verifies, SIGTERM removes the disk, exit 0;
 # - the kernel NBD client on znbd --queue-mode=bio (zoned, in the guest):
 #   a write at the wp reads back, one ahead of the wp fails with EIO and
 #   changes nothing.
@@ -28,10 +32,10 @@ check "the guest runs the fetched kernel $want" runs_kernel
 # ------------------------------------------------------------ null_blk zoned
 # 16 zones of 4 MiB, none conventional, memory-backed.
 nb=/sys/kernel/config/nullb/modern
-nullb_create() {
+nullb_create() { # [ATTR=VALUE...]: more configfs attributes, or others
   local a
   modprobe null_blk nr_devices=0 && mkdir "$nb" || return 1
-  for a in size=64 memory_backed=1 zoned=1 zone_size=4 zone_nr_conv=0 power=1; do
+  for a in size=64 memory_backed=1 zoned=1 zone_size=4 zone_nr_conv=0 "$@" power=1; do
     echo "${a#*=}" > "$nb/${a%%=*}" || { echo "cannot set $a"; return 1; }
   done
   # The disk takes the configfs item's name (6.1: nullbN, the only one
@@ -117,6 +121,155 @@ ublk_features() {
 check "ublk: modprobe ublk_drv makes /dev/ublk-control" \
   sh -c 'modprobe ublk_drv && test -c /dev/ublk-control && ls -l /dev/ublk-control'
 check "ublk: the feature mask has ZONED and USER_COPY" ublk_features
+
+# ----------------------------------------------------------------- znbd-ublk
+# znbd-ublk (ublk/) on 16 zones of 4 MiB, the first conventional, max
+# open 4, with its control socket: the kernel's zones are the device's,
+# the wp rules hold through the block layer, fio's zbd mode verifies,
+# SIGTERM removes the disk.
+UBLK=$top_builddir/ublk/znbd-ublk
+CTL=$work/ublk.ctl
+ublk_start() { # [KEY=VALUE...]: another device than the zoned one
+  local i zoned=true
+  [ -x "$UBLK" ] || { echo "$UBLK is not built"; return 1; }
+  rm -f "$CTL"
+  [ $# != 0 ] || set -- size=64M zone_size=4M zone_nr_conv=1 zone_max_open=4
+  case " $* " in *" zoned=false "*) zoned=false ;; esac
+  "$UBLK" "$@" zone_control="$CTL" > "$work/ublk.out" 2> "$work/ublk.err" &
+  UBLK_PID=$!
+  # It prints /dev/ublkbN once START_DEV returned (the disk is added).
+  for i in $(seq 300); do
+    DEV=$(head -n 1 "$work/ublk.out")
+    [ -n "$DEV" ] && break
+    kill -0 $UBLK_PID 2> /dev/null || { cat "$work/ublk.err"; return 1; }
+    sleep 0.1
+  done
+  local q=/sys/block/${DEV#/dev/}/queue
+  echo "$DEV: $(cat $q/zoned), $(($(cat /sys/block/${DEV#/dev/}/size) / 2048)) MiB"
+  [ -b "$DEV" ] || return 1
+  if [ $zoned = false ]; then
+    [ "$(cat $q/zoned)" = none ]
+  else
+    echo "$(cat $q/nr_zones) zones of $(cat $q/chunk_sectors) sectors, max open $(cat $q/max_open_zones)"
+    [ "$(cat $q/zoned)" = host-managed ] && [ "$(cat $q/nr_zones)" = 16 ] &&
+      [ "$(cat $q/chunk_sectors)" = 8192 ] && [ "$(cat $q/max_open_zones)" = 4 ]
+  fi
+}
+# ublk_diff REF DUT: zonediff.py, after the same 4 MiB into both
+# conventional zones; the block layer splits writes at max_sectors_kb
+# and a split write that fails gives its last piece's errno: the same
+# splits on both (guest-tcmu-diff.sh).
+ublk_diff() {
+  local d
+  head -c $((4 * M)) /dev/urandom > "$work/conv"
+  for d in "$1" "$2"; do
+    echo 64 > "/sys/block/${d#/dev/}/queue/max_sectors_kb" &&
+      DEV=$d dwrite 0 $((4 * M)) "$work/conv" || return 1
+  done
+  timeout -k 5 300 python3 "$top_srcdir/tests/vm/zonediff.py" --ops 600 --seed 7 \
+    --log "$work/zonediff.log" "$1" "$2" > "$work/zonediff.out" 2>&1
+  local r=$?
+  cat "$work/zonediff.out"
+  [ "$r" = 0 ] && grep -qE "^600 ops: .* 0 unexplained" "$work/zonediff.out"
+}
+# The kernel's zone report (BLKREPORTZONE, tests/vm/zonediff.py) equals
+# the control socket's: start, length, capacity, type, condition, and
+# the wp of every sequential zone.
+report_ublk() { # 16 zones: one conventional, 15 empty
+  local out
+  out=$(blkzone report "$DEV") || return 1
+  printf '%s\n' "$out" | head -n 2
+  [ "$(grep -c 'start:' <<< "$out")" = 16 ] && [ "$(grep -c 'CONVENTIONAL' <<< "$out")" = 1 ] &&
+    [ "$(grep -c 'zcond: *1(em)' <<< "$out")" = 15 ]
+}
+ublk_same_zones() {
+  PYTHONPATH=$top_srcdir/tests:$top_srcdir/tests/vm $T python3 - "$DEV" "$CTL" << 'PY'
+import sys
+import zonediff
+from znbdtest import control
+conds = {"NOT_WP": 0, "EMPTY": 1, "IMP_OPEN": 2, "EXP_OPEN": 3, "CLOSED": 4,
+         "READONLY": 13, "FULL": 14, "OFFLINE": 15}
+kernel = [(z[0], z[1], z[5], z[3], z[4], None if z[3] == 1 else z[2])
+          for z in zonediff.Dev(sys.argv[1]).report()]
+dev = []
+for line in control(sys.argv[2], "report 0 %d" % len(kernel)).splitlines():
+    f = dict(w.split("=", 1) for w in line.split() if "=" in w)
+    if "zone" in f:
+        conv = f["type"] == "CONVENTIONAL"
+        dev.append((int(f["start"]) // 512, int(f["len"]) // 512,
+                    int(f["cap"]) // 512, 1 if conv else 2, conds[f["cond"]],
+                    None if conv else int(f["wp"]) // 512))
+print("%d zones from the kernel, %d from the control socket; zone 1: %s"
+      % (len(kernel), len(dev), kernel[1:2]))
+for k, d in zip(kernel, dev):
+    if k != d:
+        print("kernel %s != device %s" % (k, d))
+sys.exit(0 if kernel == dev and len(kernel) == 16 else 1)
+PY
+}
+ublk_stop() {
+  local rc=0
+  kill -TERM $UBLK_PID && wait $UBLK_PID || rc=$?
+  tail -n 2 "$work/ublk.err"
+  echo "exit status $rc"
+  [ "$rc" = 0 ] && [ ! -e "$DEV" ] && [ ! -e "/sys/block/${DEV#/dev/}" ]
+}
+note "t=${SECONDS}s"
+if check "znbd-ublk: a zoned /dev/ublkbN (16 zones of 4 MiB, max open 4)" ublk_start; then
+  check "znbd-ublk: blkzone report lists 16 zones" report_ublk
+  check "znbd-ublk: the kernel's zones are the control socket's" ublk_same_zones
+  check "znbd-ublk: 64 KiB at zone 1's wp read back" write_read $z1 65536 "$work/rand"
+  check "znbd-ublk: ... moved its wp to 128 sectors (implicitly open)" zone_is 8192 128 oi
+  check "znbd-ublk: a write 1 MiB ahead of the wp fails with EIO" \
+    expect_eio dwrite $((z1 + M)) 4096 "$work/rand"
+  check "znbd-ublk: ... and moved nothing (wp 128 sectors, zeros there)" \
+    all zone_is 8192 128 oi -- zero_bytes $((z1 + M)) 4096
+  check "znbd-ublk: 64 KiB anywhere in the conventional zone read back" \
+    write_read $((2 * M)) 65536 "$work/rand"
+  check "znbd-ublk: the kernel's zones are still the control socket's" ublk_same_zones
+  check "znbd-ublk: blkzone reset empties zone 1" \
+    all blkzone reset -o 8192 -c 1 "$DEV" -- zone_is 8192 0 em -- zero_bytes $z1 65536
+  if command -v fio > /dev/null; then
+    check "znbd-ublk: fio zbd, 32 MiB at QD8 over zones 2-9, crc32c verified" \
+      fio_zbd_verify 8M 32
+    check "znbd-ublk: the kernel's zones are the control socket's after fio" ublk_same_zones
+  else
+    skip_check "znbd-ublk: fio zbd" "no fio in the guest"
+  fi
+  check "znbd-ublk: SIGTERM removes the disk and exits 0" ublk_stop
+fi
+# null_blk of the same geometry as the reference (zonediff.py, as
+# guest-tcmu-diff.sh runs it): the same results and zones after each of
+# 600 random operations.  Memory-backed null_blk reads what was never
+# written as 0xff bytes: znbd-ublk does too past the wp
+# (zone_read_past_wp=ones), and the conventional zone gets the same
+# bytes on both first.
+if check "znbd-ublk: null_blk of the same geometry (1 conventional, max open 4)" \
+  nullb_create zone_nr_conv=1 zone_max_open=4; then
+  NB_DEV=$DEV
+  if check "znbd-ublk: the same geometry, reading 0xff past the wp" \
+    ublk_start size=64M zone_size=4M zone_nr_conv=1 zone_max_open=4 zone_read_past_wp=ones; then
+    check "znbd-ublk: 600 random zone operations: the same results and zones as null_blk" \
+      ublk_diff "$NB_DEV" "$DEV"
+    check "znbd-ublk: SIGTERM removes that disk and exits 0" ublk_stop
+  fi
+  echo 0 > "$nb/power"
+  rmdir "$nb"
+fi
+# zoned=false: a plain disk; a discard and a write of zeros read back as
+# zeros, the bytes around them stay.
+if check "znbd-ublk: a plain /dev/ublkbN (zoned=false, 16 MiB)" ublk_start zoned=false size=16M; then
+  check "znbd-ublk: 1 MiB at 1 MiB read back" write_read $M $M "$work/rand"
+  check "znbd-ublk: blkdiscard of 256 KiB and a write of zeros over the next 256 KiB" \
+    all $T blkdiscard -o $M -l 262144 "$DEV" -- $T blkdiscard -z -o $((M + 262144)) -l 262144 "$DEV"
+  plain_after() {
+    zero_bytes $M 524288 && cmp -n $((M / 2)) <(dread $((M + M / 2)) $((M / 2))) <(tail -c $((M / 2)) "$work/rand") &&
+      echo "the last 512 KiB are the data written"
+  }
+  check "znbd-ublk: ... read back as zeros, the rest unchanged" plain_after
+  check "znbd-ublk: SIGTERM removes the plain disk and exits 0" ublk_stop
+fi
+note "t=${SECONDS}s"
 
 # ----------------------------------------------------------------------- NBD
 DEV=/dev/nbd0

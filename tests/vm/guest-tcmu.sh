@@ -268,15 +268,7 @@ check "no configfs entry and no disk left" no_config_left
 FS=$work/fs
 NZ=64
 head -c $((8 << 20)) /dev/urandom > "$work/f8"
-fio_zbd() {
-  $T fio --name=zbd --filename="$DEV" --direct=1 --zonemode=zbd \
-    --ioengine=libaio --iodepth=8 --rw=write --bs=64k --offset=32M \
-    --size=64M --verify=crc32c --do_verify=1 > "$work/fio.out" 2>&1 ||
-    { cat "$work/fio.out"; return 1; }
-  grep -e 'err=' -e 'WRITE:' -e 'READ:' "$work/fio.out"
-  grep -q 'err= *0:' "$work/fio.out" && grep -qE 'WRITE:.*io=64(\.0)?MiB' "$work/fio.out" &&
-    grep -qE 'READ:.*io=64(\.0)?MiB' "$work/fio.out"
-}
+fio_zbd() { fio_zbd_verify 32M 64; }
 # fs_check TYPE MKFS...: mkfs, mount, write 8 MiB, umount, fsck, mount,
 # the bytes read back (page cache dropped), umount.
 fs_check() {

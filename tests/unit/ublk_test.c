@@ -1,0 +1,330 @@
+/* znbd-ublk's request handler (ublk/io.c) against RAM devices: ublk
+ * descriptors in (include/uapi/linux/ublk_cmd.h), the request buffer a
+ * plain array here where the runner uses pread/pwrite on /dev/ublkcN;
+ * results, bytes, zone reports (struct blk_zone) and conditions out. */
+#include <errno.h>
+#include <linux/blkzoned.h>
+#include <string.h>
+
+#include "check.h"
+#include "io.h"
+#include "setup.h"
+#include "testdev.h"
+
+#define KiB 1024u
+#define MiB (1024u * 1024u)
+
+static uint8_t req[1 << 20]; /* the request's buffer, as the kernel's */
+static uint8_t bounce[1 << 20];
+
+static int
+copy_in(void *opaque, void *buf, size_t len, uint64_t off)
+{
+  (void)opaque;
+  memcpy(buf, req + off, len);
+  return 0;
+}
+
+static int
+copy_out(void *opaque, const void *buf, size_t len, uint64_t off)
+{
+  (void)opaque;
+  memcpy(req + off, buf, len);
+  return 0;
+}
+
+static const struct znbd_ublk_copy copy = {copy_in, copy_out, NULL};
+static struct znbd_ublk_io h;
+static struct znbd_ublk_done done;
+
+static int32_t
+run(uint32_t op_flags, uint64_t sector, uint32_t nr)
+{
+  struct znbd_ublksrv_io_desc iod = {op_flags, nr, sector, 0};
+  return znbd_ublk_io_exec(&h, &iod, &copy, &done);
+}
+
+/* Zone I as the handler reports it (one REPORT_ZONES of one zone). */
+static struct blk_zone
+zone(uint32_t i)
+{
+  struct blk_zone z;
+  memset(req, 0xaa, sizeof z);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_REPORT_ZONES, (uint64_t)i * 8192, 1), sizeof z);
+  memcpy(&z, req, sizeof z);
+  return z;
+}
+
+/* 8 zones of 4 MiB (8192 sectors), the first conventional, capacity
+ * 3 MiB, at most 2 open. */
+static void
+zoned(void)
+{
+  struct znbd_params p;
+  static const char *const kv[] = {"size",
+                                   "32M",
+                                   "zone_size",
+                                   "4M",
+                                   "zone_capacity",
+                                   "3M",
+                                   "zone_nr_conv",
+                                   "1",
+                                   "zone_max_open",
+                                   "2",
+                                   NULL};
+  test_params(&p, kv);
+  struct znbd_dev *d = test_dev(&p);
+  znbd_ublk_io_init(&h, d, bounce, sizeof bounce);
+
+  /* The report of every zone: 8 entries and then nothing (a request for
+   * 10 zones from zone 0 gets a zero-length ninth and tenth). */
+  memset(req, 0xaa, 10 * sizeof(struct blk_zone));
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_REPORT_ZONES, 0, 10),
+           10 * sizeof(struct blk_zone));
+  struct blk_zone *z = (struct blk_zone *)req;
+  CHECK_EQ(z[0].start, 0);
+  CHECK_EQ(z[0].len, 8192);
+  CHECK_EQ(z[0].capacity, 8192); /* conventional: the whole zone */
+  CHECK_EQ(z[0].wp, 8192);       /* null_blk: start + len */
+  CHECK_EQ(z[0].type, BLK_ZONE_TYPE_CONVENTIONAL);
+  CHECK_EQ(z[0].cond, BLK_ZONE_COND_NOT_WP);
+  CHECK_EQ(z[7].start, 7 * 8192);
+  CHECK_EQ(z[7].len, 8192);
+  CHECK_EQ(z[7].capacity, 6144);
+  CHECK_EQ(z[7].wp, 7 * 8192);
+  CHECK_EQ(z[7].type, BLK_ZONE_TYPE_SEQWRITE_REQ);
+  CHECK_EQ(z[7].cond, BLK_ZONE_COND_EMPTY);
+  CHECK_EQ(z[8].len, 0);
+  CHECK_EQ(z[9].len, 0);
+  CHECK_EQ(z[8].start, 0);
+
+  /* 64 KiB at zone 1's wp, read back. */
+  for (unsigned i = 0; i < 64 * KiB; i++)
+    req[i] = (uint8_t)(i * 7 + 1);
+  uint8_t want[64 * KiB];
+  memcpy(want, req, sizeof want);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_WRITE, 8192, 128), 64 * KiB);
+  struct blk_zone z1 = zone(1);
+  CHECK_EQ(z1.wp, 8192 + 128);
+  CHECK_EQ(z1.cond, BLK_ZONE_COND_IMP_OPEN);
+  memset(req, 0, sizeof want);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_READ, 8192, 128), 64 * KiB);
+  CHECK(memcmp(req, want, sizeof want) == 0);
+
+  /* Off the wp: EIO (null_blk's BLK_STS_IOERR), nothing written, the wp
+   * where it was. */
+  memset(req, 0x55, 4 * KiB);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_WRITE, 8192 + 1024, 8), -EIO);
+  z1 = zone(1);
+  CHECK_EQ(z1.wp, 8192 + 128);
+  CHECK_EQ(z1.cond, BLK_ZONE_COND_IMP_OPEN);
+  memset(req, 0x11, 4 * KiB);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_READ, 8192 + 1024, 8), 4 * KiB);
+  uint8_t zero[4 * KiB] = {0};
+  CHECK(memcmp(req, zero, sizeof zero) == 0);
+  /* ... and past the capacity (3 MiB = 6144 sectors) too. */
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_WRITE, 8192 + 6144, 8), -EIO);
+
+  /* Append to zone 1: written at its wp, the LBA returned. */
+  memset(req, 0x77, 4 * KiB);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_ZONE_APPEND, 8192, 8), 4 * KiB);
+  CHECK_EQ(done.append_lba, 8192 + 128);
+  CHECK_EQ(zone(1).wp, 8192 + 136);
+  memset(req, 0, 4 * KiB);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_READ, 8192 + 128, 8), 4 * KiB);
+  CHECK(req[0] == 0x77 && req[4 * KiB - 1] == 0x77);
+  /* Appending to the conventional zone or not at a zone start fails. */
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_ZONE_APPEND, 0, 8), -EIO);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_ZONE_APPEND, 8192 + 8, 8), -EINVAL);
+
+  /* The conventional zone takes writes anywhere. */
+  memset(req, 0x33, 4 * KiB);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_WRITE | ZNBD_UBLK_IO_F_FUA, 4096, 8), 4 * KiB);
+  memset(req, 0, 4 * KiB);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_READ, 4096, 8), 4 * KiB);
+  CHECK(req[0] == 0x33 && req[4 * KiB - 1] == 0x33);
+
+  /* Open limit 2, zone 1 implicitly open: opening zone 2 and then zone 3
+   * closes zone 1 (null_blk's null_close_imp_open_zone()); with both
+   * open explicitly, opening zone 4 fails with ETOOMANYREFS
+   * (BLK_STS_ZONE_OPEN_RESOURCE) and changes nothing. */
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_ZONE_OPEN, 2 * 8192, 0), 0);
+  CHECK_EQ(zone(2).cond, BLK_ZONE_COND_EXP_OPEN);
+  CHECK_EQ(zone(1).cond, BLK_ZONE_COND_IMP_OPEN);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_ZONE_OPEN, 3 * 8192, 0), 0);
+  CHECK_EQ(zone(1).cond, BLK_ZONE_COND_CLOSED);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_ZONE_OPEN, 4 * 8192, 0), -ETOOMANYREFS);
+  CHECK_EQ(zone(4).cond, BLK_ZONE_COND_EMPTY);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_ZONE_CLOSE, 3 * 8192, 0), 0);
+  CHECK_EQ(zone(3).cond, BLK_ZONE_COND_EMPTY); /* nothing written */
+  /* Finish zone 2: FULL, its wp at the zone's end (null_blk's
+   * null_finish_zone(): start + len, whatever the capacity). */
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_ZONE_FINISH, 2 * 8192, 0), 0);
+  struct blk_zone z2 = zone(2);
+  CHECK_EQ(z2.cond, BLK_ZONE_COND_FULL);
+  CHECK_EQ(z2.wp, 3 * 8192);
+  /* A zone op on the conventional zone: EIO as null_blk. */
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_ZONE_RESET, 0, 0), -EIO);
+  /* Reset zone 1 alone, then all. */
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_ZONE_RESET, 8192, 0), 0);
+  CHECK_EQ(zone(1).cond, BLK_ZONE_COND_EMPTY);
+  CHECK_EQ(zone(1).wp, 8192);
+  memset(req, 0x44, 4 * KiB);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_WRITE, 5 * 8192, 8), 4 * KiB);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_ZONE_RESET_ALL, 0, 0), 0);
+  for (uint32_t i = 1; i < 8; i++) {
+    struct blk_zone zi = zone(i);
+    CHECKF(zi.cond == BLK_ZONE_COND_EMPTY && zi.wp == zi.start,
+           "zone %u after reset-all: cond %u wp %llu", i, zi.cond,
+           (unsigned long long)zi.wp);
+  }
+  /* The conventional zone keeps its data through reset-all. */
+  memset(req, 0, 4 * KiB);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_READ, 4096, 8), 4 * KiB);
+  CHECK(req[0] == 0x33);
+  /* A write of zeros at a wp moves it; FLUSH succeeds. */
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_WRITE_ZEROES, 6 * 8192, 16), 0);
+  CHECK_EQ(zone(6).wp, 6 * 8192 + 16);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_FLUSH, 0, 0), 0);
+  /* Past the end, larger than the buffer, an unknown op. */
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_READ, 65536, 8), -EINVAL);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_READ, 0, 4096), -EINVAL);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_WRITE_SAME, 0, 8), -EOPNOTSUPP);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_REPORT_ZONES, 8 * 8192, 1), -EINVAL);
+  znbd_dev_free(d);
+}
+
+/* zoned=false: a plain RAM disk; discard and write-zeroes read back
+ * zeros, zone requests fail. */
+static void
+plain(void)
+{
+  struct znbd_params p;
+  static const char *const kv[] = {"size", "16M", "zoned", "false", NULL};
+  test_params(&p, kv);
+  struct znbd_dev *d = test_dev(&p);
+  znbd_ublk_io_init(&h, d, bounce, sizeof bounce);
+  uint8_t zero[64 * KiB] = {0};
+
+  memset(req, 0x5a, 64 * KiB);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_WRITE, 2048, 128), 64 * KiB);
+  memset(req, 0, 64 * KiB);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_READ, 2048, 128), 64 * KiB);
+  CHECK(req[0] == 0x5a && req[64 * KiB - 1] == 0x5a);
+  /* Discard the first 32 KiB, write zeros over the next 16 KiB. */
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_DISCARD, 2048, 64), 0);
+  CHECK_EQ(
+      run(ZNBD_UBLK_IO_OP_WRITE_ZEROES | ZNBD_UBLK_IO_F_NOUNMAP, 2048 + 64, 32),
+      0);
+  memset(req, 0xff, 64 * KiB);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_READ, 2048, 128), 64 * KiB);
+  CHECK(memcmp(req, zero, 48 * KiB) == 0);
+  CHECK(req[48 * KiB] == 0x5a && req[64 * KiB - 1] == 0x5a);
+  /* Zone requests on a plain device. */
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_REPORT_ZONES, 0, 1), -EOPNOTSUPP);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_ZONE_RESET, 0, 0), -EINVAL);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_ZONE_RESET_ALL, 0, 0), -EINVAL);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_ZONE_APPEND, 0, 8), -EINVAL);
+  znbd_dev_free(d);
+}
+
+/* A power cut (write_cache=true): the unflushed write is gone, and the
+ * queue made before the cut fails every request with EIO, reads too; a
+ * queue made after it works. */
+static void
+power_cut(void)
+{
+  struct znbd_params p;
+  static const char *const kv[] = {"size",        "16M",  "zone_size", "4M",
+                                   "write_cache", "true", NULL};
+  test_params(&p, kv);
+  struct znbd_dev *d = test_dev(&p);
+  znbd_ublk_io_init(&h, d, bounce, sizeof bounce);
+  memset(req, 0x66, 4 * KiB);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_WRITE, 0, 8), 4 * KiB);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_FLUSH, 0, 0), 0);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_WRITE, 8, 8), 4 * KiB);
+  CHECK_EQ(znbd_dev_power_cut(d, 0), 0);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_READ, 0, 8), -EIO);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_WRITE, 16, 8), -EIO);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_REPORT_ZONES, 0, 1), -EIO);
+  znbd_ublk_io_init(&h, d, bounce, sizeof bounce);
+  CHECK_EQ(zone(0).wp, 8);
+  memset(req, 0, 4 * KiB);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_READ, 0, 8), 4 * KiB);
+  CHECK(req[0] == 0x66 && req[4 * KiB - 1] == 0x66);
+  znbd_dev_free(d);
+}
+
+/* SET_PARAMS from key=value words: ERR_WORD "" when accepted, else a
+ * word the refusal must name. */
+static void
+setup_of(const char *const *kv, struct znbd_ublk_params *up,
+         const char *err_word)
+{
+  struct znbd_params p;
+  char err[256] = "";
+  test_params(&p, kv);
+  int r = znbd_ublk_setup_params(&p, 512 * KiB, up, err, sizeof err);
+  if (!*err_word)
+    CHECKF(r == 0, "refused: %s", err);
+  else
+    CHECKF(r == -1 && errno == EINVAL && strstr(err, err_word),
+           "expected a refusal naming %s, got %d: %s", err_word, r, err);
+  znbd_params_free(&p);
+}
+
+static void
+setup(void)
+{
+  struct znbd_ublk_params up;
+  static const char *const zoned_kv[] = {"size",
+                                         "64M",
+                                         "zone_size",
+                                         "4M",
+                                         "zone_nr_conv",
+                                         "1",
+                                         "zone_max_open",
+                                         "3",
+                                         "zone_max_active",
+                                         "5",
+                                         NULL};
+  setup_of(zoned_kv, &up, "");
+  CHECK_EQ(up.len, sizeof up);
+  CHECK_EQ(up.types, ZNBD_UBLK_PARAM_TYPE_BASIC | ZNBD_UBLK_PARAM_TYPE_DISCARD |
+                         ZNBD_UBLK_PARAM_TYPE_ZONED);
+  CHECK_EQ(up.basic.dev_sectors, 131072);
+  CHECK_EQ(up.basic.chunk_sectors, 8192);
+  CHECK_EQ(up.basic.logical_bs_shift, 9);
+  CHECK_EQ(up.basic.max_sectors, 1024);
+  CHECK_EQ(up.zoned.max_open_zones, 3);
+  CHECK_EQ(up.zoned.max_active_zones, 5);
+  CHECK_EQ(up.zoned.max_zone_append_sectors, 1024);
+  CHECK_EQ(up.discard.max_discard_sectors, 0);
+  CHECK_EQ(up.discard.max_write_zeroes_sectors, 1024);
+  static const char *const npo2[] = {"size", "60M", "zone_size", "3M", NULL};
+  setup_of(npo2, &up, "zone_size");
+  static const char *const runt[] = {"size", "66M", "zone_size", "4M", NULL};
+  setup_of(runt, &up, "size");
+  static const char *const plain_kv[] = {"size",        "1G",        "zoned",
+                                         "false",       "blocksize", "4096",
+                                         "write_cache", "true",      NULL};
+  setup_of(plain_kv, &up, "");
+  CHECK_EQ(up.types, ZNBD_UBLK_PARAM_TYPE_BASIC | ZNBD_UBLK_PARAM_TYPE_DISCARD);
+  CHECK_EQ(up.basic.chunk_sectors, 0);
+  CHECK_EQ(up.basic.logical_bs_shift, 12);
+  CHECK_EQ(up.basic.dev_sectors, 2097152);
+  CHECK_EQ(up.basic.attrs, ZNBD_UBLK_ATTR_VOLATILE_CACHE | ZNBD_UBLK_ATTR_FUA);
+  CHECK_EQ(up.discard.max_discard_sectors, 1024);
+  CHECK_EQ(up.discard.max_discard_segments, 1);
+}
+
+int
+main(void)
+{
+  zoned();
+  plain();
+  power_cut();
+  setup();
+  return check_done("ublk_test");
+}

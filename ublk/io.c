@@ -1,0 +1,221 @@
+/* znbd-ublk's request handler: one ublk request on the device through
+ * the request contract (io.h).  Sources: include/uapi/linux/ublk_cmd.h
+ * (the descriptor, ops and flags), drivers/block/ublk_drv.c (what the
+ * kernel sends and how it completes a result), drivers/block/null_blk
+ * (the status of each zone error, which the core's errno already is). */
+#include <errno.h>
+#include <linux/blkzoned.h>
+#include <string.h>
+
+#include "io.h"
+
+#define SECTOR 512u
+
+void
+znbd_ublk_io_init(struct znbd_ublk_io *h, struct znbd_dev *d, void *buf,
+                  size_t buf_len)
+{
+  h->dev = d;
+  znbd_req_ctx_init(&h->rq, d);
+  h->buf = buf;
+  h->buf_len = buf_len;
+}
+
+/* The result for a core call that failed with ERR.  The core's errno is
+ * already the one null_blk gives (znbd/dev.h); errno_to_blk_status()
+ * in the kernel knows these.  EAGAIN (a write ahead of the wp with
+ * NOWAIT) and ESHUTDOWN (fenced by a power cut) are I/O errors: EAGAIN
+ * would be BLK_STS_AGAIN, which the block layer retries or hands to a
+ * NOWAIT submitter, not the write error null_blk gives. */
+static int32_t
+fail(int err)
+{
+  switch (err) {
+  case EIO:
+  case EINVAL:
+  case ENOMEM:
+  case ENOSPC:
+  case ETOOMANYREFS:
+  case EOVERFLOW:
+    return -err;
+  default:
+    return -EIO;
+  }
+}
+
+/* Whether [OFF, OFF + LEN) (bytes) lies inside the device and LEN fits
+ * H's buffer (DATA: the request moves data). */
+static bool
+in_range(const struct znbd_ublk_io *h, uint64_t off, uint64_t len, bool data)
+{
+  uint64_t size = znbd_dev_size(h->dev);
+  if (off > size || len > size - off)
+    return false;
+  return !data || len <= h->buf_len;
+}
+
+/* One zone as a struct blk_zone of <linux/blkzoned.h>, sectors.
+ * Conventional (and READONLY, OFFLINE) zones have no wp in the core;
+ * they report start + len, as null_blk's null_init_zoned_dev() sets a
+ * conventional zone's wp and null_report_zones() reports it.  A
+ * conventional zone's capacity is its length: blk_revalidate_disk_zones()
+ * refuses anything else. */
+static void
+to_blk_zone(const struct znbd_zone_info *z, struct blk_zone *b)
+{
+  memset(b, 0, sizeof *b);
+  b->start = z->start / SECTOR;
+  b->len = z->len / SECTOR;
+  b->capacity =
+      z->type == ZNBD_ZONE_TYPE_CONVENTIONAL ? b->len : z->capacity / SECTOR;
+  b->wp = z->wp == ZNBD_WP_INVALID ? b->start + b->len : z->wp / SECTOR;
+  b->type = (uint8_t)z->type;
+  b->cond = (uint8_t)z->cond;
+}
+
+static int32_t
+report_zones(struct znbd_ublk_io *h, const struct znbd_ublksrv_io_desc *iod,
+             const struct znbd_ublk_copy *copy)
+{
+  uint32_t nr = znbd_dev_nr_zones(h->dev);
+  uint64_t off = iod->start_sector * SECTOR;
+  uint64_t bytes = (uint64_t)iod->nr_sectors * sizeof(struct blk_zone);
+  if (!nr)
+    return -EOPNOTSUPP;
+  if (off >= znbd_dev_size(h->dev) || bytes == 0 || bytes > h->buf_len)
+    return -EINVAL;
+  /* The zones after the last one read as zero-length entries: the end of
+   * the report (ublk_report_zones()). */
+  memset(h->buf, 0, bytes);
+  struct blk_zone *out = h->buf;
+  uint32_t first = znbd_dev_zone_index(h->dev, off);
+  uint32_t want = iod->nr_sectors, done = 0;
+  while (done < want) {
+    struct znbd_zone_info z[64];
+    uint32_t n = want - done < 64 ? want - done : 64;
+    uint32_t got = znbd_dev_report(h->dev, first + done, n, z);
+    for (uint32_t i = 0; i < got; i++)
+      to_blk_zone(&z[i], &out[done + i]);
+    done += got;
+    if (got < n)
+      break;
+  }
+  int r = copy->copy_out(copy->opaque, h->buf, bytes, 0);
+  return r < 0 ? r : (int32_t)bytes;
+}
+
+/* The core's operation for a ublk zone operation. */
+static const enum znbd_zone_op zone_ops[] = {
+    [ZNBD_UBLK_IO_OP_ZONE_OPEN] = ZNBD_ZONE_OP_OPEN,
+    [ZNBD_UBLK_IO_OP_ZONE_CLOSE] = ZNBD_ZONE_OP_CLOSE,
+    [ZNBD_UBLK_IO_OP_ZONE_FINISH] = ZNBD_ZONE_OP_FINISH,
+    [ZNBD_UBLK_IO_OP_ZONE_RESET] = ZNBD_ZONE_OP_RESET,
+};
+
+/* OPEN, CLOSE, FINISH or RESET of the zone holding byte OFF.  A zone
+ * management request carries the zone's start sector (blk_rq_pos()). */
+static int32_t
+zone_op(struct znbd_ublk_io *h, uint8_t op, uint64_t off)
+{
+  if (!znbd_dev_nr_zones(h->dev) || off >= znbd_dev_size(h->dev))
+    return -EINVAL;
+  if (znbd_req_zone_op(&h->rq, zone_ops[op], znbd_dev_zone_index(h->dev, off)) <
+      0)
+    return fail(errno);
+  return 0;
+}
+
+int32_t
+znbd_ublk_io_exec(struct znbd_ublk_io *h,
+                  const struct znbd_ublksrv_io_desc *iod,
+                  const struct znbd_ublk_copy *copy,
+                  struct znbd_ublk_done *done)
+{
+  uint8_t op = iod->op_flags & 0xff;
+  uint32_t flags = iod->op_flags >> 8 << 8;
+  uint64_t off = iod->start_sector * SECTOR;
+  uint64_t len = (uint64_t)iod->nr_sectors * SECTOR;
+  unsigned fua = flags & ZNBD_UBLK_IO_F_FUA ? ZNBD_WRITE_FUA : 0;
+  int r;
+
+  done->append_lba = 0;
+  done->delay_nsec = 0;
+  /* After a power cut the queue's requests change nothing (the contract's
+   * fence) and reads, which the fence does not cover, fail too: the
+   * device this queue served is gone, as znbd-tcmu's NOT READY. */
+  if (znbd_req_cut(&h->rq))
+    return -EIO;
+  switch (op) {
+  case ZNBD_UBLK_IO_OP_READ:
+    if (!in_range(h, off, len, true))
+      return -EINVAL;
+    done->delay_nsec = znbd_req_delay(&h->rq, ZNBD_IO_READ, len, 0);
+    if (znbd_dev_read(h->dev, h->buf, len, off) < 0)
+      return fail(errno);
+    r = copy->copy_out(copy->opaque, h->buf, len, 0);
+    return r < 0 ? r : (int32_t)len;
+  case ZNBD_UBLK_IO_OP_WRITE:
+    if (!in_range(h, off, len, true))
+      return -EINVAL;
+    done->delay_nsec = znbd_req_delay(&h->rq, ZNBD_IO_WRITE, len, 0);
+    if ((r = copy->copy_in(copy->opaque, h->buf, len, 0)) < 0)
+      return r;
+    if (znbd_req_write(&h->rq, h->buf, len, off, ZNBD_WRITE_NOWAIT | fua, NULL,
+                       NULL) < 0)
+      return fail(errno);
+    return (int32_t)len;
+  case ZNBD_UBLK_IO_OP_WRITE_ZEROES: {
+    if (!in_range(h, off, len, false))
+      return -EINVAL;
+    unsigned keep = flags & ZNBD_UBLK_IO_F_NOUNMAP ? ZNBD_WRITE_ALLOCATE : 0;
+    done->delay_nsec = znbd_req_delay(&h->rq, ZNBD_IO_WRITE, len, 0);
+    if (znbd_req_write(&h->rq, NULL, len, off, ZNBD_WRITE_NOWAIT | keep | fua,
+                       NULL, NULL) < 0)
+      return fail(errno);
+    return 0;
+  }
+  case ZNBD_UBLK_IO_OP_FLUSH:
+    done->delay_nsec = znbd_req_delay(&h->rq, ZNBD_IO_FLUSH, 0, 0);
+    return znbd_req_flush(&h->rq) < 0 ? fail(errno) : 0;
+  case ZNBD_UBLK_IO_OP_DISCARD:
+    if (!in_range(h, off, len, false))
+      return -EINVAL;
+    done->delay_nsec = znbd_req_delay(&h->rq, ZNBD_IO_TRIM, len, 0);
+    return znbd_req_trim(&h->rq, len, off, 0) < 0 ? fail(errno) : 0;
+  case ZNBD_UBLK_IO_OP_ZONE_OPEN:
+  case ZNBD_UBLK_IO_OP_ZONE_CLOSE:
+  case ZNBD_UBLK_IO_OP_ZONE_FINISH:
+  case ZNBD_UBLK_IO_OP_ZONE_RESET:
+    done->delay_nsec =
+        znbd_req_delay(&h->rq, ZNBD_IO_ZONE_MGMT, 0, zone_ops[op]);
+    return zone_op(h, op, off);
+  case ZNBD_UBLK_IO_OP_ZONE_RESET_ALL: {
+    struct znbd_zone_all res;
+    if (!znbd_dev_nr_zones(h->dev))
+      return -EINVAL;
+    done->delay_nsec =
+        znbd_req_delay(&h->rq, ZNBD_IO_ZONE_MGMT, 0, ZNBD_ZONE_OP_RESET);
+    if (znbd_req_zone_op_all(&h->rq, ZNBD_ZONE_OP_RESET, &res) < 0)
+      return fail(errno);
+    return 0;
+  }
+  case ZNBD_UBLK_IO_OP_ZONE_APPEND: {
+    uint64_t written;
+    if (!znbd_dev_nr_zones(h->dev) || !in_range(h, off, len, true))
+      return -EINVAL;
+    done->delay_nsec = znbd_req_delay(&h->rq, ZNBD_IO_WRITE, len, 0);
+    if ((r = copy->copy_in(copy->opaque, h->buf, len, 0)) < 0)
+      return r;
+    if (znbd_req_append(&h->rq, h->buf, len, off, &written) < 0)
+      return fail(errno);
+    if (fua && znbd_req_sync(&h->rq, len, written) < 0)
+      return fail(errno);
+    done->append_lba = written / SECTOR;
+    return (int32_t)len;
+  }
+  case ZNBD_UBLK_IO_OP_REPORT_ZONES:
+    return report_zones(h, iod, copy);
+  default:
+    return -EOPNOTSUPP;
+  }
+}

@@ -1,0 +1,90 @@
+/* znbd-ublk: the handler of one ublk request (a struct ublksrv_io_desc
+ * of include/uapi/linux/ublk_cmd.h) on a znbd device, through the
+ * request contract (znbd/request.h) and the device's reads and zone
+ * reports (znbd/dev.h).  No ring and no system call of its own: the
+ * request's data moves through the copy callbacks (the runner's pread
+ * and pwrite on /dev/ublkcN, a test's memory), so a host unit test
+ * drives it (tests/unit/ublk_test.c).
+ *
+ * Results are those the ublk server commits: the bytes done (READ,
+ * WRITE, ZONE_APPEND, REPORT_ZONES: the kernel completes the rest of a
+ * shorter READ or WRITE again, ublk_drv.c's __ublk_complete_rq) or 0,
+ * or a negative errno, which ublk_drv.c turns into a block status with
+ * errno_to_blk_status(): -EIO (BLK_STS_IOERR), -ETOOMANYREFS
+ * (BLK_STS_ZONE_OPEN_RESOURCE), -EOVERFLOW (BLK_STS_ZONE_ACTIVE_RESOURCE),
+ * -EINVAL, -ENOMEM, -ENOSPC, -EOPNOTSUPP.  Those are the statuses
+ * null_blk's null_process_zoned_cmd() gives for the same conditions
+ * (drivers/block/null_blk/zoned.c): the zone rules themselves are the
+ * core's, never repeated here.
+ */
+#ifndef ZNBD_UBLK_IO_H
+#define ZNBD_UBLK_IO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "uapi.h"
+#include "znbd/dev.h"
+#include "znbd/request.h"
+
+/* Moving a request's data: COPY_IN reads LEN bytes of the request's
+ * buffer from byte OFF into BUF (a WRITE's or an append's data);
+ * COPY_OUT writes LEN bytes from BUF at byte OFF of the request's buffer
+ * (a READ's data, a zone report).  Both return 0, or a negative errno
+ * (the request fails with it). */
+struct znbd_ublk_copy {
+  int (*copy_in)(void *opaque, void *buf, size_t len, uint64_t off);
+  int (*copy_out)(void *opaque, const void *buf, size_t len, uint64_t off);
+  void *opaque;
+};
+
+/* One ublk queue's view of a device: its request context (one per
+ * queue, fenced when the queue started), and a bounce buffer of BUF_LEN
+ * bytes, the device's max_io_buf_bytes: no request is larger (the
+ * kernel's max_sectors is set from it). */
+struct znbd_ublk_io {
+  struct znbd_dev *dev;
+  struct znbd_req_ctx rq;
+  void *buf;
+  size_t buf_len;
+};
+
+/* Set H up for a queue starting now on D, with BUF (BUF_LEN bytes, kept,
+ * not copied).  Never fails. */
+void znbd_ublk_io_init(struct znbd_ublk_io *h, struct znbd_dev *d, void *buf,
+                       size_t buf_len);
+
+/* What a request gives back besides its result. */
+struct znbd_ublk_done {
+  /* A ZONE_APPEND's sector written (512-byte sectors), for the commit's
+   * zone_append_lba; 0 for every other request. */
+  uint64_t append_lba;
+  /* The injected delay before the commit, ns (znbd_req_delay():
+   * completion_nsec, mbps, zone operation latencies). */
+  uint64_t delay_nsec;
+};
+
+/* Execute IOD (sectors are 512 bytes whatever the block size, as in
+ * ublk_drv.c's ublk_setup_iod) on H, moving data through COPY.
+ * READ, WRITE (UBLK_IO_F_FUA: the range is durable before it returns,
+ * ZNBD_WRITE_FUA), FLUSH, DISCARD (znbd_req_trim: on a zoned device
+ * whole sequential zones are reset, as an NBD TRIM), WRITE_ZEROES
+ * (UBLK_IO_F_NOUNMAP keeps the range allocated on a plain device),
+ * ZONE_OPEN/CLOSE/FINISH/RESET of the zone holding start_sector,
+ * ZONE_RESET_ALL (znbd_req_zone_op_all), ZONE_APPEND at the wp of the
+ * zone starting at start_sector, REPORT_ZONES of nr_zones zones from the
+ * zone starting at start_sector (struct blk_zone entries, a zero-length
+ * entry after the last zone; the result is the whole nr_zones * 64
+ * bytes, as ublk_drv.c's ublk_report_zones() reads them).  Writes never
+ * wait for a wp (ZNBD_WRITE_NOWAIT): a write ahead of it fails with
+ * -EIO, as a write off the wp.  Zone operations and appends on a device
+ * without zones, a request past the end, or one larger than the buffer
+ * fail with -EINVAL; an unknown op with -EOPNOTSUPP; every request
+ * after a power cut (znbd_req_cut()) with -EIO.  Returns the result
+ * to commit (bytes or 0, or a negative errno) and fills DONE. */
+int32_t znbd_ublk_io_exec(struct znbd_ublk_io *h,
+                          const struct znbd_ublksrv_io_desc *iod,
+                          const struct znbd_ublk_copy *copy,
+                          struct znbd_ublk_done *done);
+
+#endif

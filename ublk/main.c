@@ -1,0 +1,246 @@
+/* znbd-ublk [options] key=value...: a znbd device (the same key=value
+ * words as znbd and the nbdkit plugin, lib/params.c) as a ublk block
+ * device, /dev/ublkbN, zoned (host-managed, UBLK_F_ZONED) or plain.  See
+ * man/znbd-ublk.pod.  Runs in the foreground until SIGTERM or SIGINT,
+ * then stops the device (STOP_DEV), serves the queues until the kernel
+ * aborts their fetches, and deletes it (DEL_DEV).
+ *
+ * This file parses options and parameters and drives the device's life:
+ * ctrl.c sends the control commands, setup.c makes the parameters,
+ * queue.c runs each queue's thread and ring, io.c executes requests. */
+#include <err.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ctrl.h"
+#include "queue.h"
+#include "setup.h"
+#include "uapi.h"
+#include "znbd/control.h"
+#include "znbd/dev.h"
+#include "znbd/params.h"
+
+/* Each request's buffer, and so the largest request (max_sectors). */
+#define MAX_IO_BYTES (512u * 1024u)
+
+static void
+usage(FILE *f)
+{
+  fprintf(f,
+          "usage: znbd-ublk [options] key=value...\n"
+          "  -n, --dev-id N     ublk device number (default -1: the "
+          "kernel picks)\n"
+          "  -q, --queues N     hardware queues, one thread each (default 1)\n"
+          "  -d, --depth N      tags per queue (default 64)\n"
+          "  -f, --foreground   accepted; znbd-ublk always runs in the "
+          "foreground\n"
+          "  -h, --help         this text\n"
+          "device parameters (key=value):\n%s",
+          znbd_params_help);
+}
+
+/* Messages start "znbd-ublk: " (err.h's program name). */
+static void
+note(const char *msg)
+{
+  warnx("note: %s", msg);
+}
+
+static long
+number(const char *opt, const char *s, long min, long max)
+{
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno || end == s || *end || v < min || v > max)
+    errx(1, "%s %s: expected a number from %ld to %ld", opt, s, min, max);
+  return v;
+}
+
+/* /dev/ublkcN appears once ADD_DEV made it (devtmpfs, no udev needed);
+ * it may take a moment. */
+static int
+open_cdev(uint32_t id)
+{
+  char path[64];
+  snprintf(path, sizeof path, "/dev/ublkc%u", id);
+  for (int i = 0; i < 1000; i++) {
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd >= 0 || errno != ENOENT)
+      return fd;
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  return -1;
+}
+
+/* SIGTERM and SIGINT into SET, blocked in this thread and so in every
+ * thread it starts: only main's sigwait() takes them. */
+static void
+block_stop_signals(sigset_t *set)
+{
+  sigemptyset(set);
+  sigaddset(set, SIGTERM);
+  sigaddset(set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, set, NULL);
+}
+
+int
+main(int argc, char **argv)
+{
+  static const struct option longopts[] = {
+      {"dev-id", required_argument, NULL, 'n'},
+      {"queues", required_argument, NULL, 'q'},
+      {"depth", required_argument, NULL, 'd'},
+      {"foreground", no_argument, NULL, 'f'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0},
+  };
+  static struct znbd_params p;
+  static struct znbd_ublk_params up;
+  char err[512];
+  long dev_id = -1, nr_queues = 1, depth = 64;
+  int c;
+
+  while ((c = getopt_long(argc, argv, "n:q:d:fh", longopts, NULL)) != -1) {
+    switch (c) {
+    case 'n':
+      dev_id = number("--dev-id", optarg, -1, 1 << 20);
+      break;
+    case 'q':
+      nr_queues = number("--queues", optarg, 1, 64);
+      break;
+    case 'd':
+      depth = number("--depth", optarg, 1, ZNBD_UBLK_MAX_QUEUE_DEPTH);
+      break;
+    case 'f':
+      break;
+    case 'h':
+      usage(stdout);
+      return 0;
+    default:
+      usage(stderr);
+      return 1;
+    }
+  }
+  znbd_params_init(&p);
+  for (int i = optind; i < argc; i++) {
+    char *eq = strchr(argv[i], '=');
+    if (!eq)
+      errx(1, "%s: expected key=value", argv[i]);
+    *eq = 0;
+    if (znbd_params_set(&p, argv[i], eq + 1, err, sizeof err) == -1)
+      errx(1, "%s", err);
+    *eq = '=';
+  }
+  if (znbd_params_finish(&p, note, err, sizeof err) == -1 ||
+      znbd_ublk_setup_params(&p, MAX_IO_BYTES, &up, err, sizeof err) == -1)
+    errx(1, "%s", err);
+  struct znbd_dev *dev = znbd_dev_new(&p, err, sizeof err);
+  if (!dev)
+    errx(1, "%s", err);
+
+  sigset_t set;
+  block_stop_signals(&set);
+  struct znbd_ublk_ctrl ctrl;
+  if (znbd_ublk_ctrl_open(&ctrl, err, sizeof err) < 0)
+    errx(1, "%s", err);
+  struct znbd_control *ctl = NULL;
+  if (p.zone_control &&
+      !(ctl = znbd_control_start(dev, p.zone_control, err, sizeof err)))
+    errx(1, "%s", err);
+
+  struct znbd_ublksrv_ctrl_dev_info info = {
+      .nr_hw_queues = (uint16_t)nr_queues,
+      .queue_depth = (uint16_t)depth,
+      .max_io_buf_bytes = MAX_IO_BYTES,
+      .dev_id = (uint32_t)dev_id,
+      .ublksrv_pid = getpid(),
+      .flags = ZNBD_UBLK_F_USER_COPY | ZNBD_UBLK_F_CMD_IOCTL_ENCODE |
+               (p.zoned ? ZNBD_UBLK_F_ZONED : 0),
+  };
+  int r = znbd_ublk_ctrl_cmd(&ctrl, ZNBD_UBLK_U_CMD_ADD_DEV, info.dev_id, &info,
+                             sizeof info, 0);
+  if (r < 0)
+    errx(1, "ADD_DEV: %s", strerror(-r));
+  uint32_t id = info.dev_id;
+  int rc = 1;
+  atomic_bool stopping = false;
+  struct znbd_ublk_queue *queues = calloc((size_t)nr_queues, sizeof *queues);
+  int cdev = -1, started = 0;
+  bool live = false;
+
+  if ((r = znbd_ublk_ctrl_cmd(&ctrl, ZNBD_UBLK_U_CMD_SET_PARAMS, id, &up,
+                              sizeof up, 0)) < 0) {
+    warnx("SET_PARAMS: %s", strerror(-r));
+    goto del;
+  }
+  if ((cdev = open_cdev(id)) < 0) {
+    warnx("/dev/ublkc%u: %s", id, strerror(errno));
+    goto del;
+  }
+  /* The queues fetch their tags before START_DEV, which waits for every
+   * tag and then adds the disk (reading the zones through them). */
+  for (; started < nr_queues; started++)
+    if (!queues ||
+        znbd_ublk_queue_start(&queues[started], cdev, (uint16_t)started,
+                              (uint16_t)depth, dev, MAX_IO_BYTES, &stopping,
+                              err, sizeof err) < 0) {
+      warnx("%s", queues ? err : "out of memory");
+      goto stop;
+    }
+  if ((r = znbd_ublk_ctrl_cmd(&ctrl, ZNBD_UBLK_U_CMD_START_DEV, id, NULL, 0,
+                              (uint64_t)getpid())) < 0) {
+    warnx("START_DEV: %s", strerror(-r));
+    goto stop;
+  }
+  live = true;
+  printf("/dev/ublkb%u", id);
+  fflush(stdout);
+  int sig;
+  sigwait(&set, &sig);
+  rc = 0;
+stop:
+  /* STOP_DEV removes the disk and aborts the queues' fetches; a device
+   * that never started has nothing to stop, and its queues give up. */
+  if ((r = znbd_ublk_ctrl_cmd(&ctrl, ZNBD_UBLK_U_CMD_STOP_DEV, id, NULL, 0,
+                              0)) < 0 &&
+      live) {
+    warnx("STOP_DEV: %s", strerror(-r));
+    rc = 1;
+  }
+  atomic_store(&stopping, true);
+  uint64_t requests = 0;
+  for (int i = 0; i < started; i++) {
+    znbd_ublk_queue_join(&queues[i]);
+    requests += queues[i].requests;
+    if (queues[i].failed)
+      rc = 1;
+  }
+  warnx("/dev/ublkb%u: %llu requests", id, (unsigned long long)requests);
+del:
+  /* DEL_DEV waits until /dev/ublkcN is released: the fd and every
+   * queue's mmap (gone with the queues above). */
+  if (cdev >= 0)
+    close(cdev);
+  if ((r = znbd_ublk_ctrl_cmd(&ctrl, ZNBD_UBLK_U_CMD_DEL_DEV, id, NULL, 0, 0)) <
+      0) {
+    warnx("DEL_DEV: %s", strerror(-r));
+    rc = 1;
+  }
+  free(queues);
+  znbd_ublk_ctrl_close(&ctrl);
+  znbd_control_stop(ctl);
+  znbd_dev_free(dev);
+  znbd_params_free(&p);
+  return rc;
+}

@@ -1,0 +1,242 @@
+/* znbd-ublk's queue runner (queue.h).  Sources: drivers/block/ublk_drv.c
+ * (ublk_ch_mmap(): where a queue's descriptors are; ublk_ch_read_iter()
+ * and ublk_ch_write_iter(): user copy at UBLKSRV_IO_BUF_OFFSET;
+ * ublk_ch_uring_cmd(): FETCH_REQ and COMMIT_AND_FETCH_REQ),
+ * include/uapi/linux/ublk_cmd.h. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "queue.h"
+
+/* Where the request of TAG on Q keeps its data in /dev/ublkcN. */
+static uint64_t
+buf_pos(const struct znbd_ublk_queue *q, uint16_t tag)
+{
+  return ZNBD_UBLKSRV_IO_BUF_OFFSET + ((uint64_t)q->q_id << ZNBD_UBLK_QID_OFF) +
+         ((uint64_t)tag << ZNBD_UBLK_TAG_OFF);
+}
+
+struct req_ref {
+  struct znbd_ublk_queue *q;
+  uint16_t tag;
+};
+
+/* LEN bytes between BUF and byte OFF of R's request buffer: pwrite
+ * (OUT, the request's data out to the kernel) or pread. */
+static int
+copy(struct req_ref *r, void *buf, size_t len, uint64_t off, bool out)
+{
+  uint64_t pos = buf_pos(r->q, r->tag) + off;
+  for (size_t done = 0; done < len;) {
+    char *p = (char *)buf + done;
+    off_t at = (off_t)(pos + done);
+    ssize_t n = out ? pwrite(r->q->cdev, p, len - done, at)
+                    : pread(r->q->cdev, p, len - done, at);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return n < 0 ? -errno : -EIO;
+    done += (size_t)n;
+  }
+  return 0;
+}
+
+static int
+copy_in(void *opaque, void *buf, size_t len, uint64_t off)
+{
+  return copy(opaque, buf, len, off, false);
+}
+
+static int
+copy_out(void *opaque, const void *buf, size_t len, uint64_t off)
+{
+  return copy(opaque, (void *)buf, len, off, true);
+}
+
+/* Queue the I/O command OP for TAG: FETCH_REQ, or COMMIT_AND_FETCH_REQ
+ * with RESULT (and ADDR: 0, or an append's sector). */
+static int
+prep(struct znbd_ublk_queue *q, uint32_t op, uint16_t tag, int32_t result,
+     uint64_t addr)
+{
+  struct io_uring_sqe *sqe = io_uring_get_sqe(&q->ring);
+  if (!sqe)
+    return -EBUSY;
+  memset(sqe, 0, sizeof *sqe);
+  sqe->opcode = IORING_OP_URING_CMD;
+  sqe->fd = q->cdev;
+  sqe->cmd_op = op;
+  sqe->user_data = tag;
+  struct znbd_ublksrv_io_cmd *cmd = (void *)sqe->cmd;
+  cmd->q_id = q->q_id;
+  cmd->tag = tag;
+  cmd->result = result;
+  cmd->addr = addr;
+  return 0;
+}
+
+static void
+sleep_ns(uint64_t ns)
+{
+  struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+  while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+    ;
+}
+
+/* One request of TAG, fetched: execute it, queue its commit. */
+static int
+serve_one(struct znbd_ublk_queue *q, uint16_t tag)
+{
+  struct znbd_ublksrv_io_desc iod;
+  struct znbd_ublk_done done;
+  struct req_ref ref = {q, tag};
+  struct znbd_ublk_copy copy = {copy_in, copy_out, &ref};
+
+  memcpy(&iod, (const void *)&q->descs[tag], sizeof iod);
+  int32_t res = znbd_ublk_io_exec(&q->io, &iod, &copy, &done);
+  /* The injected delay (completion_nsec, mbps, zone latencies) holds
+   * this queue's thread, as null_blk's timer mode holds the request:
+   * the other queues go on. */
+  if (done.delay_nsec)
+    sleep_ns(done.delay_nsec);
+  q->requests++;
+  /* The commit's addr must be 0 but for an append's sector: the kernel
+   * refuses anything else with EINVAL and the request never ends. */
+  uint64_t addr =
+      (iod.op_flags & 0xff) == ZNBD_UBLK_IO_OP_ZONE_APPEND && res >= 0
+          ? done.append_lba
+          : 0;
+  return prep(q, ZNBD_UBLK_U_IO_COMMIT_AND_FETCH_REQ, tag, res, addr);
+}
+
+static void *
+run(void *arg)
+{
+  struct znbd_ublk_queue *q = arg;
+  unsigned pending = 0; /* commands the kernel holds */
+
+  for (uint16_t tag = 0; tag < q->depth; tag++)
+    if (prep(q, ZNBD_UBLK_U_IO_FETCH_REQ, tag, -1, 0) == 0)
+      pending++;
+  int r = io_uring_submit(&q->ring);
+  if (r < 0) {
+    fprintf(stderr, "znbd-ublk: queue %u: io_uring_submit: %s\n", q->q_id,
+            strerror(-r));
+    q->failed = 1;
+    return NULL;
+  }
+  while (pending) {
+    struct io_uring_cqe *cqe;
+    struct __kernel_timespec ts = {1, 0};
+    r = io_uring_wait_cqe_timeout(&q->ring, &cqe, &ts);
+    if (r == -ETIME || r == -EINTR) {
+      /* Nothing for a second: only a stopped device whose fetches the
+       * kernel did not abort ends the loop here (closing the ring then
+       * cancels them). */
+      if (atomic_load(q->stopping))
+        break;
+      continue;
+    }
+    if (r < 0) {
+      fprintf(stderr, "znbd-ublk: queue %u: io_uring: %s\n", q->q_id,
+              strerror(-r));
+      q->failed = 1;
+      break;
+    }
+    unsigned seen = 0, head;
+    io_uring_for_each_cqe(&q->ring, head, cqe)
+    {
+      uint16_t tag = (uint16_t)cqe->user_data;
+      int res = cqe->res;
+      seen++;
+      pending--;
+      if (res == ZNBD_UBLK_IO_RES_ABORT)
+        continue; /* the device stops: this tag is done */
+      if (res < 0) {
+        fprintf(stderr, "znbd-ublk: queue %u tag %u: %s\n", q->q_id, tag,
+                strerror(-res));
+        q->failed = 1;
+        continue;
+      }
+      if (serve_one(q, tag) == 0)
+        pending++;
+    }
+    io_uring_cq_advance(&q->ring, seen);
+    if ((r = io_uring_submit(&q->ring)) < 0) {
+      fprintf(stderr, "znbd-ublk: queue %u: io_uring_submit: %s\n", q->q_id,
+              strerror(-r));
+      q->failed = 1;
+      break;
+    }
+  }
+  return NULL;
+}
+
+int
+znbd_ublk_queue_start(struct znbd_ublk_queue *q, int cdev, uint16_t q_id,
+                      uint16_t depth, struct znbd_dev *d, uint32_t max_io_bytes,
+                      const atomic_bool *stopping, char *err, size_t errlen)
+{
+  long page = sysconf(_SC_PAGESIZE);
+  size_t max_len =
+      ((size_t)ZNBD_UBLK_MAX_QUEUE_DEPTH * sizeof(struct znbd_ublksrv_io_desc) +
+       (size_t)page - 1) /
+      (size_t)page * (size_t)page;
+  int r;
+
+  memset(q, 0, sizeof *q);
+  q->cdev = cdev;
+  q->q_id = q_id;
+  q->depth = depth;
+  q->stopping = stopping;
+  q->descs_len =
+      ((size_t)depth * sizeof(struct znbd_ublksrv_io_desc) + (size_t)page - 1) /
+      (size_t)page * (size_t)page;
+  q->descs = mmap(NULL, q->descs_len, PROT_READ, MAP_SHARED | MAP_POPULATE,
+                  cdev, (off_t)(ZNBD_UBLKSRV_CMD_BUF_OFFSET + q_id * max_len));
+  if (q->descs == MAP_FAILED) {
+    int e = errno;
+    snprintf(err, errlen, "queue %u: mmap of the descriptors: %s", q_id,
+             strerror(e));
+    errno = e;
+    return -1;
+  }
+  void *buf = malloc(max_io_bytes);
+  if (!buf) {
+    munmap(q->descs, q->descs_len);
+    snprintf(err, errlen, "queue %u: out of memory", q_id);
+    errno = ENOMEM;
+    return -1;
+  }
+  znbd_ublk_io_init(&q->io, d, buf, max_io_bytes);
+  if ((r = io_uring_queue_init(depth, &q->ring, 0)) < 0) {
+    snprintf(err, errlen, "queue %u: io_uring_queue_init: %s", q_id,
+             strerror(-r));
+    goto fail;
+  }
+  if ((r = -pthread_create(&q->thread, NULL, run, q)) < 0) {
+    io_uring_queue_exit(&q->ring);
+    snprintf(err, errlen, "queue %u: pthread_create: %s", q_id, strerror(-r));
+    goto fail;
+  }
+  return 0;
+fail:
+  free(buf);
+  munmap(q->descs, q->descs_len);
+  errno = -r;
+  return -1;
+}
+
+void
+znbd_ublk_queue_join(struct znbd_ublk_queue *q)
+{
+  pthread_join(q->thread, NULL);
+  io_uring_queue_exit(&q->ring);
+  free(q->io.buf);
+  munmap(q->descs, q->descs_len);
+}

@@ -1,0 +1,49 @@
+/* znbd-ublk: the runner of one ublk queue: its thread and io_uring, the
+ * tags' descriptors mmap()ed from /dev/ublkcN, FETCH_REQ for every tag
+ * and COMMIT_AND_FETCH_REQ for each request done, from the same thread
+ * and ring (ublk_drv.c binds a queue to the task that fetched its tags).
+ * The requests themselves are io.c's. */
+#ifndef ZNBD_UBLK_QUEUE_H
+#define ZNBD_UBLK_QUEUE_H
+
+#include <liburing.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "io.h"
+
+struct znbd_ublk_queue {
+  int cdev; /* /dev/ublkcN, shared by the queues, owned by the caller */
+  uint16_t q_id, depth;
+  struct znbd_ublksrv_io_desc *descs;
+  size_t descs_len; /* bytes mmap()ed */
+  struct io_uring ring;
+  struct znbd_ublk_io io;
+  pthread_t thread;
+  /* Set by the caller once STOP_DEV returned (or START_DEV failed): a
+   * queue whose fetches the kernel never aborts gives up waiting. */
+  const atomic_bool *stopping;
+  /* Out, once joined: requests done, and whether the thread failed. */
+  uint64_t requests;
+  int failed;
+};
+
+/* Set queue Q_ID of DEPTH tags up on CDEV for device D (requests of at
+ * most MAX_IO_BYTES bytes) and start its thread, which fetches every
+ * tag and serves until the kernel aborts them (STOP_DEV) or STOPPING is
+ * set and nothing is pending.  Returns 0, or -1 with errno and a message
+ * in ERR (Q is then released). */
+int znbd_ublk_queue_start(struct znbd_ublk_queue *q, int cdev, uint16_t q_id,
+                          uint16_t depth, struct znbd_dev *d,
+                          uint32_t max_io_bytes, const atomic_bool *stopping,
+                          char *err, size_t errlen);
+
+/* Wait for Q's thread and release its ring, buffer and descriptors (the
+ * mmap holds /dev/ublkcN open as the fd does: DEL_DEV waits for both).
+ * Never fails. */
+void znbd_ublk_queue_join(struct znbd_ublk_queue *q);
+
+#endif
