@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "znbd/dev.h"
+#include "znbd/log.h"
 #include "dev_fenced.h"
 #include "store.h"
 #include "store_dir.h"
@@ -31,8 +32,6 @@ struct znbd_dev {
   struct znbd_zones zs;   /* ZONED: the zone engine (when p.zoned) */
   struct znbd_wcache *wc; /* write_cache=true, else NULL */
   struct znbd_faults f;   /* bad blocks, lost replies, mbps */
-  void (*fault_log)(void *opaque, const char *msg);
-  void *fault_log_opaque;
 };
 
 static char *
@@ -48,7 +47,7 @@ dup_or_null(const char *s, bool *fail)
 
 /* ZONED: discard callback of the zone engine (reset, finish, online):
  * the store hears which it was, so a file store can truncate.  A store
- * that fails here (a file system error) says so on stderr; the zone's
+ * that fails here (a file system error) says so in the log; the zone's
  * new condition stands, as a drive's would. */
 static void
 discard_how(struct znbd_dev *d, const struct znbd_zone *z, uint64_t from,
@@ -61,8 +60,8 @@ discard_how(struct znbd_dev *d, const struct znbd_zone *z, uint64_t from,
   else
     r = znbd_store_zone_reset(d->store, zno, z->start, z->len, release);
   if (r < 0)
-    fprintf(stderr, "znbd: zone %" PRIu32 ": %s store: %s\n", zno,
-            d->store->ops->name, strerror(errno));
+    znbd_log(ZNBD_LOG_ERROR, "zone %" PRIu32 ": %s store: %s", zno,
+             d->store->ops->name, strerror(errno));
   /* Zone management is durable when it completes (lib/wcache.c). */
   if (d->wc)
     znbd_wcache_zone_durable(d->wc, zno,
@@ -145,13 +144,13 @@ restore_zones(struct znbd_dev *d, char *err, size_t errlen)
     closed += zs->zone[i].cond == ZNBD_ZONE_COND_CLOSED;
   }
   if (zs->max_active && closed > zs->max_active)
-    fprintf(stderr,
-            "znbd: dir=%s: %" PRIu32
-            " zones are CLOSED after the restart, more than "
-            "zone_max_active=%" PRIu32
-            "; they stay CLOSED and no other zone can become active until "
-            "enough of them are finished or reset\n",
-            d->p.dir, closed, zs->max_active);
+    znbd_log(ZNBD_LOG_WARNING,
+             "dir=%s: %" PRIu32
+             " zones are CLOSED after the restart, more than "
+             "zone_max_active=%" PRIu32
+             "; they stay CLOSED and no other zone can become active until "
+             "enough of them are finished or reset",
+             d->p.dir, closed, zs->max_active);
   return 0;
 }
 
@@ -337,10 +336,10 @@ znbd_dev_free(struct znbd_dev *d)
   if (d->wc) {
     /* Shutting down: flush as a drive does before power goes. */
     if (znbd_wcache_flush(d->wc, ZNBD_NO_FENCE) < 0)
-      fprintf(stderr, "znbd: shutdown flush: %s\n", strerror(errno));
+      znbd_log(ZNBD_LOG_ERROR, "shutdown flush: %s", strerror(errno));
     else if (znbd_wcache_retire(d->wc) < 0)
-      fprintf(stderr, "znbd: shutdown: emptying the journal: %s\n",
-              strerror(errno));
+      znbd_log(ZNBD_LOG_ERROR, "shutdown: emptying the journal: %s",
+               strerror(errno));
     znbd_wcache_free(d->wc);
   }
   znbd_zones_destroy(&d->zs);
@@ -450,19 +449,6 @@ zoned_read(struct znbd_dev *d, uint8_t *buf, uint64_t len, uint64_t off)
   return znbd_zones_spans(&d->zs, off, len, read_span, &c) ? -1 : 0;
 }
 
-static void __attribute__((format(printf, 2, 3)))
-fault_log(struct znbd_dev *d, const char *fmt, ...)
-{
-  char msg[256];
-  va_list ap;
-  if (!d->fault_log)
-    return;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  d->fault_log(d->fault_log_opaque, msg);
-}
-
 /* Bad blocks, null_handle_badblocks(): whether [OFF, OFF+LEN) (bytes)
  * touches a bad sector.  If so the error is counted and logged, and *OK
  * gets the bytes that badblocks_partial_io lets through: those before the
@@ -478,11 +464,10 @@ badblock_hit(struct znbd_dev *d, const char *what, uint64_t len, uint64_t off,
   uint64_t bad = first * 512 / d->p.blocksize * d->p.blocksize;
   *ok = d->p.badblocks_partial_io && bad > off ? bad - off : 0;
   atomic_fetch_add(&d->f.bb_errors, 1);
-  fault_log(d,
-            "badblock: %s of %" PRIu64 " bytes at %" PRIu64
-            ": bad sectors from %" PRIu64 "%s; %" PRIu64 " bytes done",
-            what, len, off, first, d->p.badblocks_once ? " (cleared)" : "",
-            *ok);
+  znbd_log(ZNBD_LOG_FAULT,
+           "badblock: %s of %" PRIu64 " bytes at %" PRIu64
+           ": bad sectors from %" PRIu64 "%s; %" PRIu64 " bytes done",
+           what, len, off, first, d->p.badblocks_once ? " (cleared)" : "", *ok);
   return true;
 }
 
@@ -1037,12 +1022,12 @@ znbd_dev_drop_reply(struct znbd_dev *d, unsigned kind)
   if ((atomic_fetch_add(&d->f.drop_seen, 1) + 1) % every != 0)
     return false;
   atomic_fetch_add(&d->f.dropped, 1);
-  fault_log(d, "drop-reply: the reply to this %s is not sent",
-            kind == ZNBD_IO_READ    ? "read"
-            : kind == ZNBD_IO_WRITE ? "write"
-            : kind == ZNBD_IO_FLUSH ? "flush"
-            : kind == ZNBD_IO_TRIM  ? "trim"
-                                    : "request");
+  znbd_log(ZNBD_LOG_FAULT, "drop-reply: the reply to this %s is not sent",
+           kind == ZNBD_IO_READ    ? "read"
+           : kind == ZNBD_IO_WRITE ? "write"
+           : kind == ZNBD_IO_FLUSH ? "flush"
+           : kind == ZNBD_IO_TRIM  ? "trim"
+                                   : "request");
   return true;
 }
 
@@ -1081,14 +1066,6 @@ znbd_dev_zone_op_nsec(const struct znbd_dev *d, enum znbd_zone_op op)
   default:
     return 0;
   }
-}
-
-void
-znbd_dev_set_fault_log(struct znbd_dev *d,
-                       void (*fn)(void *opaque, const char *msg), void *opaque)
-{
-  d->fault_log = fn;
-  d->fault_log_opaque = opaque;
 }
 
 int
