@@ -86,15 +86,15 @@ void znbd_zone_advance_wp(struct znbd_zones *zs, struct znbd_zone *z,
 /* Write W, whose first zone FIRST the caller holds (if sequential): lock
  * the others up to LAST, prepare, then store and commit (or abort), or
  * with LATE commit and count a copy in flight per zone (the caller
- * stores after unlocking, then calls znbd_zone_copy_end).  Returns 0 or
- * an errno value (as znbd_zones_write_prepare() or the store's). */
+ * stores after unlocking, then calls znbd_zone_copy_end).  Returns 0, or
+ * -1 with errno as znbd_zones_write_prepare() or the store's. */
 int znbd_zones_run_write(struct znbd_zones *zs, struct znbd_zone_write *w,
                          uint32_t first, uint32_t last, bool late);
 
 /* Append W at the wp of zone ZNO (< nr_zones, locked by the caller):
  * prepare, store with the zone locked, commit or abort; W->off gets the
- * byte offset written.  Returns 0 or an errno value (as
- * znbd_zones_append_prepare() or the store's). */
+ * byte offset written.  Returns 0, or -1 with errno as
+ * znbd_zones_append_prepare() or the store's. */
 int znbd_zones_run_append(struct znbd_zones *zs, uint32_t zno,
                           struct znbd_zone_write *w);
 

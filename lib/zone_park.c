@@ -169,7 +169,7 @@ drain_locked(struct znbd_zones *zs, uint32_t i, uint32_t *hi,
       continue;
     }
     uint32_t last = znbd_zones_last_zone_no(zs, i, w->off, w->len);
-    int e = znbd_zones_run_write(zs, w, i, last, false);
+    int e = znbd_zones_run_write(zs, w, i, last, false) < 0 ? errno : 0;
     unpark(zs, z, &z->parked, e, dl);
     if (e == 0 && last > *hi)
       *hi = last;
@@ -223,7 +223,7 @@ znbd_zones_write(struct znbd_zones *zs, struct znbd_zone_write *w)
       return ZNBD_ZONE_PARKED;
     }
   } else {
-    e = znbd_zones_run_write(zs, w, first, last, late);
+    e = znbd_zones_run_write(zs, w, first, last, late) < 0 ? errno : 0;
   }
   if (seq)
     pthread_mutex_unlock(&z->lock);
@@ -244,20 +244,20 @@ int
 znbd_zones_append(struct znbd_zones *zs, uint32_t zno,
                   struct znbd_zone_write *w)
 {
-  int e;
-
   if (zno >= zs->nr_zones) {
     errno = EINVAL;
     return -1;
   }
   struct znbd_zone *z = &zs->zone[zno];
   pthread_mutex_lock(&z->lock);
-  e = znbd_zones_run_append(zs, zno, w);
+  int e = znbd_zones_run_append(zs, zno, w) < 0 ? errno : 0;
   pthread_mutex_unlock(&z->lock);
-  if (e == 0)
-    drain(zs, zno, zno);
-  errno = e;
-  return e ? -1 : 0;
+  if (e) {
+    errno = e;
+    return -1;
+  }
+  drain(zs, zno, zno);
+  return 0;
 }
 
 /* A parked write of znbd_zones_write_wait(): its thread waits here. */

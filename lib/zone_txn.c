@@ -141,7 +141,8 @@ znbd_zones_run_write(struct znbd_zones *zs, struct znbd_zone_write *w,
   }
   if (first < last)
     znbd_zones_unlock_range(zs, first + 1, last);
-  return e;
+  errno = e; /* unlocking may have changed it */
+  return e ? -1 : 0;
 }
 
 int
@@ -159,5 +160,6 @@ znbd_zones_run_append(struct znbd_zones *zs, uint32_t zno,
   } else {
     znbd_zone_write_commit(&t);
   }
-  return e;
+  errno = e;
+  return e ? -1 : 0;
 }
