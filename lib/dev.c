@@ -106,7 +106,7 @@ apply_fault(void *opaque, uint32_t zone)
   struct fault_ctx *c = opaque;
   if (c->d->zs.zone[zone].cond == c->cond)
     return 0;
-  if (znbd_zone_mgmt(&c->d->zs, c->op, zone, discard, c->d) < 0)
+  if (znbd_zones_mgmt(&c->d->zs, c->op, zone, discard, c->d) < 0)
     return -1;
   return keep_fault(c->d, zone) < 0 ? -1 : 0;
 }
@@ -136,11 +136,11 @@ restore_zones(struct znbd_dev *d, char *err, size_t errlen)
       return -1;
     }
     if (fault == ZNBD_ZONE_COND_READONLY || fault == ZNBD_ZONE_COND_OFFLINE)
-      znbd_zone_mgmt(zs,
-                     fault == ZNBD_ZONE_COND_READONLY
-                         ? ZNBD_ZONE_OP_SET_READONLY
-                         : ZNBD_ZONE_OP_SET_OFFLINE,
-                     i, NULL, NULL);
+      znbd_zones_mgmt(zs,
+                      fault == ZNBD_ZONE_COND_READONLY
+                          ? ZNBD_ZONE_OP_SET_READONLY
+                          : ZNBD_ZONE_OP_SET_OFFLINE,
+                      i, NULL, NULL);
     closed += zs->zone[i].cond == ZNBD_ZONE_COND_CLOSED;
   }
   if (zs->max_active && closed > zs->max_active)
@@ -772,16 +772,16 @@ zoned_trim(struct znbd_dev *d, uint64_t len, uint64_t off)
   bool all = off == 0 && len == d->p.size;
 
   if (all)
-    znbd_zone_mgmt(&d->zs, ZNBD_ZONE_OP_RESET, ZNBD_ALL_ZONES, discard_release,
-                   d);
+    znbd_zones_mgmt(&d->zs, ZNBD_ZONE_OP_RESET, ZNBD_ALL_ZONES, discard_release,
+                    d);
   for (; off < end; off += plen) {
     struct znbd_zone *z = znbd_zones_piece(&d->zs, off, end, &plen);
     if (z->type == ZNBD_ZONE_TYPE_CONVENTIONAL) {
       if (znbd_store_zero(d->store, plen, off, 0) < 0) /* no zone state */
         return -1;
     } else if (!all && off == z->start && plen == z->len) {
-      znbd_zone_mgmt(&d->zs, ZNBD_ZONE_OP_RESET, (uint32_t)(z - d->zs.zone),
-                     discard_release, d);
+      znbd_zones_mgmt(&d->zs, ZNBD_ZONE_OP_RESET, (uint32_t)(z - d->zs.zone),
+                      discard_release, d);
     }
   }
   return 0;
@@ -938,7 +938,7 @@ znbd_dev_zone_op_fenced(struct znbd_dev *d, uint64_t fence,
   }
   if (wc_begin(d, fence, false, 0, 0) < 0)
     return -1;
-  if (znbd_zone_mgmt(&d->zs, op, zone, discard, d) < 0)
+  if (znbd_zones_mgmt(&d->zs, op, zone, discard, d) < 0)
     return wc_end(d, -1);
   if (op == ZNBD_ZONE_OP_OPEN)
     znbd_store_zone_open(d->store, zone);

@@ -646,8 +646,8 @@ op_aborts_parked(enum znbd_zone_op op)
 }
 
 int
-znbd_zone_mgmt(struct znbd_zones *zs, enum znbd_zone_op op, uint32_t zno,
-               znbd_zone_discard_fn discard, void *opaque)
+znbd_zones_mgmt(struct znbd_zones *zs, enum znbd_zone_op op, uint32_t zno,
+                znbd_zone_discard_fn discard, void *opaque)
 {
   struct znbd_zone *z;
   struct done_list dl = DONE_LIST_INIT(dl);
