@@ -1,7 +1,8 @@
 /* znbd: the zone engine, null_blk's rules in one place: the state
- * machine (lib/zone.c), multi-zone write transactions (lib/zone_txn.c)
- * and the parked-write pipeline (lib/zone_park.c); lib/zone_impl.h says
- * how they layer.
+ * machine (lib/zone.c), what a read returns (lib/zone_read.c), multi-zone
+ * write transactions (lib/zone_txn.c), the parked-write pipeline
+ * (lib/zone_park.c) and the engine's set-up and tear-down
+ * (lib/zone_init.c); lib/zone_impl.h says how they layer.
  *
  * Everything here is in bytes (null_blk works in 512-byte sectors).  The
  * rules, their sources and the deliberate deviations are listed by name in

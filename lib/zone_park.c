@@ -10,6 +10,7 @@
 #include <sched.h>
 #include <time.h>
 
+#include "stop_thread.h"
 #include "zone_impl.h"
 
 static uint64_t
@@ -18,6 +19,29 @@ now_ns(void)
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void
+znbd_zones_park_init(struct znbd_zones *zs)
+{
+  pthread_mutex_init(&zs->sweep_lock, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&zs->sweep_cv, &ca);
+  pthread_condattr_destroy(&ca);
+  atomic_init(&zs->nparked, 0);
+  atomic_init(&zs->park_waits, 0);
+  atomic_init(&zs->park_sleeps, 0);
+}
+
+void
+znbd_zones_park_destroy(struct znbd_zones *zs)
+{
+  znbd_stop_thread(&zs->sweep_lock, &zs->sweep_cv, &zs->sweep_stop,
+                   zs->sweeper_running, zs->sweeper);
+  pthread_cond_destroy(&zs->sweep_cv);
+  pthread_mutex_destroy(&zs->sweep_lock);
 }
 
 /* Fail the parked writes whose deadline passed, zone by zone.  Zones
