@@ -10,16 +10,9 @@
 #include <sched.h>
 #include <time.h>
 
+#include "clock.h"
 #include "stop_thread.h"
 #include "zone_impl.h"
-
-static uint64_t
-now_ns(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 void
 znbd_zones_park_init(struct znbd_zones *zs)
@@ -126,7 +119,7 @@ sweeper_main(void *arg)
     }
     pthread_cond_timedwait(&zs->sweep_cv, &zs->sweep_lock, &dl);
     pthread_mutex_unlock(&zs->sweep_lock);
-    sweep(zs, now_ns());
+    sweep(zs, znbd_mono_ns());
     pthread_mutex_lock(&zs->sweep_lock);
   }
   pthread_mutex_unlock(&zs->sweep_lock);
@@ -157,7 +150,7 @@ park(struct znbd_zones *zs, struct znbd_zone *z, struct znbd_zone_write *w)
     pthread_cond_signal(&zs->sweep_cv);
   pthread_mutex_unlock(&zs->sweep_lock);
 
-  w->deadline_ns = now_ns() + (uint64_t)w->timeout_ms * 1000000u;
+  w->deadline_ns = znbd_mono_ns() + (uint64_t)w->timeout_ms * 1000000u;
   w->err = 0;
   struct znbd_zone_write **pp = &z->parked;
   while (*pp && (*pp)->off <= w->off)
@@ -324,9 +317,9 @@ sync_done(struct znbd_zone_write *w, int err)
 static void
 yield_wait(_Atomic bool *finished)
 {
-  uint64_t until = now_ns() + PARK_YIELD_NS;
+  uint64_t until = znbd_mono_ns() + PARK_YIELD_NS;
   while (!atomic_load_explicit(finished, memory_order_acquire) &&
-         now_ns() < until)
+         znbd_mono_ns() < until)
     sched_yield();
 }
 
