@@ -33,7 +33,7 @@ make_dev(const char *zone_size)
   if (znbd_params_set(&p, "size", DEV_SIZE, err, sizeof err) ||
       znbd_params_set(&p, "zone_size", zone_size, err, sizeof err) ||
       znbd_params_set(&p, "memory_backed", "false", err, sizeof err) ||
-      znbd_params_finish(&p, NULL, err, sizeof err) ||
+      znbd_params_finish(&p, err, sizeof err) ||
       !(d = znbd_dev_new(&p, err, sizeof err))) {
     fprintf(stderr, "zone-shape: %s\n", err);
     exit(EXIT_FAILURE);

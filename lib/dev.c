@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "znbd/dev.h"
+#include "znbd/log.h"
 #include "dev_fenced.h"
 #include "store.h"
 #include "store_dir.h"
@@ -31,8 +32,6 @@ struct znbd_dev {
   struct znbd_zones zs;   /* ZONED: the zone engine (when p.zoned) */
   struct znbd_wcache *wc; /* write_cache=true, else NULL */
   struct znbd_faults f;   /* bad blocks, lost replies, mbps */
-  void (*fault_log)(void *opaque, const char *msg);
-  void *fault_log_opaque;
 };
 
 static char *
@@ -48,7 +47,7 @@ dup_or_null(const char *s, bool *fail)
 
 /* ZONED: discard callback of the zone engine (reset, finish, online):
  * the store hears which it was, so a file store can truncate.  A store
- * that fails here (a file system error) says so on stderr; the zone's
+ * that fails here (a file system error) says so in the log; the zone's
  * new condition stands, as a drive's would. */
 static void
 discard_how(struct znbd_dev *d, const struct znbd_zone *z, uint64_t from,
@@ -61,8 +60,8 @@ discard_how(struct znbd_dev *d, const struct znbd_zone *z, uint64_t from,
   else
     r = znbd_store_zone_reset(d->store, zno, z->start, z->len, release);
   if (r < 0)
-    fprintf(stderr, "znbd: zone %" PRIu32 ": %s store: %s\n", zno,
-            d->store->ops->name, strerror(errno));
+    znbd_log(ZNBD_LOG_ERROR, "zone %" PRIu32 ": %s store: %s", zno,
+             d->store->ops->name, strerror(errno));
   /* Zone management is durable when it completes (lib/wcache.c). */
   if (d->wc)
     znbd_wcache_zone_durable(d->wc, zno,
@@ -107,7 +106,7 @@ apply_fault(void *opaque, uint32_t zone)
   struct fault_ctx *c = opaque;
   if (c->d->zs.zone[zone].cond == c->cond)
     return 0;
-  if (znbd_zone_mgmt(&c->d->zs, c->op, zone, discard, c->d) < 0)
+  if (znbd_zones_mgmt(&c->d->zs, c->op, zone, discard, c->d) < 0)
     return -1;
   return keep_fault(c->d, zone) < 0 ? -1 : 0;
 }
@@ -137,21 +136,21 @@ restore_zones(struct znbd_dev *d, char *err, size_t errlen)
       return -1;
     }
     if (fault == ZNBD_ZONE_COND_READONLY || fault == ZNBD_ZONE_COND_OFFLINE)
-      znbd_zone_mgmt(zs,
-                     fault == ZNBD_ZONE_COND_READONLY
-                         ? ZNBD_ZONE_OP_SET_READONLY
-                         : ZNBD_ZONE_OP_SET_OFFLINE,
-                     i, NULL, NULL);
+      znbd_zones_mgmt(zs,
+                      fault == ZNBD_ZONE_COND_READONLY
+                          ? ZNBD_ZONE_OP_SET_READONLY
+                          : ZNBD_ZONE_OP_SET_OFFLINE,
+                      i, NULL, NULL);
     closed += zs->zone[i].cond == ZNBD_ZONE_COND_CLOSED;
   }
   if (zs->max_active && closed > zs->max_active)
-    fprintf(stderr,
-            "znbd: dir=%s: %" PRIu32
-            " zones are CLOSED after the restart, more than "
-            "zone_max_active=%" PRIu32
-            "; they stay CLOSED and no other zone can become active until "
-            "enough of them are finished or reset\n",
-            d->p.dir, closed, zs->max_active);
+    znbd_log(ZNBD_LOG_WARNING,
+             "dir=%s: %" PRIu32
+             " zones are CLOSED after the restart, more than "
+             "zone_max_active=%" PRIu32
+             "; they stay CLOSED and no other zone can become active until "
+             "enough of them are finished or reset",
+             d->p.dir, closed, zs->max_active);
   return 0;
 }
 
@@ -337,10 +336,10 @@ znbd_dev_free(struct znbd_dev *d)
   if (d->wc) {
     /* Shutting down: flush as a drive does before power goes. */
     if (znbd_wcache_flush(d->wc, ZNBD_NO_FENCE) < 0)
-      fprintf(stderr, "znbd: shutdown flush: %s\n", strerror(errno));
+      znbd_log(ZNBD_LOG_ERROR, "shutdown flush: %s", strerror(errno));
     else if (znbd_wcache_retire(d->wc) < 0)
-      fprintf(stderr, "znbd: shutdown: emptying the journal: %s\n",
-              strerror(errno));
+      znbd_log(ZNBD_LOG_ERROR, "shutdown: emptying the journal: %s",
+               strerror(errno));
     znbd_wcache_free(d->wc);
   }
   znbd_zones_destroy(&d->zs);
@@ -450,19 +449,6 @@ zoned_read(struct znbd_dev *d, uint8_t *buf, uint64_t len, uint64_t off)
   return znbd_zones_spans(&d->zs, off, len, read_span, &c) ? -1 : 0;
 }
 
-static void __attribute__((format(printf, 2, 3)))
-fault_log(struct znbd_dev *d, const char *fmt, ...)
-{
-  char msg[256];
-  va_list ap;
-  if (!d->fault_log)
-    return;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  d->fault_log(d->fault_log_opaque, msg);
-}
-
 /* Bad blocks, null_handle_badblocks(): whether [OFF, OFF+LEN) (bytes)
  * touches a bad sector.  If so the error is counted and logged, and *OK
  * gets the bytes that badblocks_partial_io lets through: those before the
@@ -478,11 +464,10 @@ badblock_hit(struct znbd_dev *d, const char *what, uint64_t len, uint64_t off,
   uint64_t bad = first * 512 / d->p.blocksize * d->p.blocksize;
   *ok = d->p.badblocks_partial_io && bad > off ? bad - off : 0;
   atomic_fetch_add(&d->f.bb_errors, 1);
-  fault_log(d,
-            "badblock: %s of %" PRIu64 " bytes at %" PRIu64
-            ": bad sectors from %" PRIu64 "%s; %" PRIu64 " bytes done",
-            what, len, off, first, d->p.badblocks_once ? " (cleared)" : "",
-            *ok);
+  znbd_log(ZNBD_LOG_FAULT,
+           "badblock: %s of %" PRIu64 " bytes at %" PRIu64
+           ": bad sectors from %" PRIu64 "%s; %" PRIu64 " bytes done",
+           what, len, off, first, d->p.badblocks_once ? " (cleared)" : "", *ok);
   return true;
 }
 
@@ -787,16 +772,16 @@ zoned_trim(struct znbd_dev *d, uint64_t len, uint64_t off)
   bool all = off == 0 && len == d->p.size;
 
   if (all)
-    znbd_zone_mgmt(&d->zs, ZNBD_ZONE_OP_RESET, ZNBD_ALL_ZONES, discard_release,
-                   d);
+    znbd_zones_mgmt(&d->zs, ZNBD_ZONE_OP_RESET, ZNBD_ALL_ZONES, discard_release,
+                    d);
   for (; off < end; off += plen) {
     struct znbd_zone *z = znbd_zones_piece(&d->zs, off, end, &plen);
     if (z->type == ZNBD_ZONE_TYPE_CONVENTIONAL) {
       if (znbd_store_zero(d->store, plen, off, 0) < 0) /* no zone state */
         return -1;
     } else if (!all && off == z->start && plen == z->len) {
-      znbd_zone_mgmt(&d->zs, ZNBD_ZONE_OP_RESET, (uint32_t)(z - d->zs.zone),
-                     discard_release, d);
+      znbd_zones_mgmt(&d->zs, ZNBD_ZONE_OP_RESET, (uint32_t)(z - d->zs.zone),
+                      discard_release, d);
     }
   }
   return 0;
@@ -953,7 +938,7 @@ znbd_dev_zone_op_fenced(struct znbd_dev *d, uint64_t fence,
   }
   if (wc_begin(d, fence, false, 0, 0) < 0)
     return -1;
-  if (znbd_zone_mgmt(&d->zs, op, zone, discard, d) < 0)
+  if (znbd_zones_mgmt(&d->zs, op, zone, discard, d) < 0)
     return wc_end(d, -1);
   if (op == ZNBD_ZONE_OP_OPEN)
     znbd_store_zone_open(d->store, zone);
@@ -1039,12 +1024,12 @@ znbd_dev_drop_reply(struct znbd_dev *d, unsigned kind)
   if ((atomic_fetch_add(&d->f.drop_seen, 1) + 1) % every != 0)
     return false;
   atomic_fetch_add(&d->f.dropped, 1);
-  fault_log(d, "drop-reply: the reply to this %s is not sent",
-            kind == ZNBD_IO_READ    ? "read"
-            : kind == ZNBD_IO_WRITE ? "write"
-            : kind == ZNBD_IO_FLUSH ? "flush"
-            : kind == ZNBD_IO_TRIM  ? "trim"
-                                    : "request");
+  znbd_log(ZNBD_LOG_FAULT, "drop-reply: the reply to this %s is not sent",
+           kind == ZNBD_IO_READ    ? "read"
+           : kind == ZNBD_IO_WRITE ? "write"
+           : kind == ZNBD_IO_FLUSH ? "flush"
+           : kind == ZNBD_IO_TRIM  ? "trim"
+                                   : "request");
   return true;
 }
 
@@ -1089,14 +1074,6 @@ znbd_dev_zone_op_nsec(const struct znbd_dev *d, enum znbd_zone_op op)
   default:
     return 0;
   }
-}
-
-void
-znbd_dev_set_fault_log(struct znbd_dev *d,
-                       void (*fn)(void *opaque, const char *msg), void *opaque)
-{
-  d->fault_log = fn;
-  d->fault_log_opaque = opaque;
 }
 
 int

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "faults.h"
 #include "znbd/params.h"
 #include "err.h"
@@ -252,14 +253,6 @@ znbd_faults_bb_format(struct znbd_faults *f, char *buf, size_t len)
   return used;
 }
 
-static uint64_t
-now_ns(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 uint64_t
 znbd_faults_throttle(struct znbd_faults *f, uint64_t bytes)
 {
@@ -270,7 +263,7 @@ znbd_faults_throttle(struct znbd_faults *f, uint64_t bytes)
    * when they have passed. */
   uint64_t cost =
       (uint64_t)((double)bytes * 1e9 / ((double)f->mbps * 1048576.0));
-  uint64_t now = now_ns();
+  uint64_t now = znbd_mono_ns();
   pthread_mutex_lock(&f->lock);
   uint64_t start = f->next_free > now ? f->next_free : now;
   f->next_free = start + cost;

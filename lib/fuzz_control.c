@@ -84,7 +84,7 @@ make_dev(unsigned kind, struct znbd_params *p)
   for (const char *const *kv = geometry[kind & 3]; kv[0]; kv += 2)
     if (znbd_params_set(p, kv[0], kv[1], err, sizeof err) == -1)
       FAIL("%s=%s: %s", kv[0], kv[1], err);
-  if (znbd_params_finish(p, NULL, err, sizeof err) == -1)
+  if (znbd_params_finish(p, err, sizeof err) == -1)
     FAIL("device %u: %s", kind, err);
   struct znbd_dev *d = znbd_dev_new(p, err, sizeof err);
   if (!d)

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "znbd/params.h"
+#include "znbd/log.h"
 #include "err.h"
 #include "store_dir_meta.h"
 
@@ -679,19 +680,6 @@ znbd_params_help_text(void)
                    : "(the parameter list needs memory that was not there)";
 }
 
-static void __attribute__((format(printf, 2, 3)))
-note_f(void (*note)(const char *msg), const char *fmt, ...)
-{
-  if (!note)
-    return;
-  char buf[256];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  note(buf);
-}
-
 struct list_check {
   uint32_t nr_conv;
   uint32_t bad;
@@ -806,11 +794,11 @@ check_zones(struct znbd_params *p, char *err, size_t errlen)
 
 /* Derive P's geometry once (lib/geometry.c: zone count, capacity 0 ->
  * zone_size, null_blk's clamps; doc/zone-rules.md, rule clamp-limits),
- * report each clamp through NOTE and write the clamped values back to
- * their keys.  P is checked: derivation cannot fail then (EINVAL
+ * report each clamp as a note (znbd_log) and write the clamped values
+ * back to their keys.  P is checked: derivation cannot fail then (EINVAL
  * otherwise). */
 static int
-derive_geometry(struct znbd_params *p, void (*note)(const char *msg))
+derive_geometry(struct znbd_params *p)
 {
   const struct znbd_geometry_request r = {
       .size = p->size,
@@ -828,26 +816,26 @@ derive_geometry(struct znbd_params *p, void (*note)(const char *msg))
   if (!g->zoned)
     return 0;
   if (g->nr_conv != r.nr_conv)
-    note_f(note,
-           "zone_nr_conv: %" PRIu32 " leaves no sequential zone of %" PRIu32
-           "; clamped to %" PRIu32 " (as null_blk)",
-           r.nr_conv, g->nr_zones, g->nr_conv);
+    znbd_log(ZNBD_LOG_NOTE,
+             "zone_nr_conv: %" PRIu32 " leaves no sequential zone of %" PRIu32
+             "; clamped to %" PRIu32 " (as null_blk)",
+             r.nr_conv, g->nr_zones, g->nr_conv);
   uint32_t nr_seq = g->nr_zones - g->nr_conv;
   if (g->max_active != r.max_active)
-    note_f(note,
-           "zone_max_active: %" PRIu32 " >= %" PRIu32
-           " sequential zones; set to 0 (no limit, as null_blk)",
-           r.max_active, nr_seq);
+    znbd_log(ZNBD_LOG_NOTE,
+             "zone_max_active: %" PRIu32 " >= %" PRIu32
+             " sequential zones; set to 0 (no limit, as null_blk)",
+             r.max_active, nr_seq);
   if (g->max_open != r.max_open && g->max_active && r.max_open > g->max_active)
-    note_f(note,
-           "zone_max_open: %" PRIu32 " > zone_max_active %" PRIu32
-           "; clamped to %" PRIu32 " (as null_blk)",
-           r.max_open, g->max_active, g->max_active);
+    znbd_log(ZNBD_LOG_NOTE,
+             "zone_max_open: %" PRIu32 " > zone_max_active %" PRIu32
+             "; clamped to %" PRIu32 " (as null_blk)",
+             r.max_open, g->max_active, g->max_active);
   else if (g->max_open != r.max_open)
-    note_f(note,
-           "zone_max_open: %" PRIu32 " >= %" PRIu32
-           " sequential zones; set to 0 (no limit, as null_blk)",
-           r.max_open, nr_seq);
+    znbd_log(ZNBD_LOG_NOTE,
+             "zone_max_open: %" PRIu32 " >= %" PRIu32
+             " sequential zones; set to 0 (no limit, as null_blk)",
+             r.max_open, nr_seq);
   p->zone_capacity = g->zone_capacity;
   p->zone_nr_conv = g->nr_conv;
   p->zone_max_open = g->max_open;
@@ -882,24 +870,21 @@ set_number(struct znbd_params *p, const struct param *e, uint64_t v)
  * of the file system (512 up to 512 bytes, 4096 for 1024 to 4096: the
  * sequential files' sizes are then multiples of it, as zloop requires),
  * 4096 when zloop's is not known.  A given blocksize smaller than zloop's
- * is kept, with a NOTE that zloop may refuse the files. */
+ * is kept, with a note (znbd_log) that zloop may refuse the files. */
 static void
-default_blocksize(struct znbd_params *p, void (*note)(const char *msg))
+default_blocksize(struct znbd_params *p)
 {
   uint32_t zbs = znbd_dir_zloop_block_size(p->dir);
   if (!znbd_params_given(p, "blocksize")) {
     p->blocksize = zbs && zbs <= 512 ? 512 : 4096;
     return;
   }
-  if (note && zbs && p->blocksize < zbs) {
-    char msg[512];
-    snprintf(msg, sizeof msg,
+  if (zbs && p->blocksize < zbs)
+    znbd_log(ZNBD_LOG_NOTE,
              "blocksize: %" PRIu32 " is smaller than the file system's "
              "block size %" PRIu32 " under dir=%s: Linux zloop refuses a "
              "sequential zone file whose size is not a multiple of %" PRIu32,
              p->blocksize, zbs, p->dir, zbs);
-    note(msg);
-  }
 }
 
 /* dir=, before any check: when P->dir holds a formatted device, its
@@ -908,15 +893,14 @@ default_blocksize(struct znbd_params *p, void (*note)(const char *msg))
  * were not given; a given layout key that differs fails with EINVAL and a
  * message naming it and both values.  A zoned directory not formatted yet
  * gets the file system's block size when blocksize is not given (Linux
- * zloop's zloop_get_block_size(): 512 or 4096, see there), and NOTE says
- * when a given one is smaller.  zone_full is only used when formatting
- * (NOTE says so if it is given).  Returns 0 (also when PATH is absent or
- * not formatted yet), or -1 with errno EINVAL or EIO (unreadable or
- * corrupt PATH/znbd.meta, named in ERR).  Reads the directory's record
- * only (lib/store_dir_meta.c); the store opens it later. */
+ * zloop's zloop_get_block_size(): 512 or 4096, see there), and a note
+ * (znbd_log) says when a given one is smaller.  zone_full is only used
+ * when formatting (a note says so if it is given).  Returns 0 (also
+ * when PATH is absent or not formatted yet), or -1 with errno EINVAL or
+ * EIO (unreadable or corrupt PATH/znbd.meta, named in ERR).  Reads the
+ * directory's record only (lib/store_dir_meta.c); the store opens it later. */
 static int
-adopt_dir(struct znbd_params *p, void (*note)(const char *msg), char *err,
-          size_t errlen)
+adopt_dir(struct znbd_params *p, char *err, size_t errlen)
 {
   struct znbd_dir_meta m;
   int state = znbd_dir_probe(p->dir, &m, err, errlen);
@@ -935,7 +919,7 @@ adopt_dir(struct znbd_params *p, void (*note)(const char *msg), char *err,
       return -1;
     }
     if (p->zoned)
-      default_blocksize(p, note);
+      default_blocksize(p);
     if (p->size == 0) {
       set_err(err, errlen,
               "size: required: dir=%s has no %s yet (a new directory is "
@@ -968,24 +952,20 @@ adopt_dir(struct znbd_params *p, void (*note)(const char *msg), char *err,
     if ((k < 3 || cur.zoned) && strcmp(e->i.name, "write_cache") != 0)
       set_number(p, e, znbd_dir_meta_get(&cur, k));
   }
-  if (p->zone_full && note) {
-    char msg[512];
-    snprintf(msg, sizeof msg,
+  if (p->zone_full)
+    znbd_log(ZNBD_LOG_NOTE,
              "zone_full: ignored, dir=%s is formatted already (its files "
              "give each zone's write pointer)",
              p->dir);
-    note(msg);
-  }
   return 0;
 }
 
 int
-znbd_params_finish(struct znbd_params *p, void (*note)(const char *msg),
-                   char *err, size_t errlen)
+znbd_params_finish(struct znbd_params *p, char *err, size_t errlen)
 {
   if (err && errlen)
     err[0] = '\0';
-  if (p->dir && adopt_dir(p, note, err, errlen) < 0)
+  if (p->dir && adopt_dir(p, err, errlen) < 0)
     return -1;
   errno = EINVAL;
   if (p->dir && !p->memory_backed) {
@@ -1012,14 +992,14 @@ znbd_params_finish(struct znbd_params *p, void (*note)(const char *msg),
                                 : "zone_full");
       return -1;
     }
-    if (derive_geometry(p, note) < 0) /* size is checked: cannot fail */
+    if (derive_geometry(p) < 0) /* size is checked: cannot fail */
       return -1;
     errno = 0;
     return 0;
   }
   if (check_zones(p, err, errlen) < 0)
     return -1;
-  if (derive_geometry(p, note) < 0) {
+  if (derive_geometry(p) < 0) {
     set_err(err, errlen, "zone_size: cannot lay out the zones: %s",
             strerror(errno));
     return -1;

@@ -24,6 +24,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#include "stop_thread.h"
 #include "store_dir_impl.h"
 
 /* The writeback thread: takes the queued zones and starts the
@@ -93,11 +94,7 @@ znbd_dir_kick(struct dir_store *s, struct dzone *z, uint64_t n, uint64_t end)
 void
 znbd_dir_wb_stop(struct dir_store *s)
 {
-  pthread_mutex_lock(&s->wb_lock);
-  s->wb_stop = true;
-  pthread_cond_signal(&s->wb_cond);
-  pthread_mutex_unlock(&s->wb_lock);
-  if (s->wb_started)
-    pthread_join(s->wb_th, NULL);
+  znbd_stop_thread(&s->wb_lock, &s->wb_cond, &s->wb_stop, s->wb_started,
+                   s->wb_th);
   free(s->wb_q);
 }

@@ -11,10 +11,8 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "zone_impl.h"
-#include "znbd/geometry.h"
 
 static bool
 is_open(enum znbd_zone_cond c)
@@ -89,106 +87,6 @@ set_cond(struct znbd_zones *zs, struct znbd_zone *z, enum znbd_zone_cond to)
   z->cond = to;
 }
 
-int
-znbd_zones_init(struct znbd_zones *zs, const struct znbd_zone_geometry *g)
-{
-  /* The geometry and null_blk's clamps come from lib/geometry.c (the
-   * one place they are derived); this lays the zones out from it. */
-  struct znbd_geometry_request r = {
-      .size = g->size,
-      .zoned = true,
-      .zone_size = g->zone_size,
-      .zone_capacity = g->zone_capacity,
-      .nr_conv = g->nr_conv,
-      .max_open = g->max_open,
-      .max_active = g->max_active,
-  };
-  struct znbd_geometry geo;
-  uint32_t i;
-
-  memset(zs, 0, sizeof *zs);
-  if (znbd_geometry_derive(&geo, &r) < 0 || geo.nr_zones == UINT32_MAX) {
-    errno = EINVAL;
-    return -1;
-  }
-  zs->zone = calloc(geo.nr_zones, sizeof *zs->zone);
-  if (!zs->zone)
-    return -1;
-  zs->nr_zones = geo.nr_zones;
-  zs->size = geo.size;
-  zs->zone_size = geo.zone_size;
-  zs->zone_size_po2 = (geo.zone_size & (geo.zone_size - 1)) == 0;
-  if (zs->zone_size_po2)
-    zs->zone_shift = (unsigned)__builtin_ctzll(geo.zone_size);
-  zs->nr_conv = geo.nr_conv;
-  zs->max_active = geo.max_active;
-  zs->max_open = geo.max_open;
-  zs->imp_close_zone_no = zs->nr_conv;
-  pthread_mutex_init(&zs->res_lock, NULL);
-  pthread_mutex_init(&zs->sweep_lock, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&zs->sweep_cv, &ca);
-  pthread_condattr_destroy(&ca);
-  atomic_init(&zs->nparked, 0);
-  atomic_init(&zs->park_waits, 0);
-  atomic_init(&zs->park_sleeps, 0);
-
-  /* Adaptive zone locks: a writer holds one for well under a microsecond
-   * (the data is copied outside it), so spinning a little beats sleeping
-   * in the kernel when a sequential stream's writers meet on a zone. */
-  pthread_mutexattr_t ma;
-  pthread_mutexattr_init(&ma);
-  pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
-  for (i = 0; i < zs->nr_zones; i++) {
-    struct znbd_zone *z = &zs->zone[i];
-    struct znbd_geometry_span sp = znbd_geometry_span(&geo, i);
-
-    pthread_mutex_init(&z->lock, &ma);
-    atomic_init(&z->copying, 0);
-    z->parked = NULL;
-    atomic_init(&z->nparked, 0);
-    z->start = sp.start;
-    z->len = sp.len;
-    z->capacity = sp.cap;
-    if (!sp.seq) {
-      z->type = ZNBD_ZONE_TYPE_CONVENTIONAL;
-      z->cond = ZNBD_ZONE_COND_NOT_WP;
-      z->wp = ZNBD_WP_INVALID;
-      continue;
-    }
-    z->type = ZNBD_ZONE_TYPE_SEQWRITE_REQ;
-    z->cond = g->zone_full ? ZNBD_ZONE_COND_FULL : ZNBD_ZONE_COND_EMPTY;
-    z->wp = g->zone_full ? z->start + z->len : z->start;
-  }
-  pthread_mutexattr_destroy(&ma);
-  return 0;
-}
-
-void
-znbd_zones_destroy(struct znbd_zones *zs)
-{
-  uint32_t i;
-
-  if (!zs->zone)
-    return;
-  pthread_mutex_lock(&zs->sweep_lock);
-  zs->sweep_stop = true;
-  pthread_cond_signal(&zs->sweep_cv);
-  pthread_mutex_unlock(&zs->sweep_lock);
-  if (zs->sweeper_running)
-    pthread_join(zs->sweeper, NULL);
-  pthread_cond_destroy(&zs->sweep_cv);
-  pthread_mutex_destroy(&zs->sweep_lock);
-  for (i = 0; i < zs->nr_zones; i++) {
-    pthread_mutex_destroy(&zs->zone[i].lock);
-  }
-  pthread_mutex_destroy(&zs->res_lock);
-  free(zs->zone);
-  zs->zone = NULL;
-}
-
 /* Conventional zones have no state to guard (the store has its own
  * locks), so they are never locked for I/O. */
 void
@@ -221,18 +119,6 @@ znbd_zone_info(struct znbd_zone *z, struct znbd_zone_info *out)
   out->cond = z->cond;
   if (seq)
     pthread_mutex_unlock(&z->lock);
-}
-
-uint64_t
-znbd_zone_data_end(const struct znbd_zone *z)
-{
-  uint64_t cap_end = z->start + z->capacity;
-
-  if (z->type == ZNBD_ZONE_TYPE_CONVENTIONAL)
-    return z->start + z->len;
-  if (z->wp == ZNBD_WP_INVALID)
-    return cap_end;
-  return z->wp < cap_end ? z->wp : cap_end;
 }
 
 bool
@@ -646,8 +532,8 @@ op_aborts_parked(enum znbd_zone_op op)
 }
 
 int
-znbd_zone_mgmt(struct znbd_zones *zs, enum znbd_zone_op op, uint32_t zno,
-               znbd_zone_discard_fn discard, void *opaque)
+znbd_zones_mgmt(struct znbd_zones *zs, enum znbd_zone_op op, uint32_t zno,
+                znbd_zone_discard_fn discard, void *opaque)
 {
   struct znbd_zone *z;
   struct done_list dl = DONE_LIST_INIT(dl);
@@ -803,75 +689,4 @@ znbd_zones_counters(struct znbd_zones *zs, uint32_t *imp_open,
   *exp_open = zs->nr_exp_open;
   *closed = zs->nr_closed;
   pthread_mutex_unlock(&zs->res_lock);
-}
-
-/* End (exclusive, bytes) of the [capacity, zone end) bytes of zone Z
- * (locked, sequential) that null_blk reads from memory although nobody
- * can write them: null_zone_valid_read_len() compares with the wp, which
- * null_finish_zone() sets to start + zone size and a READONLY zone has
- * invalid (all ones, above everything).  A zone filled by writes keeps
- * its wp at start + capacity, so it has no such gap.  Without a gap:
- * znbd_zone_data_end(Z). */
-static uint64_t
-gap_end(const struct znbd_zone *z)
-{
-  uint64_t end = z->start + z->len;
-
-  if (z->cond == ZNBD_ZONE_COND_READONLY)
-    return end;
-  if (z->cond == ZNBD_ZONE_COND_FULL && z->wp != ZNBD_WP_INVALID &&
-      z->wp > z->start + z->capacity)
-    return z->wp < end ? z->wp : end;
-  return znbd_zone_data_end(z);
-}
-
-/* Call FN for the part of [OFF, END) inside [LO, HI), if any. */
-static int
-clipped_span(znbd_zone_span_fn fn, void *opaque, uint64_t off, uint64_t end,
-             uint64_t lo, uint64_t hi, enum znbd_zone_span span)
-{
-  if (lo < off)
-    lo = off;
-  if (hi > end)
-    hi = end;
-  return lo < hi ? fn(opaque, lo, hi - lo, span) : 0;
-}
-
-int
-znbd_zones_spans(struct znbd_zones *zs, uint64_t off, uint64_t len,
-                 znbd_zone_span_fn fn, void *opaque)
-{
-  struct znbd_zone *z;
-  int r = 0;
-
-  FOR_EACH_PIECE(zs, off, len, z, poff, plen)
-  {
-    if (z->type == ZNBD_ZONE_TYPE_CONVENTIONAL) {
-      r = fn(opaque, poff, plen, ZNBD_SPAN_CONV);
-      if (r)
-        return r;
-      continue;
-    }
-    pthread_mutex_lock(&z->lock);
-    if (z->cond == ZNBD_ZONE_COND_OFFLINE) {
-      r = fn(opaque, poff, plen, ZNBD_SPAN_OFFLINE);
-    } else {
-      uint64_t pend = poff + plen, dend = znbd_zone_data_end(z);
-      uint64_t gend = gap_end(z);
-      r = clipped_span(fn, opaque, poff, pend, z->start, dend, ZNBD_SPAN_DATA);
-      if (r == 0)
-        r = clipped_span(fn, opaque, poff, pend, dend, gend, ZNBD_SPAN_GAP);
-      if (r == 0)
-        r = clipped_span(fn, opaque, poff, pend, gend, z->start + z->len,
-                         ZNBD_SPAN_PAST_WP);
-    }
-    if (r) {
-      int e = errno;
-      pthread_mutex_unlock(&z->lock);
-      errno = e;
-      return r;
-    }
-    pthread_mutex_unlock(&z->lock);
-  }
-  return 0;
 }

@@ -1,7 +1,8 @@
 /* znbd: the zone engine, null_blk's rules in one place: the state
- * machine (lib/zone.c), multi-zone write transactions (lib/zone_txn.c)
- * and the parked-write pipeline (lib/zone_park.c); lib/zone_impl.h says
- * how they layer.
+ * machine (lib/zone.c), what a read returns (lib/zone_read.c), multi-zone
+ * write transactions (lib/zone_txn.c), the parked-write pipeline
+ * (lib/zone_park.c) and the engine's set-up and tear-down
+ * (lib/zone_init.c); lib/zone_impl.h says how they layer.
  *
  * Everything here is in bytes (null_blk works in 512-byte sectors).  The
  * rules, their sources and the deliberate deviations are listed by name in
@@ -14,8 +15,12 @@
  * (znbd_zones_spans, znbd_zones_write, znbd_zones_append) with a callback
  * into the store, called under the zone locks where the rules need it; a
  * store that can fail is written in between znbd_zones_write_prepare() and
- * znbd_zone_write_commit(), so a write whose data cannot be stored
+ * znbd_zones_write_commit(), so a write whose data cannot be stored
  * changes nothing.
+ *
+ * Names.  znbd_zones_* functions act on the zone set (struct znbd_zones,
+ * or a transaction over it); znbd_zone_* ones on one zone (struct
+ * znbd_zone), even when they also take the set for its counters.
  *
  * Locking.  Every zone has a mutex (and a list of the pipelined writes
  * parked ahead of its wp, each run when the wp reaches it).  The counters
@@ -202,8 +207,8 @@ struct znbd_zone_txn {
  * (null_zone_write()), zone by zone, as if each piece were a separate
  * write in ascending order; zones FIRST..LAST holding the range must be
  * locked by the caller (znbd_zones_lock_range).  Nothing changes yet: on
- * success, store the data, then call znbd_zone_write_commit(), or
- * znbd_zone_write_abort() if storing failed.  Resource slots and any
+ * success, store the data, then call znbd_zones_write_commit(), or
+ * znbd_zones_write_abort() if storing failed.  Resource slots and any
  * implicit-close victim are held (resource lock, victim trylocked) until
  * then, so the commit cannot fail.
  *   - conventional pieces: always pass;
@@ -232,10 +237,10 @@ int znbd_zones_append_prepare(struct znbd_zones *zs, struct znbd_zone_txn *t,
  * else CLOSED), EMPTY/CLOSED pieces IMP_OPEN, wps advanced, pieces at
  * capacity FULL (their open slot freed).  Zone locks of
  * FIRST..LAST stay with the caller. */
-void znbd_zone_write_commit(struct znbd_zone_txn *t);
+void znbd_zones_write_commit(struct znbd_zone_txn *t);
 
 /* Drop a prepared write without changing anything. */
-void znbd_zone_write_abort(struct znbd_zone_txn *t);
+void znbd_zones_write_abort(struct znbd_zone_txn *t);
 
 /* Stores the data of a write: LEN bytes at device offset OFF from DATA
  * (the request's buffer, NULL for zeros).  Returns 0, or -1 with errno. */
@@ -367,8 +372,8 @@ typedef void (*znbd_zone_discard_fn)(void *opaque, const struct znbd_zone *z,
  * finish, disk_zone_wplug_abort).
  * Returns 0, or -1 with errno EINVAL (bad index or op), EIO, ETOOMANYREFS
  * (open limit), EOVERFLOW (active limit). */
-int znbd_zone_mgmt(struct znbd_zones *zs, enum znbd_zone_op op, uint32_t zno,
-                   znbd_zone_discard_fn discard, void *opaque);
+int znbd_zones_mgmt(struct znbd_zones *zs, enum znbd_zone_op op, uint32_t zno,
+                    znbd_zone_discard_fn discard, void *opaque);
 
 /* After a power cycle (persistent store): sequential zone ZNO, EMPTY and
  * not locked by anyone, gets its wp back from WRITTEN, the bytes written

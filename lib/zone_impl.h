@@ -1,11 +1,15 @@
-/* znbd: what the three files of the zone engine share, and nobody else
- * uses (lib/zone.h is the engine's contract with the rest of lib/).
+/* znbd: what the files of the zone engine share, and nobody else uses
+ * (lib/zone.h is the engine's contract with the rest of lib/).
  *
  * The engine is layered, each file calling only the ones below it:
+ *   lib/zone_init.c  the engine's life: lays the zones out, tears them
+ *                    down, each part's state by that part's function;
  *   lib/zone_park.c  the parked-write pipeline: every write and append
  *                    enters here, runs now or waits ahead of the wp;
  *   lib/zone_txn.c   multi-zone write transactions: check every piece of
  *                    a write, then commit all of them or none;
+ *   lib/zone_read.c  what a read returns: the spans of a range, zone by
+ *                    zone, split at the data end and null_blk's wp;
  *   lib/zone.c       the zone state machine: conditions, the open/active
  *                    counters, one function per zone operation.
  * The parked-write list helpers below are inline so that the state
@@ -86,17 +90,27 @@ void znbd_zone_advance_wp(struct znbd_zones *zs, struct znbd_zone *z,
 /* Write W, whose first zone FIRST the caller holds (if sequential): lock
  * the others up to LAST, prepare, then store and commit (or abort), or
  * with LATE commit and count a copy in flight per zone (the caller
- * stores after unlocking, then calls znbd_zone_copy_end).  Returns 0 or
- * an errno value (as znbd_zones_write_prepare() or the store's). */
+ * stores after unlocking, then calls znbd_zone_copy_end).  Returns 0, or
+ * -1 with errno as znbd_zones_write_prepare() or the store's. */
 int znbd_zones_run_write(struct znbd_zones *zs, struct znbd_zone_write *w,
                          uint32_t first, uint32_t last, bool late);
 
 /* Append W at the wp of zone ZNO (< nr_zones, locked by the caller):
  * prepare, store with the zone locked, commit or abort; W->off gets the
- * byte offset written.  Returns 0 or an errno value (as
- * znbd_zones_append_prepare() or the store's). */
+ * byte offset written.  Returns 0, or -1 with errno as
+ * znbd_zones_append_prepare() or the store's. */
 int znbd_zones_run_append(struct znbd_zones *zs, uint32_t zno,
                           struct znbd_zone_write *w);
+
+/* ---- lib/zone_park.c: its own state, for lib/zone_init.c ---- */
+
+/* Set up the parked-write pipeline of ZS (the sweeper's lock and
+ * condition, no thread yet, no write parked).  No errors. */
+void znbd_zones_park_init(struct znbd_zones *zs);
+
+/* Stop and join the sweeper if it started, and free what
+ * znbd_zones_park_init() set up.  No write may be parked or arrive. */
+void znbd_zones_park_destroy(struct znbd_zones *zs);
 
 /* ---- the parked-write lists, shared by lib/zone.c and lib/zone_park.c */
 

@@ -10,14 +10,31 @@
 #include <sched.h>
 #include <time.h>
 
+#include "clock.h"
+#include "stop_thread.h"
 #include "zone_impl.h"
 
-static uint64_t
-now_ns(void)
+void
+znbd_zones_park_init(struct znbd_zones *zs)
 {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  pthread_mutex_init(&zs->sweep_lock, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&zs->sweep_cv, &ca);
+  pthread_condattr_destroy(&ca);
+  atomic_init(&zs->nparked, 0);
+  atomic_init(&zs->park_waits, 0);
+  atomic_init(&zs->park_sleeps, 0);
+}
+
+void
+znbd_zones_park_destroy(struct znbd_zones *zs)
+{
+  znbd_stop_thread(&zs->sweep_lock, &zs->sweep_cv, &zs->sweep_stop,
+                   zs->sweeper_running, zs->sweeper);
+  pthread_cond_destroy(&zs->sweep_cv);
+  pthread_mutex_destroy(&zs->sweep_lock);
 }
 
 /* Fail the parked writes whose deadline passed, zone by zone.  Zones
@@ -102,7 +119,7 @@ sweeper_main(void *arg)
     }
     pthread_cond_timedwait(&zs->sweep_cv, &zs->sweep_lock, &dl);
     pthread_mutex_unlock(&zs->sweep_lock);
-    sweep(zs, now_ns());
+    sweep(zs, znbd_mono_ns());
     pthread_mutex_lock(&zs->sweep_lock);
   }
   pthread_mutex_unlock(&zs->sweep_lock);
@@ -133,7 +150,7 @@ park(struct znbd_zones *zs, struct znbd_zone *z, struct znbd_zone_write *w)
     pthread_cond_signal(&zs->sweep_cv);
   pthread_mutex_unlock(&zs->sweep_lock);
 
-  w->deadline_ns = now_ns() + (uint64_t)w->timeout_ms * 1000000u;
+  w->deadline_ns = znbd_mono_ns() + (uint64_t)w->timeout_ms * 1000000u;
   w->err = 0;
   struct znbd_zone_write **pp = &z->parked;
   while (*pp && (*pp)->off <= w->off)
@@ -169,7 +186,7 @@ drain_locked(struct znbd_zones *zs, uint32_t i, uint32_t *hi,
       continue;
     }
     uint32_t last = znbd_zones_last_zone_no(zs, i, w->off, w->len);
-    int e = znbd_zones_run_write(zs, w, i, last, false);
+    int e = znbd_zones_run_write(zs, w, i, last, false) < 0 ? errno : 0;
     unpark(zs, z, &z->parked, e, dl);
     if (e == 0 && last > *hi)
       *hi = last;
@@ -223,7 +240,7 @@ znbd_zones_write(struct znbd_zones *zs, struct znbd_zone_write *w)
       return ZNBD_ZONE_PARKED;
     }
   } else {
-    e = znbd_zones_run_write(zs, w, first, last, late);
+    e = znbd_zones_run_write(zs, w, first, last, late) < 0 ? errno : 0;
   }
   if (seq)
     pthread_mutex_unlock(&z->lock);
@@ -244,20 +261,20 @@ int
 znbd_zones_append(struct znbd_zones *zs, uint32_t zno,
                   struct znbd_zone_write *w)
 {
-  int e;
-
   if (zno >= zs->nr_zones) {
     errno = EINVAL;
     return -1;
   }
   struct znbd_zone *z = &zs->zone[zno];
   pthread_mutex_lock(&z->lock);
-  e = znbd_zones_run_append(zs, zno, w);
+  int e = znbd_zones_run_append(zs, zno, w) < 0 ? errno : 0;
   pthread_mutex_unlock(&z->lock);
-  if (e == 0)
-    drain(zs, zno, zno);
-  errno = e;
-  return e ? -1 : 0;
+  if (e) {
+    errno = e;
+    return -1;
+  }
+  drain(zs, zno, zno);
+  return 0;
 }
 
 /* A parked write of znbd_zones_write_wait(): its thread waits here. */
@@ -300,9 +317,9 @@ sync_done(struct znbd_zone_write *w, int err)
 static void
 yield_wait(_Atomic bool *finished)
 {
-  uint64_t until = now_ns() + PARK_YIELD_NS;
+  uint64_t until = znbd_mono_ns() + PARK_YIELD_NS;
   while (!atomic_load_explicit(finished, memory_order_acquire) &&
-         now_ns() < until)
+         znbd_mono_ns() < until)
     sched_yield();
 }
 

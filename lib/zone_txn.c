@@ -52,7 +52,7 @@ znbd_zones_write_prepare(struct znbd_zones *zs, struct znbd_zone_txn *t,
   {
     if (znbd_zone_write_check(zs, t, z, poff, plen, &c, &cursor) < 0) {
       int e = errno;
-      znbd_zone_write_abort(t);
+      znbd_zones_write_abort(t);
       errno = e;
       return -1;
     }
@@ -80,7 +80,7 @@ znbd_zones_append_prepare(struct znbd_zones *zs, struct znbd_zone_txn *t,
 }
 
 void
-znbd_zone_write_commit(struct znbd_zone_txn *t)
+znbd_zones_write_commit(struct znbd_zone_txn *t)
 {
   struct znbd_zones *zs = t->zs;
   struct znbd_zone *z;
@@ -112,7 +112,7 @@ znbd_zone_write_commit(struct znbd_zone_txn *t)
 }
 
 void
-znbd_zone_write_abort(struct znbd_zone_txn *t)
+znbd_zones_write_abort(struct znbd_zone_txn *t)
 {
   znbd_zone_txn_release_victims(t);
   if (t->res_locked)
@@ -133,15 +133,16 @@ znbd_zones_run_write(struct znbd_zones *zs, struct znbd_zone_write *w,
     e = errno;
   } else if (!late && w->store(w->opaque, w->data, w->len, w->off) < 0) {
     e = errno;
-    znbd_zone_write_abort(&t);
+    znbd_zones_write_abort(&t);
   } else {
-    znbd_zone_write_commit(&t);
+    znbd_zones_write_commit(&t);
     for (uint32_t i = first; i <= last && late; i++)
       znbd_zone_copy_begin(&zs->zone[i]);
   }
   if (first < last)
     znbd_zones_unlock_range(zs, first + 1, last);
-  return e;
+  errno = e; /* unlocking may have changed it */
+  return e ? -1 : 0;
 }
 
 int
@@ -155,9 +156,10 @@ znbd_zones_run_append(struct znbd_zones *zs, uint32_t zno,
     e = errno;
   } else if (w->store(w->opaque, w->data, w->len, w->off) < 0) {
     e = errno;
-    znbd_zone_write_abort(&t);
+    znbd_zones_write_abort(&t);
   } else {
-    znbd_zone_write_commit(&t);
+    znbd_zones_write_commit(&t);
   }
-  return e;
+  errno = e;
+  return e ? -1 : 0;
 }

@@ -20,6 +20,7 @@
 
 #include "znbd/control.h"
 #include "znbd/dev.h"
+#include "znbd/log.h"
 #include "znbd/request.h"
 #include "znbd/params.h"
 #include "znbd/sched.h"
@@ -34,9 +35,39 @@ static bool params_ready;
 static struct znbd_dev *dev;
 static struct znbd_control *control; /* zone_control socket, or NULL */
 
+/* Clamps (null_blk's) are worth seeing without -v, but are not errors. */
+static void
+note(const char *msg)
+{
+  fprintf(stderr, "nbdkit: zoned: note: %s\n", msg);
+}
+
+/* lib/'s messages: errors in nbdkit's error log, warnings and notes on
+ * stderr without -v, injected faults in nbdkit's debug log (-v). */
+static void
+log_sink(void *opaque, enum znbd_log_level level, const char *msg)
+{
+  (void)opaque;
+  switch (level) {
+  case ZNBD_LOG_ERROR:
+    nbdkit_error("%s", msg);
+    break;
+  case ZNBD_LOG_WARNING:
+    fprintf(stderr, "nbdkit: zoned: warning: %s\n", msg);
+    break;
+  case ZNBD_LOG_NOTE:
+    note(msg);
+    break;
+  case ZNBD_LOG_FAULT:
+    nbdkit_debug("zoned: fault: %s", msg);
+    break;
+  }
+}
+
 static void
 zoned_load(void)
 {
+  znbd_log_set_sink(log_sink, NULL);
   znbd_params_init(&params);
   params_ready = true;
 }
@@ -50,13 +81,6 @@ zoned_unload(void)
   dev = NULL;
   if (params_ready)
     znbd_params_free(&params);
-}
-
-/* Clamps (null_blk's) are worth seeing without -v, but are not errors. */
-static void
-note(const char *msg)
-{
-  fprintf(stderr, "nbdkit: zoned: note: %s\n", msg);
 }
 
 static int
@@ -81,7 +105,7 @@ static int
 zoned_config_complete(void)
 {
   char err[256];
-  if (znbd_params_finish(&params, note, err, sizeof err) < 0) {
+  if (znbd_params_finish(&params, err, sizeof err) < 0) {
     nbdkit_error("%s", err);
     return -1;
   }
@@ -89,13 +113,6 @@ zoned_config_complete(void)
 }
 
 /* Build the device before nbdkit forks so a bad size stops start-up. */
-/* Injected faults, in nbdkit's debug log (-v). */
-static void
-fault_log(void *opaque, const char *msg)
-{
-  nbdkit_debug("zoned: fault: %s", msg);
-}
-
 static int
 zoned_get_ready(void)
 {
@@ -105,7 +122,6 @@ zoned_get_ready(void)
     nbdkit_error("%s", err);
     return -1;
   }
-  znbd_dev_set_fault_log(dev, fault_log, NULL);
   /* nbdkit creates its connection and worker threads after this, from
    * this thread: they inherit the policy. */
   if (params.sched_batch && znbd_sched_batch() < 0)

@@ -39,7 +39,7 @@ make_dev(bool zoned, struct znbd_params *p)
     znbd_params_set(p, "zone_max_open", "4", err, sizeof err);
     znbd_params_set(p, "pipeline_zoned_writes", "false", err, sizeof err);
   }
-  if (znbd_params_finish(p, NULL, err, sizeof err) == -1)
+  if (znbd_params_finish(p, err, sizeof err) == -1)
     return NULL;
   return znbd_dev_new(p, err, sizeof err);
 }

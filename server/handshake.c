@@ -47,18 +47,30 @@ nbdc_init(struct nbdc *c, const struct srv_cfg *cfg, struct buf *out)
   buf_commit(out, 18);
 }
 
+/* An option reply of TYPE to option OPT: the 20-byte header, then HLEN
+ * bytes of HEAD (a reply's fixed fields) and LEN bytes of DATA (its
+ * string), both may be empty. */
+static void
+opt_reply_parts(struct buf *out, uint32_t opt, uint32_t type, const void *head,
+                uint32_t hlen, const void *data, uint32_t len)
+{
+  uint8_t *p = buf_reserve(out, 20 + hlen + len);
+  put64(p, NBD_REP_MAGIC);
+  put32(p + 8, opt);
+  put32(p + 12, type);
+  put32(p + 16, hlen + len);
+  if (hlen)
+    memcpy(p + 20, head, hlen);
+  if (len)
+    memcpy(p + 20 + hlen, data, len);
+  buf_commit(out, 20 + hlen + len);
+}
+
 static void
 opt_reply(struct buf *out, uint32_t opt, uint32_t type, const void *data,
           uint32_t len)
 {
-  uint8_t *p = buf_reserve(out, 20 + len);
-  put64(p, NBD_REP_MAGIC);
-  put32(p + 8, opt);
-  put32(p + 12, type);
-  put32(p + 16, len);
-  if (len)
-    memcpy(p + 20, data, len);
-  buf_commit(out, 20 + len);
+  opt_reply_parts(out, opt, type, NULL, 0, data, len);
 }
 
 void
@@ -84,30 +96,15 @@ info_reply(struct nbdc *c, struct buf *out, uint32_t opt, uint16_t type)
   uint8_t tmp[2 + 12];
   put16(tmp, type);
   switch (type) {
-  case NBD_INFO_EXPORT: {
-    uint8_t *p = buf_reserve(out, 20 + 12);
-    put64(p, NBD_REP_MAGIC);
-    put32(p + 8, opt);
-    put32(p + 12, NBD_REP_INFO);
-    put32(p + 16, 12);
-    put16(p + 20, NBD_INFO_EXPORT);
-    put64(p + 22, s->size);
-    put16(p + 30, nbdc_tflags(c));
-    buf_commit(out, 32);
+  case NBD_INFO_EXPORT:
+    put64(tmp + 2, s->size);
+    put16(tmp + 10, nbdc_tflags(c));
+    opt_reply(out, opt, NBD_REP_INFO, tmp, 12);
     break;
-  }
   case NBD_INFO_NAME:
   case NBD_INFO_DESCRIPTION: {
     const char *str = type == NBD_INFO_NAME ? s->export_name : s->description;
-    uint32_t n = (uint32_t)strlen(str);
-    uint8_t *p = buf_reserve(out, 22 + n);
-    put64(p, NBD_REP_MAGIC);
-    put32(p + 8, opt);
-    put32(p + 12, NBD_REP_INFO);
-    put32(p + 16, 2 + n);
-    put16(p + 20, type);
-    memcpy(p + 22, str, n);
-    buf_commit(out, 22 + n);
+    opt_reply_parts(out, opt, NBD_REP_INFO, tmp, 2, str, (uint32_t)strlen(str));
     break;
   }
   case NBD_INFO_BLOCK_SIZE:
@@ -168,15 +165,10 @@ opt_info_go(struct nbdc *c, uint32_t opt, const uint8_t *d, uint32_t len,
 static void
 meta_reply(struct buf *out, uint32_t opt, uint32_t id, const char *name)
 {
-  uint32_t n = (uint32_t)strlen(name);
-  uint8_t *p = buf_reserve(out, 24 + n);
-  put64(p, NBD_REP_MAGIC);
-  put32(p + 8, opt);
-  put32(p + 12, NBD_REP_META_CONTEXT);
-  put32(p + 16, 4 + n);
-  put32(p + 20, id);
-  memcpy(p + 24, name, n);
-  buf_commit(out, 24 + n);
+  uint8_t head[4];
+  put32(head, id);
+  opt_reply_parts(out, opt, NBD_REP_META_CONTEXT, head, 4, name,
+                  (uint32_t)strlen(name));
 }
 
 static bool

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "znbd/control.h"
+#include "znbd/log.h"
 #include "znbd/params.h"
 #include "znbd/sched.h"
 #include "mq.h"
@@ -258,7 +259,7 @@ parse_params(int nargs, char **args, struct znbd_params *p)
       die("%s", err);
     *eq = '=';
   }
-  if (znbd_params_finish(p, note, err, sizeof err) == -1)
+  if (znbd_params_finish(p, err, sizeof err) == -1)
     die("%s", err);
   struct znbd_dev *dev = znbd_dev_new(p, err, sizeof err);
   if (!dev)
@@ -266,11 +267,18 @@ parse_params(int nargs, char **args, struct znbd_params *p)
   return dev;
 }
 
-/* -v: say when an injected fault fires. */
+/* lib/'s messages on stderr; an injected fault only with -v (OPAQUE:
+ * the server's verbose flag). */
 static void
-fault_log(void *opaque, const char *msg)
+log_sink(void *opaque, enum znbd_log_level level, const char *msg)
 {
-  fprintf(stderr, "znbd: fault: %s\n", msg);
+  const bool *verbose = opaque;
+  if (level == ZNBD_LOG_FAULT) {
+    if (*verbose)
+      fprintf(stderr, "znbd: fault: %s\n", msg);
+    return;
+  }
+  fprintf(stderr, "znbd: %s\n", msg);
 }
 
 /* What every connection shares, from the device and its parameters. */
@@ -278,8 +286,6 @@ static void
 setup_cfg(struct server *s, struct znbd_dev *dev, const struct znbd_params *p)
 {
   s->cfg.dev = dev;
-  if (s->cfg.verbose)
-    znbd_dev_set_fault_log(dev, fault_log, NULL);
   s->cfg.params = p;
   s->cfg.size = znbd_dev_size(dev);
   s->cfg.blocksize = p->blocksize ? p->blocksize : 512;
@@ -365,6 +371,7 @@ main(int argc, char **argv)
   int rc = parse_options(argc, argv, &o, &s);
   if (rc != -1)
     return rc;
+  znbd_log_set_sink(log_sink, &s.cfg.verbose);
   /* Credentials first: a bad file stops start-up before any device is
    * made or socket opened. */
   if (tls_setup(&o.tls, err, sizeof err) == -1)

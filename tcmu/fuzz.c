@@ -56,7 +56,7 @@ make_dev(unsigned g, struct znbd_params *p)
   }
   if ((g & 3) == 3)
     znbd_params_set(p, "zone_capacity", "48k", err, sizeof err);
-  if (znbd_params_finish(p, NULL, err, sizeof err) == -1 ||
+  if (znbd_params_finish(p, err, sizeof err) == -1 ||
       znbd_scsi_check_params(p, err, sizeof err) == -1) {
     fprintf(stderr, "fuzz-scsi: device %#x: %s\n", g, err);
     abort();

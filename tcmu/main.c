@@ -15,6 +15,7 @@
 #include "scsi.h"
 #include "znbd/control.h"
 #include "znbd/dev.h"
+#include "znbd/log.h"
 #include "znbd/params.h"
 
 static void
@@ -29,10 +30,16 @@ die(const char *fmt, ...)
   exit(1);
 }
 
+/* lib/'s messages on stderr: notes as znbd-tcmu's, errors and warnings
+ * as lib/'s ("znbd: "); injected faults are not reported. */
 static void
-note(const char *msg)
+log_sink(void *opaque, enum znbd_log_level level, const char *msg)
 {
-  fprintf(stderr, "znbd-tcmu: note: %s\n", msg);
+  (void)opaque;
+  if (level == ZNBD_LOG_NOTE)
+    fprintf(stderr, "znbd-tcmu: note: %s\n", msg);
+  else if (level != ZNBD_LOG_FAULT)
+    fprintf(stderr, "znbd: %s\n", msg);
 }
 
 static struct tcmu_ring ring;
@@ -61,6 +68,7 @@ main(int argc, char **argv)
     die("usage: znbd-tcmu NAME key=value... (see znbd-tcmu(1))");
   const char *name = argv[1];
   long cmd_time_out = -1; /* the kernel's default */
+  znbd_log_set_sink(log_sink, NULL);
   znbd_params_init(&p);
   for (int i = 2; i < argc; i++) {
     char *eq = strchr(argv[i], '=');
@@ -80,7 +88,7 @@ main(int argc, char **argv)
       die("%s", err);
     *eq = '=';
   }
-  if (znbd_params_finish(&p, note, err, sizeof err) == -1 ||
+  if (znbd_params_finish(&p, err, sizeof err) == -1 ||
       znbd_scsi_check_params(&p, err, sizeof err) == -1)
     die("%s", err);
   struct znbd_dev *dev = znbd_dev_new(&p, err, sizeof err);

@@ -334,11 +334,4 @@ uint64_t znbd_dev_delay_nsec(struct znbd_dev *d, unsigned kind, uint64_t len);
  * nanoseconds; 0 for the others. */
 uint64_t znbd_dev_zone_op_nsec(const struct znbd_dev *d, enum znbd_zone_op op);
 
-/* Where the device says that a fault fired ("badblock: read of 4096
- * bytes at 51200: sector 100 is bad"): FN(OPAQUE, MSG), NULL: silent.
- * Set it before serving. */
-void znbd_dev_set_fault_log(struct znbd_dev *d,
-                            void (*fn)(void *opaque, const char *msg),
-                            void *opaque);
-
 #endif

@@ -107,12 +107,11 @@ int znbd_params_set(struct znbd_params *p, const char *key, const char *value,
  * lib/params.c, adopt_dir).  When zoned, a zone_capacity of 0 is replaced
  * by zone_size.  Clamps as null_blk does (zone_nr_conv, zone_max_open,
  * zone_max_active; doc/zone-rules.md, rule clamp-limits), writes the
- * clamped values back to those keys and reports each clamp through NOTE
- * (may be NULL).  Returns 0, or -1 with errno EINVAL (EIO: dir='s
- * PATH/znbd.meta cannot be read) and a message naming the parameters in
- * ERR. */
-int znbd_params_finish(struct znbd_params *p, void (*note)(const char *msg),
-                       char *err, size_t errlen);
+ * clamped values back to those keys and reports each clamp as a
+ * ZNBD_LOG_NOTE (include/znbd/log.h).  Returns 0, or -1 with errno
+ * EINVAL (EIO: dir='s PATH/znbd.meta cannot be read) and a message naming
+ * the parameters in ERR. */
+int znbd_params_finish(struct znbd_params *p, char *err, size_t errlen);
 
 /* Release strings owned by P. */
 void znbd_params_free(struct znbd_params *p);

@@ -117,7 +117,7 @@ make_dev(const char *const *kv)
       fprintf(stderr, "params_set %s=%s: %s\n", kv[0], kv[1], err);
       exit(1);
     }
-  if (znbd_params_finish(&p, NULL, err, sizeof err) == -1) {
+  if (znbd_params_finish(&p, err, sizeof err) == -1) {
     fprintf(stderr, "params_finish: %s\n", err);
     exit(1);
   }

@@ -58,7 +58,7 @@ open_dev(const char *dir, const char *const *kv, char *err, size_t errlen)
   for (; kv[0]; kv += 2)
     if (znbd_params_set(&p, kv[0], kv[1], err, errlen) < 0)
       goto out;
-  if (znbd_params_finish(&p, NULL, err, errlen) < 0)
+  if (znbd_params_finish(&p, err, errlen) < 0)
     goto out;
   d = znbd_dev_new(&p, err, errlen);
 out:
@@ -589,7 +589,7 @@ open_store(const char *dir, const char *const *kv)
     for (; kv[0]; kv += 2)
       if (znbd_params_set(&p, kv[0], kv[1], err, sizeof err) < 0)
         goto out;
-    if (znbd_params_finish(&p, NULL, err, sizeof err) == 0)
+    if (znbd_params_finish(&p, err, sizeof err) == 0)
       st = znbd_store_dir_open(&p, err, sizeof err);
   }
 out:
@@ -742,7 +742,7 @@ test_direct(void)
   znbd_params_init(&p);
   CHECK(znbd_params_set(&p, "dir", dir, err, sizeof err) == 0);
   CHECK(znbd_params_set(&p, "buffered_io", "false", err, sizeof err) == 0);
-  CHECK(znbd_params_finish(&p, NULL, err, sizeof err) == 0);
+  CHECK(znbd_params_finish(&p, err, sizeof err) == 0);
   struct znbd_store *st = znbd_store_dir_open(&p, err, sizeof err);
   CHECK(st != NULL);
   if (st) {

@@ -1,6 +1,6 @@
 /* Unit test of lib/params.c: nbdkit size syntax, booleans, zone lists,
  * per-key validation with messages naming the key, null_blk's clamps
- * (reported through the note callback) and derived nr_zones. */
+ * (reported as notes through the log sink) and derived nr_zones. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "znbd/log.h"
 #include "znbd/params.h"
 #include "check.h"
 
@@ -150,8 +151,11 @@ expect_set_fail(const char *key, const char *value, int e)
 
 static char notes[1024];
 static void
-note(const char *msg)
+note(void *opaque, enum znbd_log_level level, const char *msg)
 {
+  (void)opaque;
+  if (level != ZNBD_LOG_NOTE)
+    return;
   strncat(notes, msg, sizeof notes - strlen(notes) - 2);
   strcat(notes, "\n");
 }
@@ -169,7 +173,7 @@ build(struct znbd_params *p, char *err, size_t errlen, const char *words[])
     if (znbd_params_set(p, key, eq + 1, err, errlen) < 0)
       return -2;
   }
-  return znbd_params_finish(p, note, err, errlen);
+  return znbd_params_finish(p, err, errlen);
 }
 
 static void
@@ -481,6 +485,7 @@ test_table(void)
 int
 main(void)
 {
+  znbd_log_set_sink(note, NULL);
   test_size();
   test_bool();
   test_zone_list();

@@ -24,7 +24,7 @@ test_params(struct znbd_params *p, const char *const *kv)
       fprintf(stderr, "%s=%s: %s\n", kv[0], kv[1], err);
       exit(1);
     }
-  if (znbd_params_finish(p, NULL, err, sizeof err) < 0) {
+  if (znbd_params_finish(p, err, sizeof err) < 0) {
     fprintf(stderr, "params: %s\n", err);
     exit(1);
   }

@@ -48,7 +48,7 @@ try_open(const char *dir, const char *const *kv, char *err, size_t errlen)
   for (; kv[0]; kv += 2)
     if (znbd_params_set(&p, kv[0], kv[1], err, errlen) < 0)
       goto out;
-  if (znbd_params_finish(&p, NULL, err, errlen) < 0)
+  if (znbd_params_finish(&p, err, errlen) < 0)
     goto out;
   d = znbd_dev_new(&p, err, errlen);
 out:

@@ -282,7 +282,7 @@ e_write(struct znbd_zones *zs, uint64_t off, uint64_t len)
   last = znbd_zones_zone_no(zs, off + len - 1);
   znbd_zones_lock_range(zs, first, last);
   if (znbd_zones_write_prepare(zs, &t, off, len) == 0)
-    znbd_zone_write_commit(&t);
+    znbd_zones_write_commit(&t);
   else
     e = errno;
   znbd_zones_unlock_range(zs, first, last);
@@ -297,7 +297,7 @@ e_append(struct znbd_zones *zs, unsigned i, uint64_t len, uint64_t *off)
 
   pthread_mutex_lock(&zs->zone[i].lock);
   if (znbd_zones_append_prepare(zs, &t, i, len, off) == 0)
-    znbd_zone_write_commit(&t);
+    znbd_zones_write_commit(&t);
   else
     e = errno;
   pthread_mutex_unlock(&zs->zone[i].lock);
@@ -456,12 +456,12 @@ run(const char *name, const struct znbd_zone_geometry *g, uint64_t seed,
       if (below(20) == 0)
         i = (unsigned)below(m.n);
       me = m_mgmt(&m, ops4[k], i);
-      ee = znbd_zone_mgmt(&zs, ops4[k], i, NULL, NULL) ? errno : 0;
+      ee = znbd_zones_mgmt(&zs, ops4[k], i, NULL, NULL) ? errno : 0;
     } else if (r < 97) {
       kind = 6;
       m_reset_all(&m);
       me = 0;
-      ee = znbd_zone_mgmt(&zs, ZNBD_ZONE_OP_RESET, ZNBD_ALL_ZONES, NULL, NULL)
+      ee = znbd_zones_mgmt(&zs, ZNBD_ZONE_OP_RESET, ZNBD_ALL_ZONES, NULL, NULL)
                ? errno
                : 0;
     } else {
@@ -473,7 +473,7 @@ run(const char *name, const struct znbd_zone_geometry *g, uint64_t seed,
       if (below(10) == 0)
         i = (unsigned)below(m.n);
       me = m_mgmt(&m, ops3[k], i);
-      ee = znbd_zone_mgmt(&zs, ops3[k], i, NULL, NULL) ? errno : 0;
+      ee = znbd_zones_mgmt(&zs, ops3[k], i, NULL, NULL) ? errno : 0;
     }
     if (me != ee) {
       for (unsigned q = 0; q < m.n; q++)

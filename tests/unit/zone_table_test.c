@@ -318,7 +318,7 @@ step(struct znbd_zones *zs, const char *tok)
     znbd_zones_lock_range(zs, first, last);
     r = znbd_zones_write_prepare(zs, &t, off, n * B);
     if (r == 0)
-      znbd_zone_write_commit(&t);
+      znbd_zones_write_commit(&t);
     else
       e = errno;
     znbd_zones_unlock_range(zs, first, last);
@@ -338,14 +338,14 @@ step(struct znbd_zones *zs, const char *tok)
                 (unsigned long long)off, (unsigned long long)wp);
         exit(1);
       }
-      znbd_zone_write_commit(&t);
+      znbd_zones_write_commit(&t);
     } else
       e = errno;
     pthread_mutex_unlock(&zs->zone[zno].lock);
     return e;
   }
   if (strcmp(tok, "R") == 0)
-    return znbd_zone_mgmt(zs, ZNBD_ZONE_OP_RESET, ZNBD_ALL_ZONES, NULL, NULL)
+    return znbd_zones_mgmt(zs, ZNBD_ZONE_OP_RESET, ZNBD_ALL_ZONES, NULL, NULL)
                ? errno
                : 0;
   if (strncmp(tok, "off", 3) == 0)
@@ -365,7 +365,7 @@ step(struct znbd_zones *zs, const char *tok)
   else
     abort();
   zno = (unsigned)atoi(arg);
-  return znbd_zone_mgmt(zs, op, zno, NULL, NULL) ? errno : 0;
+  return znbd_zones_mgmt(zs, op, zno, NULL, NULL) ? errno : 0;
 }
 
 static int
