@@ -27,6 +27,7 @@
 #include "uapi.h"
 #include "znbd/control.h"
 #include "znbd/dev.h"
+#include "znbd/log.h"
 #include "znbd/params.h"
 
 /* Each request's buffer, and so the largest request (max_sectors). */
@@ -48,11 +49,17 @@ usage(FILE *f)
           znbd_params_help);
 }
 
-/* Messages start "znbd-ublk: " (err.h's program name). */
+/* lib/'s messages (znbd/log.h): notes as "znbd-ublk: note: ..." (err.h's
+ * program name), errors and warnings as lib/'s ("znbd: "); injected
+ * faults are not reported, as by znbd-tcmu. */
 static void
-note(const char *msg)
+log_sink(void *opaque, enum znbd_log_level level, const char *msg)
 {
-  warnx("note: %s", msg);
+  (void)opaque;
+  if (level == ZNBD_LOG_NOTE)
+    warnx("note: %s", msg);
+  else if (level != ZNBD_LOG_FAULT)
+    fprintf(stderr, "znbd: %s\n", msg);
 }
 
 static long
@@ -132,6 +139,7 @@ main(int argc, char **argv)
       return 1;
     }
   }
+  znbd_log_set_sink(log_sink, NULL);
   znbd_params_init(&p);
   for (int i = optind; i < argc; i++) {
     char *eq = strchr(argv[i], '=');
@@ -142,7 +150,7 @@ main(int argc, char **argv)
       errx(1, "%s", err);
     *eq = '=';
   }
-  if (znbd_params_finish(&p, note, err, sizeof err) == -1 ||
+  if (znbd_params_finish(&p, err, sizeof err) == -1 ||
       znbd_ublk_setup_params(&p, MAX_IO_BYTES, &up, err, sizeof err) == -1)
     errx(1, "%s", err);
   struct znbd_dev *dev = znbd_dev_new(&p, err, sizeof err);
