@@ -26,7 +26,7 @@
 # Environment:
 #   COST_N=N          requests per callgrind run (default 2000)
 #   COST_RUNS=N       callgrind runs per build and workload (default 2)
-#   COST_CPU_N=N      requests per znbd CPU-time run (default 200000)
+#   COST_CPU_N=N      requests per znbd CPU-time run (default 100000)
 #   COST_ROUNDS=N     interleaved rounds of the znbd rows (default 5)
 #   COST_PARTS="ram zoned submit"   parts to run
 #   SLOWER=X          B/A above 1+X is "slower" (default 0.05)
@@ -39,7 +39,7 @@ a=$(cd "$1" && pwd) || exit 1
 b=$(cd "$2" && pwd) || exit 1
 N=${COST_N:-2000}
 RUNS=${COST_RUNS:-2}
-CPU_N=${COST_CPU_N:-200000}
+CPU_N=${COST_CPU_N:-100000}
 ROUNDS=${COST_ROUNDS:-5}
 parts=${COST_PARTS:-ram zoned submit}
 slower=${SLOWER:-0.05}
@@ -179,8 +179,10 @@ cpu_row() {
       start "$build/server/znbd" "${SRV_OPTS[@]}" $opts || continue
       prefill 128M
       t0=$(ticks)
-      # --loops: fio stops at --size otherwise, before --number_ios.
-      n=$(measure "$CPU_N" "$args --loops=1000")
+      # --io_size: fio stops at --size otherwise, before --number_ios
+      # (the rows are 4 KiB requests; --loops would not stop at
+      # --number_ios).
+      n=$(measure "$CPU_N" "$args --io_size=$((CPU_N * 4))k")
       t1=$(ticks)
       stop
       printf '%s\t%s\t%s\t%s\t%s\tticks\t%s %s\n' "$part" "znbd $mode" "$wl" "$side" "$r" $((t1 - t0)) "$n" >>"$raw"
@@ -229,6 +231,8 @@ for line in open(raw):
         order.append(key)
         rows[key] = {"a": [], "b": []}
     f = [int(x) for x in v.split()]
+    if len(f) < (4 if unit == "Ir" else 2):
+        continue  # a run that failed half-way
     if unit == "Ir":  # base Ir, base requests, full Ir, full requests
         if f[3] > f[1] and f[0] and f[2]:
             rows[key][side].append((f[2] - f[0]) / (f[3] - f[1]))
