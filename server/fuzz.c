@@ -18,30 +18,13 @@
 #include "exec.h"
 #include "handshake.h"
 #include "proto.h"
+#include "../lib/fuzz_dev.h"
 
 static int
 submit(void *opaque, struct nbdc *c, const struct nbd_req *r)
 {
   nbd_exec(c, r, EXEC_NOWAIT, opaque);
   return 0;
-}
-
-static struct znbd_dev *
-make_dev(bool zoned, struct znbd_params *p)
-{
-  char err[256];
-  znbd_params_init(p);
-  znbd_params_set(p, "size", "1M", err, sizeof err);
-  znbd_params_set(p, "zoned", zoned ? "true" : "false", err, sizeof err);
-  if (zoned) {
-    znbd_params_set(p, "zone_size", "64k", err, sizeof err);
-    znbd_params_set(p, "zone_nr_conv", "2", err, sizeof err);
-    znbd_params_set(p, "zone_max_open", "4", err, sizeof err);
-    znbd_params_set(p, "pipeline_zoned_writes", "false", err, sizeof err);
-  }
-  if (znbd_params_finish(p, err, sizeof err) == -1)
-    return NULL;
-  return znbd_dev_new(p, err, sizeof err);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -52,10 +35,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   if (size < 2)
     return 0;
   struct znbd_params p;
-  struct znbd_dev *dev = make_dev(data[0] & 1, &p);
+  struct znbd_dev *dev = fuzz_dev_new(&p, data[0] & 1);
   if (!dev) { /* zoned device not available: fall back to a RAM disk */
     znbd_params_free(&p);
-    dev = make_dev(false, &p);
+    dev = fuzz_dev_new(&p, false);
     if (!dev)
       abort();
   }
