@@ -62,6 +62,8 @@ import zlib
 
 import nbd
 
+from znbdctl import control
+
 SECT = 512
 PAGE = 4096
 MAGIC = b"ZCK1"
@@ -266,21 +268,7 @@ class Server:
         self.proc = None
 
     def control(self, line, timeout=30):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(timeout)
-        try:
-            s.connect(self.ctl)
-            s.sendall(line.encode() + b"\n")
-            s.shutdown(socket.SHUT_WR)
-            out = b""
-            while True:
-                c = s.recv(65536)
-                if not c:
-                    break
-                out += c
-        finally:
-            s.close()
-        return out.decode()
+        return control(self.ctl, line, timeout)
 
 
 # ---------------------------------------------------------- connections

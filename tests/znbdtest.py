@@ -20,6 +20,8 @@ import sys
 
 import nbd
 
+from znbdctl import control  # noqa: F401 (re-exported)
+
 __all__ = [
     "nbd", "errno", "os", "random", "sys", "uri", "connect", "check", "check_eq",
     "expect_errno", "extents", "pattern", "say", "TestFailure", "HOLE",
@@ -143,27 +145,6 @@ def pattern(length, seed):
     """LENGTH pseudo-random bytes, the same for the same SEED, so a
     misplaced or stale block is detected."""
     return random.Random(seed).randbytes(length)
-
-
-def control(path, line, timeout=5.0):
-    """Send one request LINE to the zone control socket PATH
-    (zone_control=PATH; grammar in include/znbd/control.h) and return the
-    reply text, all lines, read until the server closes after our EOF."""
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(timeout)
-    try:
-        s.connect(path)
-        s.sendall(line.encode() + b"\n")
-        s.shutdown(socket.SHUT_WR)
-        out = b""
-        while True:
-            c = s.recv(65536)
-            if not c:
-                break
-            out += c
-    finally:
-        s.close()
-    return out.decode()
 
 
 def control_stats(path):

@@ -38,25 +38,14 @@ FAULT_READ_ERR=${FAULT_READ_ERR:-Input/output error}
 FAULT_ZONE_ERR=${FAULT_ZONE_ERR:-Input/output error}
 _FZ=$((4 << 20))
 
-# One control socket request (include/znbd/control.h): the line, then EOF;
-# the reply is read until the server closes.  python3 -S: without the
-# site module (which imports more packages) a call costs a fraction of a
-# second in TCG instead of seconds, and the scenario makes a score of them.
+# One control socket request, znbdctl.py's client.  python3 -S: without
+# the site module (which imports more packages) a call costs a fraction
+# of a second in TCG instead of seconds, and the scenario makes a score.
 fault_ctl() {
-  $T python3 -S -c '
-import socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-s.settimeout(10.0)
-s.connect(sys.argv[1])
-s.sendall(sys.argv[2].encode() + b"\n")
-s.shutdown(socket.SHUT_WR)
-out = b""
-while True:
-    c = s.recv(65536)
-    if not c:
-        break
-    out += c
-sys.stdout.write(out.decode())' "$FAULT_CTL" "$1"
+  PYTHONPATH=$top_srcdir/tests $T python3 -S -c '
+import sys
+from znbdctl import control
+sys.stdout.write(control(sys.argv[1], sys.argv[2], 10.0))' "$FAULT_CTL" "$1"
 }
 # fault_ctl_ok LINE: the control socket answers LINE with "ok...".
 fault_ctl_ok() {
@@ -124,15 +113,15 @@ fault_scenario() {
   check "$fe faults: a write at the READONLY zone's wp fails ($FAULT_ZONE_ERR)" \
     fault_fails_with "$FAULT_ZONE_ERR" dwrite $((2 * _FZ)) 4096 "$work/f4k"
   check "$fe faults: ... the zone is READONLY and reads zeros (nothing written)" \
-    all_of fault_zone_is 2 READONLY -- zero_bytes $((2 * _FZ)) 4096
+    all fault_zone_is 2 READONLY -- zero_bytes $((2 * _FZ)) 4096
   check "$fe faults: offline 3" fault_ctl_ok "offline 3"
   check "$fe faults: a read of the OFFLINE zone fails ($FAULT_ZONE_ERR)" \
     fault_fails_with "$FAULT_ZONE_ERR" dread $((3 * _FZ)) 4096
-  check "$fe faults: online 2, online 3" all_of fault_ctl_ok "online 2" -- fault_ctl_ok "online 3"
+  check "$fe faults: online 2, online 3" all fault_ctl_ok "online 2" -- fault_ctl_ok "online 3"
   check "$fe faults: ... zone 2 takes a write at its wp again" \
     write_read $((2 * _FZ)) 4096 "$work/f4k"
   check "$fe faults: ... zone 3 is EMPTY and reads zeros" \
-    all_of fault_zone_is 3 EMPTY $((3 * _FZ)) -- zero_bytes $((3 * _FZ)) 4096
+    all fault_zone_is 3 EMPTY $((3 * _FZ)) -- zero_bytes $((3 * _FZ)) 4096
 
   # Injected delays: 16 completion delays and 1 MiB at FAULT_MBPS MiB/s.
   delayed=$(fault_stat delayed_requests) dnsec=$(fault_stat delay_nsec)
@@ -142,19 +131,4 @@ fault_scenario() {
     fault_counter_grew delayed_requests "${delayed:-0}" 16
   check "$fe faults: ... delay_nsec grew by 16 completion delays + 1 MiB at mbps=$FAULT_MBPS ($cost ns)" \
     fault_counter_grew delay_nsec "${dnsec:-0}" "$cost"
-}
-
-# all_of CMD... [-- CMD...]...: each in turn, stop at the first failure.
-all_of() {
-  local cmd=()
-  while [ $# -gt 0 ]; do
-    if [ "$1" = -- ]; then
-      "${cmd[@]}" || return 1
-      cmd=()
-    else
-      cmd+=("$1")
-    fi
-    shift
-  done
-  "${cmd[@]}"
 }

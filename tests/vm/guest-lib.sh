@@ -10,6 +10,7 @@
 #   note TEXT...             a "# " diagnostic line
 #   tap_end                  print the plan "1..N"; returns 1 if any failed
 #   expect_eio CMD...        succeeds iff CMD fails with "Input/output error"
+#   all CMD... [-- CMD...]   each in turn; the first failure stops (one check)
 #
 # Front-ends (started in the guest, on a Unix socket in $work):
 #   start_server FE key=value...  FE: plugin (nbdkit + zoned.so), bio, mq
@@ -248,4 +249,20 @@ fio_zbd_verify() {
   grep -e 'err=' -e 'WRITE:' -e 'READ:' "$work/fio.out"
   grep -q 'err= *0:' "$work/fio.out" && grep -qE "WRITE:.*io=$2(\.0)?MiB" "$work/fio.out" &&
     grep -qE "READ:.*io=$2(\.0)?MiB" "$work/fio.out"
+}
+
+# all CMD... [-- CMD...]...: run each in turn, stop at the first failure
+# (several conditions as one check).
+all() {
+  local cmd=()
+  while [ $# -gt 0 ]; do
+    if [ "$1" = -- ]; then
+      "${cmd[@]}" || return 1
+      cmd=()
+    else
+      cmd+=("$1")
+    fi
+    shift
+  done
+  "${cmd[@]}"
 }

@@ -67,19 +67,6 @@ report_lists() { # N: N zones, all empty
   printf '%s\n' "$out" | head -n 2
   [ "$(grep -c 'start:' <<< "$out")" = "$1" ] && [ "$(grep -c 'zcond: *1(em)' <<< "$out")" = "$1" ]
 }
-all() { # CMD... [-- CMD...]...: run each in turn, stop at the first failure
-  local cmd=()
-  while [ $# -gt 0 ]; do
-    if [ "$1" = -- ]; then
-      "${cmd[@]}" || return 1
-      cmd=()
-    else
-      cmd+=("$1")
-    fi
-    shift
-  done
-  "${cmd[@]}"
-}
 # null_blk reads what was never written as 0xff bytes, not zeros (6.1
 # too): compare with the last zone, which no check writes.
 unwritten_bytes() { # OFF LEN
