@@ -1,7 +1,11 @@
 #!/bin/bash
 # In a guest booted on today's kernel (modern.test; vm-run --kernel-root):
 # what the next steps of the kernel tests stand on.  TAP output.
-#   guest-modern.sh KVER
+#   guest-modern.sh KVER [PART...]
+# PARTs (default: all, in this order): base (this file's checks below)
+# and the scenarios kept in files of their own, each a guest-modern-PART.sh
+# sourced here so that one boot serves them all; run one alone while
+# working on it (tests/vm/README.md).
 # - the guest runs KVER (the fetched kernel, not Debian 12's 6.1);
 # - null_blk zoned through configfs: blkzone report lists the zones, a
 #   write at a zone's wp moves it, one off the wp fails and changes
@@ -19,7 +23,16 @@
 #   changes nothing.
 # shellcheck source=guest-lib.sh
 . "$top_srcdir/tests/vm/guest-lib.sh"
-want=${1:?usage: guest-modern.sh KVER}
+want=${1:?usage: guest-modern.sh KVER [PART...]}
+shift
+all_parts="base"
+parts=${*:-$all_parts}
+for part in $parts; do
+  case " $all_parts " in
+    *" $part "*) ;;
+    *) echo "guest-modern.sh: unknown part $part (known: $all_parts)" >&2 && exit 2 ;;
+  esac
+done
 M=$((1024 * 1024))
 head -c $((1 * M)) /dev/urandom > "$work/rand"
 
@@ -28,6 +41,7 @@ runs_kernel() {
   [ "$(uname -r)" = "$want" ]
 }
 check "the guest runs the fetched kernel $want" runs_kernel
+want_part() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
 
 # ------------------------------------------------------------ null_blk zoned
 # 16 zones of 4 MiB, none conventional, memory-backed.
@@ -80,7 +94,7 @@ write_fails() { # OFF LEN FILE
   echo "the write failed, as it must"
 }
 z1=$((4 * M)) # zone 1, byte offset; sector 8192
-if check "null_blk: a zoned disk (64 MiB, 4 MiB zones) made through configfs" nullb_create; then
+if want_part base && check "null_blk: a zoned disk (64 MiB, 4 MiB zones) made through configfs" nullb_create; then
   check "null_blk: blkzone report lists 16 zones, all empty" report_lists 16
   check "null_blk: zone write plugging is there (debugfs zone_wplugs)" \
     test -e "/sys/kernel/debug/block/${DEV#/dev/}/zone_wplugs"
@@ -202,7 +216,7 @@ ublk_stop() {
   [ "$rc" = 0 ] && [ ! -e "$DEV" ] && [ ! -e "/sys/block/${DEV#/dev/}" ]
 }
 note "t=${SECONDS}s"
-if check "znbd-ublk: a zoned /dev/ublkbN (16 zones of 4 MiB, max open 4)" ublk_start; then
+if want_part base && check "znbd-ublk: a zoned /dev/ublkbN (16 zones of 4 MiB, max open 4)" ublk_start; then
   check "znbd-ublk: blkzone report lists 16 zones" report_ublk
   check "znbd-ublk: the kernel's zones are the control socket's" ublk_same_zones
   check "znbd-ublk: 64 KiB at zone 1's wp read back" write_read $z1 65536 "$work/rand"
@@ -231,7 +245,7 @@ fi
 # written as 0xff bytes: znbd-ublk does too past the wp
 # (zone_read_past_wp=ones), and the conventional zone gets the same
 # bytes on both first.
-if check "znbd-ublk: null_blk of the same geometry (1 conventional, max open 4)" \
+if want_part base && check "znbd-ublk: null_blk of the same geometry (1 conventional, max open 4)" \
   nullb_create zone_nr_conv=1 zone_max_open=4; then
   NB_DEV=$DEV
   if check "znbd-ublk: the same geometry, reading 0xff past the wp" \
@@ -245,7 +259,7 @@ if check "znbd-ublk: null_blk of the same geometry (1 conventional, max open 4)"
 fi
 # zoned=false: a plain disk; a discard and a write of zeros read back as
 # zeros, the bytes around them stay.
-if check "znbd-ublk: a plain /dev/ublkbN (zoned=false, 16 MiB)" ublk_start zoned=false size=16M; then
+if want_part base && check "znbd-ublk: a plain /dev/ublkbN (zoned=false, 16 MiB)" ublk_start zoned=false size=16M; then
   check "znbd-ublk: 1 MiB at 1 MiB read back" write_read $M $M "$work/rand"
   check "znbd-ublk: blkdiscard of 256 KiB and a write of zeros over the next 256 KiB" \
     all $T blkdiscard -o $M -l 262144 "$DEV" -- $T blkdiscard -z -o $((M + 262144)) -l 262144 "$DEV"
@@ -259,8 +273,9 @@ fi
 note "t=${SECONDS}s"
 
 # ----------------------------------------------------------------------- NBD
-DEV=/dev/nbd0
-if ! why=$(frontend_available bio); then
+if ! want_part base; then
+  :
+elif DEV=/dev/nbd0 && ! why=$(frontend_available bio); then
   check "znbd is built" sh -c "echo '$why'; false"
 elif check "nbd: modprobe nbd" modprobe nbd nbds_max=1 &&
   check "nbd: start znbd bio, 16 zones of 4 MiB" start_server bio size=64M zone_size=4M blocksize=4096 &&
@@ -271,4 +286,12 @@ elif check "nbd: modprobe nbd" modprobe nbd nbds_max=1 &&
   check "nbd: nbd-client -d" detach
 fi
 stop_server > /dev/null
+
+# The scenarios in files of their own, on the functions above.
+for part in $parts; do
+  [ "$part" = base ] && continue
+  note "part $part at t=${SECONDS}s"
+  # shellcheck disable=SC1090
+  . "$top_srcdir/tests/vm/guest-modern-$part.sh"
+done
 tap_end
