@@ -31,14 +31,7 @@ note "kernel $(uname -r), $(nproc) vCPUs"
 head -c $((64 * 1024)) /dev/urandom > "$work/old"
 head -c $((64 * 1024)) /dev/urandom > "$work/new"
 
-# ctl LINE: one request on the control socket $CTL, its reply on stdout
-# (tests/znbdtest.py's control()).
-ctl() {
-  PYTHONPATH=$top_srcdir/tests $T python3 -c '
-import sys
-from znbdtest import control
-sys.stdout.write(control(sys.argv[1], sys.argv[2], 10.0))' "$CTL" "$1"
-}
+# ctl LINE (guest-lib.sh): one request on the control socket $CTL.
 # ctl_is LINE WANT: the reply to LINE is exactly WANT.
 ctl_is() {
   local got

@@ -38,15 +38,8 @@ FAULT_READ_ERR=${FAULT_READ_ERR:-Input/output error}
 FAULT_ZONE_ERR=${FAULT_ZONE_ERR:-Input/output error}
 _FZ=$((4 << 20))
 
-# One control socket request, znbdctl.py's client.  python3 -S: without
-# the site module (which imports more packages) a call costs a fraction
-# of a second in TCG instead of seconds, and the scenario makes a score.
-fault_ctl() {
-  PYTHONPATH=$top_srcdir/tests $T python3 -S -c '
-import sys
-from znbdctl import control
-sys.stdout.write(control(sys.argv[1], sys.argv[2], 10.0))' "$FAULT_CTL" "$1"
-}
+# One control socket request (guest-lib.sh's ctl on $FAULT_CTL).
+fault_ctl() { CTL=$FAULT_CTL ctl "$1"; }
 # fault_ctl_ok LINE: the control socket answers LINE with "ok...".
 fault_ctl_ok() {
   local r

@@ -251,6 +251,90 @@ fio_zbd_verify() {
     grep -qE "READ:.*io=$2(\.0)?MiB" "$work/fio.out"
 }
 
+# fs_check TYPE FSCK MKFS...: on $DEV, mkfs, mount, write $work/f8 (8 MiB
+# of random bytes, made if missing), umount, fsck, mount, the bytes read
+# back (page cache dropped), umount.
+fs_check() {
+  local type=$1 fsck=$2
+  shift 2
+  mkdir -p "$work/mnt"
+  [ -f "$work/f8" ] || head -c $((8 << 20)) /dev/urandom > "$work/f8"
+  $T "$@" "$DEV" > "$work/mkfs.out" 2>&1 || { cat "$work/mkfs.out"; return 1; }
+  grep -i -e zone -e zoned "$work/mkfs.out" | head -3
+  $T mount -t "$type" "$DEV" "$work/mnt" &&
+    $T cp "$work/f8" "$work/mnt/f8" && $T umount "$work/mnt" &&
+    $T $fsck "$DEV" > "$work/fsck.out" 2>&1 || { cat "$work/fsck.out" 2> /dev/null; return 1; }
+  echo 3 > /proc/sys/vm/drop_caches
+  $T mount -t "$type" "$DEV" "$work/mnt" &&
+    cmp "$work/f8" "$work/mnt/f8" && echo "8 MiB read back after remount" &&
+    $T umount "$work/mnt"
+}
+
+# ---------------------------------------------------- zones, two views
+# ctl LINE: the control socket $CTL's reply to LINE (znbdctl.py on the
+# standard library alone: python3 -S, whose start costs no site imports).
+ctl() {
+  PYTHONPATH=$top_srcdir/tests $T python3 -S -c '
+import sys
+from znbdctl import control
+sys.stdout.write(control(sys.argv[1], sys.argv[2], 10.0))' "$CTL" "$1"
+}
+# Zones as "START_SECTOR WP_REL_SECTORS COND" lines (conventional: wp -),
+# from blkzone and from the control socket.  With the argument "cap":
+# "START WP_REL COND CAP", FULL zones with wp "full" (sd puts a FULL
+# zone's wp at the zone end, the device at the capacity end after
+# writes, sd_zbc_parse_report()).
+kernel_zones() {
+  # Parsed in this shell: three seds per line cost ~5 s per report in TCG.
+  local line cap=${1:-} re='start: (0x[0-9a-f]+).*cap (0x[0-9a-f]+).*wptr (0x[0-9a-f]+).*zcond: *([0-9]+)'
+  blkzone report "$DEV" | while read -r line; do
+    [[ $line =~ $re ]] || continue
+    case $line in
+      *CONVENTIONAL*) w=- ;;
+      *zcond:14*) if [ -n "$cap" ]; then w=full; else w=$((BASH_REMATCH[3])); fi ;;
+      *) w=$((BASH_REMATCH[3])) ;;
+    esac
+    echo "$((BASH_REMATCH[1])) $w ${BASH_REMATCH[4]}${cap:+ $((BASH_REMATCH[2]))}"
+  done
+}
+device_zones() {
+  ctl "report 0 $NZ" | grep "^zone=" | awk -v cap="${1:-}" '{
+    for (i = 1; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+    m["NOT_WP"] = 0; m["EMPTY"] = 1; m["IMP_OPEN"] = 2; m["EXP_OPEN"] = 3
+    m["CLOSED"] = 4; m["FULL"] = 14
+    w = (f["type"] == "CONVENTIONAL") ? "-" : (f["wp"] - f["start"]) / 512
+    if (cap != "" && f["cond"] == "FULL") w = "full"
+    print f["start"] / 512, w, m[f["cond"]] (cap != "" ? " " f["cap"] / 512 : "") }'
+}
+# same_zones [cap]: blkzone's report of $DEV is the control socket's,
+# $NZ zones.
+same_zones() {
+  kernel_zones "${1:-}" > "$work/k"
+  device_zones "${1:-}" > "$work/d"
+  [ "$(wc -l < "$work/k")" = "$NZ" ] && diff "$work/k" "$work/d"
+}
+# kernel_report_as_dir DEV: blkzone's report of DEV as a dir= store keeps
+# it.  What dir= keeps of a zone is its wp: an open zone comes back
+# CLOSED (EMPTY if nothing was written), as a drive after power-up, so
+# open conditions are mapped so.  A FULL zone has no wp for nbdzone
+# (printed 0, see nbdzone(1)) while sd and ublk report it at the zone
+# end (sd_zbc_parse_report(), null_blk): that field is aligned too.
+kernel_report_as_dir() {
+  blkzone report "$1" | sed -E -e '/wptr 0x0+ .*zcond: [23]\(o[ie]\)/s/zcond: [23]\(o[ie]\)/zcond: 1(em)/' \
+    -e 's/zcond: [23]\(o[ie]\)/zcond: 4(cl)/' -e '/zcond:14/s/wptr 0x[0-9a-f]*/wptr 0x000000/'
+}
+# nbdzone_same DIR N REPORT: znbd (mq) on dir=DIR, the disk's user gone:
+# nbdzone's report over NBD has N zones and equals REPORT
+# (kernel_report_as_dir's, taken before).
+nbdzone_same() {
+  start_server mq dir="$1" || return 1
+  $T "$top_builddir/client/nbdzone" report "nbd+unix:///?socket=$SOCK" > "$work/nbdzone.txt"
+  local r=$?
+  stop_server
+  [ "$r" = 0 ] && [ "$(wc -l < "$work/nbdzone.txt")" = "$2" ] &&
+    diff "$3" "$work/nbdzone.txt" && echo "$2 zones alike"
+}
+
 # all CMD... [-- CMD...]...: run each in turn, stop at the first failure
 # (several conditions as one check).
 all() {

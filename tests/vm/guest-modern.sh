@@ -25,7 +25,7 @@
 . "$top_srcdir/tests/vm/guest-lib.sh"
 want=${1:?usage: guest-modern.sh KVER [PART...]}
 shift
-all_parts="base"
+all_parts="base fs"
 parts=${*:-$all_parts}
 for part in $parts; do
   case " $all_parts " in
@@ -131,10 +131,10 @@ check "ublk: the feature mask has ZONED and USER_COPY" ublk_features
 UBLK=$top_builddir/ublk/znbd-ublk
 CTL=$work/ublk.ctl
 ublk_start() { # [KEY=VALUE...]: another device than the zoned one
-  local i zoned=true
+  local i zoned=true geometry=given
   [ -x "$UBLK" ] || { echo "$UBLK is not built"; return 1; }
   rm -f "$CTL"
-  [ $# != 0 ] || set -- size=64M zone_size=4M zone_nr_conv=1 zone_max_open=4
+  [ $# != 0 ] || { set -- size=64M zone_size=4M zone_nr_conv=1 zone_max_open=4 && geometry=default; }
   case " $* " in *" zoned=false "*) zoned=false ;; esac
   "$UBLK" "$@" zone_control="$CTL" > "$work/ublk.out" 2> "$work/ublk.err" &
   UBLK_PID=$!
@@ -152,8 +152,10 @@ ublk_start() { # [KEY=VALUE...]: another device than the zoned one
     [ "$(cat $q/zoned)" = none ]
   else
     echo "$(cat $q/nr_zones) zones of $(cat $q/chunk_sectors) sectors, max open $(cat $q/max_open_zones)"
-    [ "$(cat $q/zoned)" = host-managed ] && [ "$(cat $q/nr_zones)" = 16 ] &&
-      [ "$(cat $q/chunk_sectors)" = 8192 ] && [ "$(cat $q/max_open_zones)" = 4 ]
+    [ "$(cat $q/zoned)" = host-managed ] || return 1
+    # The default geometry's values; a caller's own are its to check.
+    [ $geometry = given ] || { [ "$(cat $q/nr_zones)" = 16 ] &&
+      [ "$(cat $q/chunk_sectors)" = 8192 ] && [ "$(cat $q/max_open_zones)" = 4 ]; }
   fi
 }
 # ublk_diff REF DUT: zonediff.py, after the same 4 MiB into both
@@ -183,8 +185,8 @@ report_ublk() { # 16 zones: one conventional, 15 empty
   [ "$(grep -c 'start:' <<< "$out")" = 16 ] && [ "$(grep -c 'CONVENTIONAL' <<< "$out")" = 1 ] &&
     [ "$(grep -c 'zcond: *1(em)' <<< "$out")" = 15 ]
 }
-ublk_same_zones() {
-  PYTHONPATH=$top_srcdir/tests:$top_srcdir/tests/vm $T python3 - "$DEV" "$CTL" << 'PY'
+ublk_same_zones() { # [N]: N zones (default 16)
+  PYTHONPATH=$top_srcdir/tests:$top_srcdir/tests/vm $T python3 - "$DEV" "$CTL" "${1:-16}" << 'PY'
 import sys
 import zonediff
 from znbdtest import control
@@ -205,7 +207,7 @@ print("%d zones from the kernel, %d from the control socket; zone 1: %s"
 for k, d in zip(kernel, dev):
     if k != d:
         print("kernel %s != device %s" % (k, d))
-sys.exit(0 if kernel == dev and len(kernel) == 16 else 1)
+sys.exit(0 if kernel == dev and len(kernel) == int(sys.argv[3]) else 1)
 PY
 }
 ublk_stop() {

@@ -13,45 +13,6 @@ CFG=/sys/kernel/config/target
 ZS=$((4 << 20)) # 4 MiB zones = 8192 sectors; 16 zones, 2 conventional
 NZ=16
 
-ctl() {
-  PYTHONPATH=$top_srcdir/tests $T python3 -c '
-import sys
-from znbdtest import control
-sys.stdout.write(control(sys.argv[1], sys.argv[2], 10.0))' "$CTL" "$1"
-}
-# Zones as "START_SECTOR WP_REL_SECTORS COND" lines (conventional: wp -),
-# from blkzone and from the control socket.  With the argument "cap":
-# "START WP_REL COND CAP", FULL zones with wp "full" (sd puts a FULL
-# zone's wp at the zone end, the device at the capacity end after
-# writes, sd_zbc_parse_report()).
-kernel_zones() {
-  # Parsed in this shell: three seds per line cost ~5 s per report in TCG.
-  local line cap=${1:-} re='start: (0x[0-9a-f]+).*cap (0x[0-9a-f]+).*wptr (0x[0-9a-f]+).*zcond: *([0-9]+)'
-  blkzone report "$DEV" | while read -r line; do
-    [[ $line =~ $re ]] || continue
-    case $line in
-      *CONVENTIONAL*) w=- ;;
-      *zcond:14*) if [ -n "$cap" ]; then w=full; else w=$((BASH_REMATCH[3])); fi ;;
-      *) w=$((BASH_REMATCH[3])) ;;
-    esac
-    echo "$((BASH_REMATCH[1])) $w ${BASH_REMATCH[4]}${cap:+ $((BASH_REMATCH[2]))}"
-  done
-}
-device_zones() {
-  ctl "report 0 $NZ" | grep "^zone=" | awk -v cap="${1:-}" '{
-    for (i = 1; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
-    m["NOT_WP"] = 0; m["EMPTY"] = 1; m["IMP_OPEN"] = 2; m["EXP_OPEN"] = 3
-    m["CLOSED"] = 4; m["FULL"] = 14
-    w = (f["type"] == "CONVENTIONAL") ? "-" : (f["wp"] - f["start"]) / 512
-    if (cap != "" && f["cond"] == "FULL") w = "full"
-    print f["start"] / 512, w, m[f["cond"]] (cap != "" ? " " f["cap"] / 512 : "") }'
-}
-# same_zones [cap]: blkzone's report is the control socket's.
-same_zones() {
-  kernel_zones "${1:-}" > "$work/k"
-  device_zones "${1:-}" > "$work/d"
-  [ "$(wc -l < "$work/k")" = "$NZ" ] && diff "$work/k" "$work/d"
-}
 # zone_is N WP_REL COND: zone N as the kernel reports it.
 zone_is() {
   local got
@@ -269,22 +230,6 @@ FS=$work/fs
 NZ=64
 head -c $((8 << 20)) /dev/urandom > "$work/f8"
 fio_zbd() { fio_zbd_verify 32M 64; }
-# fs_check TYPE MKFS...: mkfs, mount, write 8 MiB, umount, fsck, mount,
-# the bytes read back (page cache dropped), umount.
-fs_check() {
-  local type=$1 fsck=$2
-  shift 2
-  mkdir -p "$work/mnt"
-  $T "$@" "$DEV" > "$work/mkfs.out" 2>&1 || { cat "$work/mkfs.out"; return 1; }
-  grep -i -e zone -e zoned "$work/mkfs.out" | head -3
-  $T mount -t "$type" "$DEV" "$work/mnt" &&
-    $T cp "$work/f8" "$work/mnt/f8" && $T umount "$work/mnt" &&
-    $T $fsck "$DEV" > "$work/fsck.out" 2>&1 || { cat "$work/fsck.out" 2> /dev/null; return 1; }
-  echo 3 > /proc/sys/vm/drop_caches
-  $T mount -t "$type" "$DEV" "$work/mnt" &&
-    cmp "$work/f8" "$work/mnt/f8" && echo "8 MiB read back after remount" &&
-    $T umount "$work/mnt"
-}
 for m in btrfs f2fs; do modprobe "$m"; done
 start_tcmu fs0 size=512M zone_size=8M zone_nr_conv=4 zone_max_open=8 dir="$FS"
 check "the fs disk: 64 zones of 8 MiB, host-managed" grep -qx 64 "/sys/block/$d/queue/nr_zones"
@@ -300,24 +245,11 @@ note "t=${SECONDS}s"
 check "mkfs.f2fs -m, mount, write, fsck.f2fs, remount, read back" \
   fs_check f2fs "fsck.f2fs" mkfs.f2fs -f -m
 check "blkzone report equals the control socket's after f2fs" same_zones
-# What dir= keeps of a zone is its wp: an open zone comes back CLOSED
-# (EMPTY if nothing was written), as a drive after power-up, so open
-# conditions are mapped so in the kernel's report.  A FULL zone has no wp
-# for nbdzone (printed 0, see nbdzone(1)) while sd reports it at the zone
-# end (sd_zbc_parse_report()): that field is aligned too.
-blkzone report "$DEV" | sed -E -e '/wptr 0x0+ .*zcond: [23]\(o[ie]\)/s/zcond: [23]\(o[ie]\)/zcond: 1(em)/' \
-  -e 's/zcond: [23]\(o[ie]\)/zcond: 4(cl)/' -e '/zcond:14/s/wptr 0x[0-9a-f]*/wptr 0x000000/' > "$work/blkzone.txt"
+kernel_report_as_dir "$DEV" > "$work/blkzone.txt"
 stop_tcmu fs0
 check "znbd-tcmu fs0 stops with status 0" test "$rc" = 0
-nbdzone_same() {
-  start_server mq dir="$FS" || return 1
-  $T "$top_builddir/client/nbdzone" report "nbd+unix:///?socket=$SOCK" > "$work/nbdzone.txt"
-  local r=$?
-  stop_server
-  [ "$r" = 0 ] && [ "$(wc -l < "$work/nbdzone.txt")" = 64 ] &&
-    diff "$work/blkzone.txt" "$work/nbdzone.txt" && echo "64 zones alike"
-}
-check "nbdzone report over NBD (znbd on the same dir=) equals blkzone's" nbdzone_same
+check "nbdzone report over NBD (znbd on the same dir=) equals blkzone's" \
+  nbdzone_same "$FS" 64 "$work/blkzone.txt"
 note "t=${SECONDS}s"
 # The fault scenario guest-nbd.sh runs through NBD, here through SCSI.
 # shellcheck source=guest-faults.sh
