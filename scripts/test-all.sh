@@ -16,30 +16,48 @@ export PATH=/usr/bin:/usr/sbin:/bin:/sbin:$PATH
 
 "$top/scripts/install-deps.sh" || { echo "install-deps failed"; echo "0 passed, 1 failed"; exit 1; }
 
-extra_pass=0 extra_fail=0 extra_skip=0
-step() { # step NAME CMD...: run a step that counts as one test
+# The steps that count as one test each (build, format, ...): one
+# "PASS: NAME" or "FAIL: NAME" line each in $steps, counted at the end,
+# so a step run in the background counts as well.
+steps=$(mktemp)
+san_log=$(mktemp)
+trap 'rm -f "$steps" "$san_log"' EXIT
+step() { # step NAME CMD...
   local name=$1; shift
-  if "$@"; then echo "PASS: $name"; extra_pass=$((extra_pass + 1))
-  else echo "FAIL: $name"; extra_fail=$((extra_fail + 1)); fi
+  if "$@"; then echo "PASS: $name" | tee -a "$steps"
+  else echo "FAIL: $name" | tee -a "$steps"; fi
 }
 
 step build env BUILD="$top/build" "$top/scripts/build.sh"
 step check-format make -s -C "$top/build" check-format
 make -C "$top/build" -k check
+# Sanitizers (the unit tests and the NBD suite, ASan+UBSan), then the
+# core on libc alone (lib/ and the unit tests built, scsi_test run, with
+# every front-end's dependency hidden: scripts/check-minimal.sh).  They
+# run beside the guest tests, whose qemu keeps about one of the machine's
+# cores busy: one after the other, the two would take some 15 minutes
+# longer.  Their output follows the guest tests' in this log.
+sanitizers() {
+  step build-sanitizers env BUILD="$top/build-san" "$top/scripts/build.sh" --enable-sanitizers
+  if [ -f "$top/build-san/Makefile" ]; then
+    make -C "$top/build-san/tests/unit" -k check
+    make -C "$top/build-san/tests/nbd" -k check
+  fi
+  step build-minimal env MIN_BUILD="$top/build-min" "$top/scripts/check-minimal.sh"
+}
+sanitizers > "$san_log" 2>&1 &
+san_pid=$!
 if [ "${ZNBD_SKIP_VM:-0}" = 1 ]; then
-  echo "SKIP: check-vm (ZNBD_SKIP_VM=1)"; extra_skip=$((extra_skip + 1))
+  echo "SKIP: check-vm (ZNBD_SKIP_VM=1)" | tee -a "$steps"
 else
   make -C "$top/build" -k check-vm
 fi
-# Sanitizers: the unit tests and the NBD suite, ASan+UBSan.
-step build-sanitizers env BUILD="$top/build-san" "$top/scripts/build.sh" --enable-sanitizers
-if [ -f "$top/build-san/Makefile" ]; then
-  make -C "$top/build-san/tests/unit" -k check
-  make -C "$top/build-san/tests/nbd" -k check
-fi
-# The core on libc alone: lib/ and the unit tests built, scsi_test run, with every
-# front-end's dependency hidden (scripts/check-minimal.sh).
-step build-minimal env MIN_BUILD="$top/build-min" "$top/scripts/check-minimal.sh"
+wait "$san_pid"
+echo "== the sanitizer and libc-only builds and tests (run beside the guest tests):"
+cat "$san_log"
+extra_pass=$(grep -c '^PASS: ' "$steps")
+extra_fail=$(grep -c '^FAIL: ' "$steps")
+extra_skip=$(grep -c '^SKIP: ' "$steps")
 
 # Count every automake test result (.trs) of both builds.
 count() { cat /dev/null $(find "$top/build" "$top/build-san" -name '*.trs' 2>/dev/null) |
