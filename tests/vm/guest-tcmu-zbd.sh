@@ -1,9 +1,10 @@
 #!/bin/bash
 # In the guest (tcmu-zbd.test): fio's own t/zbd/test-zbd-support,
-# unchanged, on Linux null_blk and on a znbd-tcmu disk of the same
-# geometry (guest-zbd-tcmu.sh), for each GEOM argument in this one boot.
-# One check per test of the suite: a test that passes on null_blk must
-# pass on the SCSI disk.  The known differences, with their reasons in
+# unchanged, on Linux null_blk, on a znbd-tcmu disk and, where the kernel
+# has ublk, on a znbd-ublk disk of the same geometry (guest-zbd-tcmu.sh),
+# for each GEOM argument in this one boot.  One check per test of the
+# suite and disk: a test that passes on null_blk must pass on the SCSI
+# disk and on the ublk disk.  The known differences, with their reasons in
 # man znbd-tcmu, "FIO'S ZONED TEST SUITE":
 #   - tests 9 and 10 use fio's sg engine: null_blk skips them (not a
 #     SCSI device); on the SCSI disk they run and must pass, except
@@ -33,7 +34,16 @@ answers() {
       PASS | FAIL) [ "$2" = PASS ] ;; # a null_blk FAIL: XFAIL below when it fails alike
       SKIP) [ "$2" != FAIL ] ;;
     esac
-  fi || { tail -n 20 "/tmp/zbdt/t/zbd/test-zbd-support.log.$3"; return 1; }
+  fi || { tail -n 20 "/tmp/zbdt/tcmu/test-zbd-support.log.$3"; return 1; }
+}
+
+# The same for the ublk disk, no SCSI test apart.
+answers_ublk() {
+  echo "null_blk: $1, znbd-ublk: $2"
+  case $1 in
+    PASS | FAIL) [ "$2" = PASS ] ;;
+    SKIP) [ "$2" != FAIL ] ;;
+  esac || { tail -n 20 "/tmp/zbdt/ublk/test-zbd-support.log.$3" 2> /dev/null; return 1; }
 }
 
 for geom in "$@"; do
@@ -41,11 +51,18 @@ for geom in "$@"; do
   out=$work/zbd-$geom.out
   t0=$SECONDS
   bash "$top_srcdir/tests/vm/guest-zbd-tcmu.sh" "$geom" > "$out" 2>&1 < /dev/null
-  note "t/zbd $geom: null_blk and znbd-tcmu in $((SECONDS - t0)) s"
-  grep -E '^(nullb|tcmu|znbd-tcmu /dev)' "$out" | sed 's/^/#   /'
-  declare -A nb=() sd=()
+  note "t/zbd $geom: null_blk, znbd-tcmu (and znbd-ublk) in $((SECONDS - t0)) s"
+  grep -E '^(nullb|tcmu|ublk)' "$out" | sed 's/^/#   /'
+  declare -A nb=() sd=() ub=()
   while read -r n st; do nb[$((10#$n))]=$st; done < /tmp/zbdt/nullb.res
   while read -r n st; do sd[$((10#$n))]=$st; done < /tmp/zbdt/tcmu.res
+  # znbd-ublk: run where the kernel has ublk_drv (not on 6.1).
+  ublk=false
+  if modprobe ublk_drv 2> /dev/null; then
+    ublk=true
+    while read -r n st; do ub[$((10#$n))]=$st; done < /tmp/zbdt/ublk.res
+    check "t/zbd $geom: the suite ran all its $total tests on znbd-ublk" test "${#ub[@]}" = "$total" || ublk=false
+  fi
   # Both runs must have run the whole suite, or the comparison is empty.
   if ! check "t/zbd $geom: the suite ran all its $total tests on both disks" \
     test "${#nb[@]}" = "$total" -a "${#sd[@]}" = "$total" -a "$total" -gt 50; then
@@ -66,7 +83,18 @@ for geom in "$@"; do
     what="znbd-tcmu answers null_blk's ${nb[$n]}"
     scsi_test "$n" && what="fio's sg engine runs and passes on the SCSI disk"
     check "t/zbd $geom test $n: $what" answers "${nb[$n]}" "${sd[$n]}" "$n" || true
+    $ublk || continue
+    # The block layer's ublk disk is no SCSI device: tests 9 and 10 skip
+    # there as on null_blk.
+    TODO=
+    [ "${nb[$n]}" = FAIL ] && [ "${ub[$n]}" = FAIL ] && TODO="fails on null_blk too (fio's own defect, man znbd-fio)"
+    if [ "${nb[$n]}" = SKIP ] && [ "${ub[$n]}" = SKIP ]; then
+      skip_check "t/zbd $geom test $n on znbd-ublk" "skipped on null_blk and on the ublk disk"
+      continue
+    fi
+    check "t/zbd $geom test $n: znbd-ublk answers null_blk's ${nb[$n]}" \
+      answers_ublk "${nb[$n]}" "${ub[$n]}" "$n" || true
   done
-  unset nb sd
+  unset nb sd ub
 done
 tap_end

@@ -1,8 +1,10 @@
 #!/bin/bash
 # In the vm-run guest: fio's own t/zbd/test-zbd-support, unchanged, on
-# Linux null_blk and on a znbd-tcmu disk (/dev/sdX through LIO TCMU and
-# tcm_loop) of the same geometry, one after the other in one boot, and the
-# two pass lists side by side (man znbd-tcmu, "FIO'S ZONED TEST SUITE").
+# Linux null_blk, on a znbd-tcmu disk (/dev/sdX through LIO TCMU and
+# tcm_loop) and, where the kernel has ublk, on a znbd-ublk disk
+# (/dev/ublkbN) of the same geometry, one after the other in one boot,
+# and the pass lists side by side (man znbd-tcmu and znbd-ublk, "FIO'S
+# ZONED TEST SUITE").
 # make check-vm runs it through guest-tcmu-zbd.sh (tcmu-zbd.test), which
 # checks the two lists test by test; by hand, from the top of a build:
 #
@@ -13,9 +15,9 @@
 #
 # GEOM as for guest-zbd-nullb.sh (1m, zcap, open8; zcap is served with
 # ZBC-2 gap zones on SCSI); other arguments go to test-zbd-support.  The
-# per-test logs go to /out/nullb and /out/tcmu when that share exists;
-# the last lines are "tcmu vs null_blk: SAME" or the tests whose result
-# differs.
+# per-test logs go to /out/nullb, /out/tcmu and /out/ublk when that share exists;
+# the last lines are "tcmu vs null_blk: SAME" (and "ublk vs ...") or the
+# tests whose result differs.
 set -u
 # vm-run runs a copy of this script: the tree comes from top_srcdir.
 : "${top_srcdir:?top_srcdir: the source tree (vm-run -e)}"
@@ -61,34 +63,66 @@ dev=/dev/$d
 for g in /sys/block/"$d"/device/scsi_generic/*; do
   [ -c "/dev/${g##*/}" ] || { IFS=: read -r ma mi < "$g/dev" && mknod "/dev/${g##*/}" c "$ma" "$mi"; }
 done
-echo "znbd-tcmu $dev: $(cat /sys/block/$d/queue/zoned), $(cat /sys/block/$d/queue/nr_zones) zones," \
-  "max_open $(cat /sys/block/$d/queue/max_open_zones), scheduler $(cat /sys/block/$d/queue/scheduler)"
 suite=$work/t/zbd
 mkdir -p "$suite"
 cp "$fio_src/t/zbd/test-zbd-support" "$fio_src/t/zbd/functions" "$suite/"
 ln -sf "$(type -P fio)" "$work/fio"
 rc=0
-bash "$suite/test-zbd-support" "${opts[@]}" "$@" "$dev" | tee "$work/tcmu.out" || rc=$?
-if [ -d /out ]; then
-  mkdir -p /out/tcmu
-  cp "$suite"/test-zbd-support.log.* /out/tcmu/ 2> /dev/null
-fi
+# run_suite NAME DEV [ARG...]: the suite on DEV, its output in
+# $work/NAME.out and its per-test logs in $work/NAME/ (and /out/NAME).
+run_suite() {
+  local name=$1 dev=$2 d=${2#/dev/}
+  shift 2
+  echo "$name $dev: $(cat /sys/block/$d/queue/zoned), $(cat /sys/block/$d/queue/nr_zones) zones," \
+    "max_open $(cat /sys/block/$d/queue/max_open_zones), scheduler $(cat /sys/block/$d/queue/scheduler)"
+  rm -f "$suite"/test-zbd-support.log.*
+  bash "$suite/test-zbd-support" "$@" "$dev" | tee "$work/$name.out" || rc=$?
+  mkdir -p "$work/$name" && cp "$suite"/test-zbd-support.log.* "$work/$name/" 2> /dev/null
+  if [ -d /out ]; then
+    mkdir -p "/out/$name"
+    cp "$suite"/test-zbd-support.log.* "/out/$name/" 2> /dev/null
+  fi
+}
+run_suite tcmu "$dev" "${opts[@]}" "$@"
 kill "$pid"
 wait "$pid"
 sed 's/^/# znbd-tcmu: /' "$work/tcmu.log"
+
+# znbd-ublk, where the kernel has ublk_drv (6.6 and later; not Debian
+# 12's 6.1): the same geometry in RAM as a host-managed /dev/ublkbN.
+if modprobe ublk_drv 2> /dev/null && [ -x "$top_builddir/ublk/znbd-ublk" ]; then
+  "$top_builddir/ublk/znbd-ublk" size=${size}M zone_size=${zsize}M "${cap[@]}" \
+    blocksize=$bs zone_nr_conv=0 zone_max_open=$maxopen > "$work/ublk.dev" 2> "$work/ublk.log" &
+  pid=$!
+  dev=
+  for _ in $(seq 1 120); do
+    dev=$(head -n 1 "$work/ublk.dev")
+    [ -n "$dev" ] && break
+    sleep 0.5
+  done
+  [ -b "$dev" ] || { cat "$work/ublk.log"; exit 1; }
+  run_suite ublk "$dev" "${opts[@]}" "$@"
+  kill "$pid"
+  wait "$pid"
+  sed 's/^/# znbd-ublk: /' "$work/ublk.log"
+fi
 
 # Side by side: "NN STATUS" per test from each run.
 results() { sed -nE 's/^Running test ([0-9]+) \.\.\. (PASS|FAIL|SKIP).*/\1 \2/p' "$1"; }
 results "$work/nullb.out" > "$work/nullb.res"
 results "$work/tcmu.out" > "$work/tcmu.res"
-for t in nullb tcmu; do
+runs="nullb tcmu"
+[ -f "$work/ublk.out" ] && results "$work/ublk.out" > "$work/ublk.res" && runs="$runs ublk"
+for t in $runs; do
   echo "$t: $(grep -c PASS "$work/$t.res") passed, $(grep -c FAIL "$work/$t.res") failed," \
     "$(grep -c SKIP "$work/$t.res") skipped; failed: $(awk '$2 == "FAIL" {printf "%s ", $1}' "$work/$t.res")"
 done
-if diff "$work/nullb.res" "$work/tcmu.res" > "$work/res.diff"; then
-  echo "tcmu vs null_blk: SAME"
-else
-  echo "tcmu vs null_blk: differences (< null_blk, > tcmu):"
-  cat "$work/res.diff"
-fi
+for t in ${runs#nullb }; do
+  if diff "$work/nullb.res" "$work/$t.res" > "$work/res.diff"; then
+    echo "$t vs null_blk: SAME"
+  else
+    echo "$t vs null_blk: differences (< null_blk, > $t):"
+    cat "$work/res.diff"
+  fi
+done
 exit "$rc"
