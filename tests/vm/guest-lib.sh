@@ -335,6 +335,16 @@ nbdzone_same() {
     diff "$3" "$work/nbdzone.txt" && echo "$2 zones alike"
 }
 
+# wplug_kernel: the guest's kernel has zone write plugging (Linux 6.10
+# and later, block/blk-zoned.c), which keeps each zone's wp and refuses
+# some writes itself (EIO) that 6.1 sent to the device.
+wplug_kernel() {
+  local v
+  v=$(uname -r)
+  v=${v%%[!0-9.]*}
+  [ "${v%%.*}" -gt 6 ] || { [ "${v%%.*}" = 6 ] && [ "$(echo "$v" | cut -d. -f2)" -ge 10 ]; }
+}
+
 # all CMD... [-- CMD...]...: run each in turn, stop at the first failure
 # (several conditions as one check).
 all() {

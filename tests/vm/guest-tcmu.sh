@@ -159,11 +159,15 @@ nvmet_up() {
   echo "host entry attributes: ${attrs[*]##*/}"
   [ "$(cat "$NVS/attr_allow_any_host")" = 0 ]
 }
+# nvme_connect HOSTNQN HOSTID: a host ID of its own for each host NQN:
+# since Linux 6.x (6.18 measured) the fabrics layer refuses a second host
+# NQN under the one default host ID ("found same hostid but different
+# hostnqn", drivers/nvme/host/fabrics.c), as nvme-cli's --hostid avoids.
 nvme_connect() {
-  echo "transport=tcp,traddr=127.0.0.1,trsvcid=4420,nqn=$NQN,hostnqn=$1" > /dev/nvme-fabrics
+  echo "transport=tcp,traddr=127.0.0.1,trsvcid=4420,nqn=$NQN,hostnqn=$1,hostid=$2" > /dev/nvme-fabrics
 }
 nvme_refused() {
-  if nvme_connect nqn.2014-08.org.znbd:not-allowed; then
+  if nvme_connect nqn.2014-08.org.znbd:not-allowed 2f1f0a2e-7f1c-4f0e-9d56-000000000001; then
     echo "the connect succeeded"
     return 1
   fi
@@ -171,7 +175,7 @@ nvme_refused() {
   ! ls -d /sys/class/nvme/nvme* 2> /dev/null
 }
 nvme_up() {
-  nvme_connect "$NVHOST" || return 1
+  nvme_connect "$NVHOST" 2f1f0a2e-7f1c-4f0e-9d56-000000000002 || return 1
   local i
   for i in $(seq 1 100); do
     # nvme0c0n1 is the path's hidden disk (native multipath): no node.
