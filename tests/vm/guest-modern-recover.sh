@@ -1,0 +1,162 @@
+# shellcheck shell=bash
+# guest-modern.sh part "recover": user recovery of znbd-ublk
+# (UBLK_F_USER_RECOVERY, znbd-ublk --recover).  Sourced by guest-modern.sh
+# after its own checks, on its functions (ublk_stop, ublk_same_zones,
+# check, all).
+# - znbd-ublk --dev-id 0 on a dir= store (16 zones of 32 MiB, no open
+#   limit: btrfs wants at least 8 active zones) carries a zoned btrfs;
+#   --recover of a device whose server lives, or of no device, is refused;
+# - files written and synced, then a writer (dd conv=fsync, one file after
+#   the other) runs; znbd-ublk is killed with SIGKILL: the disk stays (the
+#   same /dev/ublkb0, the same dev_t), the file system stays mounted, and
+#   the writer makes no progress while no server runs (I/O waits);
+# - znbd-ublk --recover --dev-id 0 on the same dir= takes the device over:
+#   the writer goes on and ends without an error, the kernel's zones are
+#   the recovered device's, btrfs check passes after umount, and every
+#   file synced before and after the kill reads back right after a new
+#   mount; SIGTERM then removes the disk.
+RDIR=$work/recover.dir
+MNT=$work/recover.mnt
+GEO=(size=512M zone_size=32M zone_nr_conv=0 dir="$RDIR" zone_control="$CTL")
+# recover_run ARG...: znbd-ublk ARG... in the background (UBLK_PID),
+# until it prints its disk (DEV: once START_DEV or END_USER_RECOVERY
+# returned), which must be /dev/ublkb0, zoned.
+recover_run() {
+  rm -f "$CTL"
+  "$UBLK" "$@" > "$work/ublk.out" 2> "$work/ublk.err" &
+  UBLK_PID=$!
+  timeout 30 sh -c 'until [ -s "$1" ] || ! kill -0 "$2" 2> /dev/null; do sleep 0.1; done' \
+    sh "$work/ublk.out" "$UBLK_PID"
+  DEV=$(head -n 1 "$work/ublk.out")
+  echo "${DEV:-no disk}, pid $UBLK_PID, dev_t $(cat /sys/block/ublkb0/dev 2>&1)"
+  cat "$work/ublk.err"
+  [ "$DEV" = /dev/ublkb0 ] && [ -b "$DEV" ] &&
+    [ "$(cat /sys/block/ublkb0/queue/zoned)" = host-managed ]
+}
+# recover_refused WORDS ARG...: znbd-ublk ARG... exits 1 at once, saying
+# WORDS.
+recover_refused() {
+  local words=$1 rc=0
+  shift
+  $T "$UBLK" "$@" > /dev/null 2> "$work/refused.err" || rc=$?
+  cat "$work/refused.err"
+  [ "$rc" = 1 ] && grep -q "$words" "$work/refused.err"
+}
+mkfs_mount() {
+  modprobe btrfs || return 1
+  $T mkfs.btrfs -f -O zoned -m single -d single "$DEV" > "$work/mkfs.out" 2>&1 ||
+    { cat "$work/mkfs.out"; return 1; }
+  grep -i -e zoned -e 'zone size' "$work/mkfs.out" | head -n 3
+  mkdir -p "$MNT" && $T mount -t btrfs "$DEV" "$MNT" && findmnt -n "$MNT"
+}
+# Eight files of 1 MiB, each different, synced; their sums kept.
+synced_files() {
+  local i
+  for i in $(seq 8); do
+    { printf '%08d' "$i" && head -c $((M - 8)) "$work/rand"; } > "$MNT/pre$i" || return 1
+  done
+  $T sync -f "$MNT" && (cd "$MNT" && sha256sum pre*) > "$work/pre.sums" &&
+    wc -l < "$work/pre.sums"
+}
+# The writer: 1 MiB files w1, w2, ... each with dd conv=fsync, a line in
+# writer.done after each, until $work/writer.stop shows up (at most 200);
+# its status into writer.rc.
+writer_start() {
+  rm -f "$work/writer.stop" "$work/writer.done" "$work/writer.rc"
+  touch "$work/writer.done"
+  (
+    i=0
+    while [ ! -e "$work/writer.stop" ] && [ $i -lt 200 ]; do
+      i=$((i + 1))
+      dd if="$work/rand" of="$MNT/w$i" bs=64k count=16 conv=fsync status=none || exit 1
+      echo "$i" >> "$work/writer.done"
+    done
+  ) > "$work/writer.out" 2>&1 < /dev/null &
+  WRITER_PID=$!
+  echo $WRITER_PID > "$work/writer.pid"
+}
+writer_count() { wc -l < "$work/writer.done"; }
+# writer_reaches N: wait (at most 120 s) until the writer has N files.
+writer_reaches() {
+  local i
+  for i in $(seq 1200); do
+    [ "$(writer_count)" -ge "$1" ] && echo "the writer has $(writer_count) files" && return 0
+    kill -0 "$WRITER_PID" 2> /dev/null || break
+    sleep 0.1
+  done
+  echo "the writer has $(writer_count) files, not $1"
+  cat "$work/writer.out"
+  return 1
+}
+# SIGKILL the server: the disk and the mount stay, the writer stalls.
+kill_server() {
+  local before after
+  DEVT=$(cat /sys/block/ublkb0/dev)
+  kill -KILL "$UBLK_PID" && wait "$UBLK_PID"
+  echo "znbd-ublk killed (status $?)"
+  sleep 0.5
+  before=$(writer_count)
+  sleep 2
+  after=$(writer_count)
+  echo "writer files: $before, 2 s later $after; disk $DEV dev_t $(cat /sys/block/ublkb0/dev)"
+  findmnt -n "$MNT" || return 1
+  [ -b "$DEV" ] && [ "$(cat /sys/block/ublkb0/dev)" = "$DEVT" ] &&
+    [ "$before" = "$after" ] && kill -0 "$WRITER_PID"
+}
+recovered() {
+  recover_run --recover --dev-id 0 "${GEO[@]}" &&
+    [ "$(cat /sys/block/ublkb0/dev)" = "$DEVT" ] && findmnt -n "$MNT" &&
+    grep -q "recovered" "$work/ublk.err"
+}
+writer_ends() {
+  local rc=0
+  touch "$work/writer.stop"
+  wait "$WRITER_PID" || rc=$?
+  echo "writer: exit status $rc, $(writer_count) files"
+  cat "$work/writer.out"
+  [ "$rc" = 0 ]
+}
+umount_check() {
+  $T umount "$MNT" || return 1
+  $T btrfs check "$DEV" > "$work/check.btrfs" 2>&1
+  local rc=$?
+  tail -n 4 "$work/check.btrfs"
+  [ "$rc" = 0 ]
+}
+# After a new mount (nothing cached): the files synced before the kill,
+# and every file the writer completed, are those written.
+files_read_back() {
+  local i n bad=0
+  $T mount -t btrfs "$DEV" "$MNT" || return 1
+  (cd "$MNT" && $T sha256sum -c --quiet "$work/pre.sums") || bad=1
+  n=$(writer_count)
+  for i in $(seq "$n"); do
+    if ! cmp -s "$MNT/w$i" "$work/rand"; then
+      echo "w$i differs"
+      bad=1
+    fi
+  done
+  echo "8 files from before the kill and $n writer files checked"
+  $T umount "$MNT" && [ "$bad" = 0 ] && [ "$n" -ge 1 ]
+}
+
+if check "recover: znbd-ublk --dev-id 0 on dir= (16 zones of 32 MiB)" \
+  recover_run --dev-id 0 "${GEO[@]}"; then
+  check "recover: --recover of a device whose server lives is refused" \
+    recover_refused "is served by process $UBLK_PID" --recover --dev-id 0 size=512M zone_size=32M
+  check "recover: --recover of no device is refused" \
+    recover_refused "no ublk device 5" --recover --dev-id 5 size=512M zone_size=32M
+  if check "recover: mkfs.btrfs (zoned) and mount" mkfs_mount; then
+    check "recover: 8 files of 1 MiB written and synced" synced_files
+    writer_start
+    check "recover: a writer (dd conv=fsync, 1 MiB files) under way" writer_reaches 2
+    check "recover: SIGKILL: the disk and the mount stay, the writer waits" kill_server
+    check "recover: znbd-ublk --recover --dev-id 0 takes the same disk over" recovered
+    check "recover: the writer goes on (3 more files)" writer_reaches $(($(writer_count) + 3))
+    check "recover: the writer ends without an error" writer_ends
+    check "recover: the kernel's zones are the recovered device's" ublk_same_zones
+    check "recover: umount, btrfs check passes" umount_check
+    check "recover: every synced file reads back after a new mount" files_read_back
+  fi
+  check "recover: SIGTERM removes the recovered disk and exits 0" ublk_stop
+fi
