@@ -20,6 +20,7 @@ znbd_ublk_io_init(struct znbd_ublk_io *h, struct znbd_dev *d, void *buf,
   h->buf = buf;
   h->buf_len = buf_len;
   h->redo_writes = false;
+  h->redone = 0;
 }
 
 /* Whether the WRITE of LEN bytes at OFF (bytes), its data in H->buf,
@@ -192,6 +193,7 @@ znbd_ublk_io_exec(struct znbd_ublk_io *h,
       int e = errno;
       if (!redone(h, len, off) || (fua && znbd_req_sync(&h->rq, len, off) < 0))
         return fail(e);
+      h->redone++;
     }
     return (int32_t)len;
   case ZNBD_UBLK_IO_OP_WRITE_ZEROES: {

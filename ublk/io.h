@@ -53,10 +53,11 @@ struct znbd_ublk_io {
    * reissued by the kernel (UBLK_F_USER_RECOVERY_REISSUE), succeeds
    * without a change (znbd_ublk_io_exec()). */
   bool redo_writes;
+  uint64_t redone; /* writes so taken as done */
 };
 
 /* Set H up for a queue starting now on D, with BUF (BUF_LEN bytes, kept,
- * not copied), redo_writes false.  Never fails. */
+ * not copied), redo_writes false, redone 0.  Never fails. */
 void znbd_ublk_io_init(struct znbd_ublk_io *h, struct znbd_dev *d, void *buf,
                        size_t buf_len);
 

@@ -205,15 +205,15 @@ main(int argc, char **argv)
                (p.zoned ? ZNBD_UBLK_F_ZONED : 0),
   };
   int r;
-  if (recover && !p.dir)
-    warnx("--recover without dir=: device %ld gets this server's new RAM "
-          "store, whose data is not the dead server's",
-          dev_id);
   if (recover) {
     /* Up to 10 s for the kernel to see the old server gone. */
     if (znbd_ublk_recover_begin(ctrl_cmd, &ctrl, (uint32_t)dev_id, &up, 500, 20,
                                 &info, err, sizeof err) < 0)
       errx(1, "--recover: %s", err);
+    if (!p.dir)
+      warnx("--recover without dir=: device %ld gets this server's new RAM "
+            "store, whose data is not the dead server's",
+            dev_id);
     nr_queues = info.nr_hw_queues;
     depth = info.queue_depth;
   } else if ((r = znbd_ublk_ctrl_cmd(&ctrl, ZNBD_UBLK_U_CMD_ADD_DEV,
@@ -294,14 +294,20 @@ stop:
     rc = 1;
   }
   atomic_store(&stopping, true);
-  uint64_t requests = 0;
+  uint64_t requests = 0, redone = 0;
   for (int i = 0; i < started; i++) {
     znbd_ublk_queue_join(&queues[i]);
     requests += queues[i].requests;
+    redone += queues[i].io.redone;
     if (queues[i].failed)
       rc = 1;
   }
-  warnx("/dev/ublkb%u: %llu requests", id, (unsigned long long)requests);
+  if (recover)
+    warnx("/dev/ublkb%u: %llu requests, %llu writes redone by the kernel "
+          "that the dead server had done",
+          id, (unsigned long long)requests, (unsigned long long)redone);
+  else
+    warnx("/dev/ublkb%u: %llu requests", id, (unsigned long long)requests);
 del:
   /* DEL_DEV waits until /dev/ublkcN is released: the fd and every
    * queue's mmap (gone with the queues above). */

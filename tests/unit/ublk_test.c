@@ -350,6 +350,7 @@ redo(void)
   /* Its second half alone ends at the wp too, over the same bytes. */
   memmove(req, req + 32 * KiB, 32 * KiB);
   CHECK_EQ(run(ZNBD_UBLK_IO_OP_WRITE, 8192 + 64, 64), 32 * KiB);
+  CHECK_EQ(h.redone, 2);
   /* Its first half does not end at the wp: refused. */
   for (unsigned i = 0; i < 32 * KiB; i++)
     req[i] = (uint8_t)(i * 13 + 5);
@@ -368,6 +369,7 @@ redo(void)
   /* A write at the wp is an ordinary write. */
   CHECK_EQ(run(ZNBD_UBLK_IO_OP_WRITE, 8192 + 128, 8), 4 * KiB);
   CHECK_EQ(zone(1).wp, 8192 + 136);
+  CHECK_EQ(h.redone, 2);
   znbd_dev_free(d);
   znbd_params_free(&p);
 }
