@@ -3,6 +3,11 @@
 # (UBLK_F_USER_RECOVERY, znbd-ublk --recover).  Sourced by guest-modern.sh
 # after its own checks, on its functions (ublk_stop, ublk_same_zones,
 # check, all).
+# - a direct write at a wp that znbd-ublk did, but had not completed when
+#   it was killed (completion_nsec holds it), is reissued by the kernel
+#   to the recovered znbd-ublk, taken there as done: dd exits 0, the wp
+#   and the data are the one write's, and the server counts one redone
+#   write;
 # - znbd-ublk --dev-id 0 on a dir= store (16 zones of 32 MiB, no open
 #   limit: btrfs wants at least 8 active zones) carries a zoned btrfs;
 #   --recover of a device whose server lives, or of no device, is refused;
@@ -14,7 +19,9 @@
 #   the writer goes on and ends without an error, the kernel's zones are
 #   the recovered device's, btrfs check passes after umount, and every
 #   file synced before and after the kill reads back right after a new
-#   mount; SIGTERM then removes the disk.
+#   mount, and the kernel logged no failed request on the disk (a
+#   reissued write the dead server had done is taken as done, io.h's
+#   redo_writes); SIGTERM then removes the disk.
 RDIR=$work/recover.dir
 MNT=$work/recover.mnt
 GEO=(size=512M zone_size=32M zone_nr_conv=0 dir="$RDIR" zone_control="$CTL")
@@ -140,6 +147,66 @@ files_read_back() {
   $T umount "$MNT" && [ "$bad" = 0 ] && [ "$n" -ge 1 ]
 }
 
+# The kernel log since this part began: no failed request on the disk,
+# no btrfs error, no kernel warning.
+LOG_FROM=$(dmesg | wc -l)
+kernel_log_clean() {
+  local bad
+  bad=$(dmesg | tail -n +$((LOG_FROM + 1)) |
+    grep -E 'I/O error, dev ublkb0|BTRFS (error|critical|warning)|WARNING:|BUG:')
+  [ -z "$bad" ] || { printf '%s\n' "$bad"; return 1; }
+  echo "$(dmesg | tail -n +$((LOG_FROM + 1)) | grep -c ublkb0) kernel lines on ublkb0, none an error"
+}
+# A write the killed server did but never completed: znbd-ublk holds
+# every request 3 s before it completes it (completion_nsec), so once
+# zone 1's file has the 64 KiB of a direct write at its wp (the write is
+# done) and dd still waits, SIGKILL lands between the two.  The kernel
+# reissues the write to the recovered server (REISSUE), where it is
+# below the wp: taken as done, dd ends with status 0 and the zone is as
+# the one write left it.
+redo_kill() {
+  local i size dd_waits=no
+  dwrite "$z1" 65536 "$work/rand" > "$work/redo.dd" 2>&1 &
+  DD_PID=$!
+  for i in $(seq 60); do
+    size=$(stat -c %s "$RDIR2/seq-000001" 2> /dev/null)
+    [ "$size" = 65536 ] && break
+    sleep 0.05
+  done
+  kill -0 $DD_PID 2> /dev/null && dd_waits=yes
+  kill -KILL "$UBLK_PID"
+  wait "$UBLK_PID"
+  echo "zone 1's file: ${size:-no} bytes at the kill; dd still waiting: $dd_waits"
+  [ "$size" = 65536 ] && [ $dd_waits = yes ]
+}
+redo_dd_ends() {
+  local rc=0
+  wait "$DD_PID" || rc=$?
+  cat "$work/redo.dd"
+  echo "dd: exit status $rc"
+  [ "$rc" = 0 ]
+}
+redo_counted() {
+  grep "writes redone" "$work/ublk.err"
+  grep -q " requests, 1 writes redone" "$work/ublk.err"
+}
+RDIR2=$work/redo.dir
+REDO_GEO=(size=64M zone_size=4M dir="$RDIR2" zone_control="$CTL")
+if check "recover: znbd-ublk --dev-id 0 on dir= (16 zones of 4 MiB), each request held 3 s" \
+  recover_run --dev-id 0 "${REDO_GEO[@]}" completion_nsec=3000000000; then
+  check "recover: SIGKILL once a 64 KiB direct write at zone 1's wp is done, before it completes" redo_kill
+  check "recover: --recover (no delay) takes the disk over" \
+    recover_run --recover --dev-id 0 "${REDO_GEO[@]}"
+  check "recover: the reissued write completes, dd exits 0" redo_dd_ends
+  # CLOSED: a new server's dir= store has no open zone, as zloop brings a
+  # partly written zone back (its wp from its file's size).
+  check "recover: zone 1's wp at 128 sectors (closed), its data the write's" \
+    all zone_is 8192 128 cl -- same_bytes "$z1" 65536 "$work/rand"
+  check "recover: the kernel's zones are the recovered device's" ublk_same_zones
+  check "recover: SIGTERM removes the disk, exit 0" ublk_stop
+  check "recover: ... having taken one reissued write as done" redo_counted
+fi
+
 if check "recover: znbd-ublk --dev-id 0 on dir= (16 zones of 32 MiB)" \
   recover_run --dev-id 0 "${GEO[@]}"; then
   check "recover: --recover of a device whose server lives is refused" \
@@ -157,6 +224,7 @@ if check "recover: znbd-ublk --dev-id 0 on dir= (16 zones of 32 MiB)" \
     check "recover: the kernel's zones are the recovered device's" ublk_same_zones
     check "recover: umount, btrfs check passes" umount_check
     check "recover: every synced file reads back after a new mount" files_read_back
+    check "recover: no I/O error, btrfs error or kernel warning logged" kernel_log_clean
   fi
   check "recover: SIGTERM removes the recovered disk and exits 0" ublk_stop
 fi
