@@ -1,7 +1,8 @@
 /* znbd-ublk: libFuzzer harness over the request handler (io.c): what the
  * kernel hands a ublk server in its descriptor area, on buffers, against
  * a small device.  Input layout:
- *   byte 0   bit 0: zoned device (else a RAM disk)
+ *   byte 0   bit 0: zoned device (else a RAM disk); bit 1: a recovered
+ *            server's handler (redo_writes, io.h)
  *   rest     24-byte struct ublksrv_io_desc records, each executed in
  *            turn; the request buffer the copy callbacks move data
  *            through is the bytes after the last whole record.
@@ -64,6 +65,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   static struct reqbuf rb;
   struct znbd_ublk_io h;
   znbd_ublk_io_init(&h, dev, bounce, sizeof bounce);
+  h.redo_writes = data[0] & 2;
   size_t nrec = (size - 1) / sizeof(struct znbd_ublksrv_io_desc);
   rb.in = data + 1 + nrec * sizeof(struct znbd_ublksrv_io_desc);
   rb.in_len = size - 1 - nrec * sizeof(struct znbd_ublksrv_io_desc);

@@ -19,6 +19,34 @@ znbd_ublk_io_init(struct znbd_ublk_io *h, struct znbd_dev *d, void *buf,
   znbd_req_ctx_init(&h->rq, d);
   h->buf = buf;
   h->buf_len = buf_len;
+  h->redo_writes = false;
+  h->redone = 0;
+}
+
+/* Whether the WRITE of LEN bytes at OFF (bytes), its data in H->buf,
+ * refused by the core, is the redo of a write already done (io.h,
+ * redo_writes): a sequential zone's, ending at its wp, over the same
+ * bytes. */
+static bool
+redone(struct znbd_ublk_io *h, uint64_t len, uint64_t off)
+{
+  struct znbd_zone_info z;
+  uint8_t stored[4096];
+  if (!h->redo_writes || !znbd_dev_nr_zones(h->dev) || len == 0)
+    return false;
+  if (znbd_dev_report(h->dev, znbd_dev_zone_index(h->dev, off), 1, &z) != 1 ||
+      z.type == ZNBD_ZONE_TYPE_CONVENTIONAL || z.wp == ZNBD_WP_INVALID ||
+      off < z.start || z.wp != off + len)
+    return false;
+  for (uint64_t done = 0; done < len;) {
+    size_t n =
+        len - done < sizeof stored ? (size_t)(len - done) : sizeof stored;
+    if (znbd_dev_read(h->dev, stored, n, off + done) < 0 ||
+        memcmp(stored, (const uint8_t *)h->buf + done, n) != 0)
+      return false;
+    done += n;
+  }
+  return true;
 }
 
 /* The result for a core call that failed with ERR.  The core's errno is
@@ -161,8 +189,12 @@ znbd_ublk_io_exec(struct znbd_ublk_io *h,
     if ((r = copy->copy_in(copy->opaque, h->buf, len, 0)) < 0)
       return r;
     if (znbd_req_write(&h->rq, h->buf, len, off, ZNBD_WRITE_NOWAIT | fua, NULL,
-                       NULL) < 0)
-      return fail(errno);
+                       NULL) < 0) {
+      int e = errno;
+      if (!redone(h, len, off) || (fua && znbd_req_sync(&h->rq, len, off) < 0))
+        return fail(e);
+      h->redone++;
+    }
     return (int32_t)len;
   case ZNBD_UBLK_IO_OP_WRITE_ZEROES: {
     if (!in_range(h, off, len, false))

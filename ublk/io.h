@@ -20,6 +20,7 @@
 #ifndef ZNBD_UBLK_IO_H
 #define ZNBD_UBLK_IO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,10 +48,16 @@ struct znbd_ublk_io {
   struct znbd_req_ctx rq;
   void *buf;
   size_t buf_len;
+  /* Set by a server that recovered the device (--recover): a WRITE the
+   * core refuses that is one the dead server did but never committed,
+   * reissued by the kernel (UBLK_F_USER_RECOVERY_REISSUE), succeeds
+   * without a change (znbd_ublk_io_exec()). */
+  bool redo_writes;
+  uint64_t redone; /* writes so taken as done */
 };
 
 /* Set H up for a queue starting now on D, with BUF (BUF_LEN bytes, kept,
- * not copied).  Never fails. */
+ * not copied), redo_writes false, redone 0.  Never fails. */
 void znbd_ublk_io_init(struct znbd_ublk_io *h, struct znbd_dev *d, void *buf,
                        size_t buf_len);
 
@@ -80,8 +87,14 @@ struct znbd_ublk_done {
  * -EIO, as a write off the wp.  Zone operations and appends on a device
  * without zones, a request past the end, or one larger than the buffer
  * fail with -EINVAL; an unknown op with -EOPNOTSUPP; every request
- * after a power cut (znbd_req_cut()) with -EIO.  Returns the result
- * to commit (bytes or 0, or a negative errno) and fills DONE. */
+ * after a power cut (znbd_req_cut()) with -EIO.  With H->redo_writes, a
+ * WRITE into a sequential zone that the core refuses, but that ends at
+ * the zone's wp over bytes equal to its own, is taken as done (its bytes
+ * and FUA): the redo of a write a killed server did before it could
+ * commit it.  Zone write plugging (block/blk-zoned.c) keeps at most one
+ * write of a zone in flight, so that write is the zone's last; on a
+ * conventional zone or a plain device a redone write just writes again. Returns
+ * the result to commit (bytes or 0, or a negative errno) and fills DONE. */
 int32_t znbd_ublk_io_exec(struct znbd_ublk_io *h,
                           const struct znbd_ublksrv_io_desc *iod,
                           const struct znbd_ublk_copy *copy,

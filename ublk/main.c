@@ -3,11 +3,14 @@
  * device, /dev/ublkbN, zoned (host-managed, UBLK_F_ZONED) or plain.  See
  * man/znbd-ublk.pod.  Runs in the foreground until SIGTERM or SIGINT,
  * then stops the device (STOP_DEV), serves the queues until the kernel
- * aborts their fetches, and deletes it (DEL_DEV).
+ * aborts their fetches, and deletes it (DEL_DEV).  Every device is added
+ * with user recovery: with --recover --dev-id N a new znbd-ublk takes
+ * over device N, whose server died, instead of adding one.
  *
  * This file parses options and parameters and drives the device's life:
  * ctrl.c sends the control commands, setup.c makes the parameters,
- * queue.c runs each queue's thread and ring, io.c executes requests. */
+ * recover.c begins a recovery, queue.c runs each queue's thread and
+ * ring, io.c executes requests. */
 #include <err.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -23,6 +26,7 @@
 
 #include "ctrl.h"
 #include "queue.h"
+#include "recover.h"
 #include "setup.h"
 #include "uapi.h"
 #include "znbd/control.h"
@@ -42,6 +46,10 @@ usage(FILE *f)
           "kernel picks)\n"
           "  -q, --queues N     hardware queues, one thread each (default 1)\n"
           "  -d, --depth N      tags per queue (default 64)\n"
+          "  -r, --recover      take over device --dev-id N, whose server "
+          "died,\n"
+          "                     instead of adding one (its queues and "
+          "depth)\n"
           "  -f, --foreground   accepted; znbd-ublk always runs in the "
           "foreground\n"
           "  -h, --help         this text\n"
@@ -90,6 +98,14 @@ open_cdev(uint32_t id)
   return -1;
 }
 
+/* znbd_ublk_ctrl_cmd() for recover.c, OPAQUE the control ring. */
+static int
+ctrl_cmd(void *opaque, uint32_t op, uint32_t dev_id, void *addr, uint16_t len,
+         uint64_t data0)
+{
+  return znbd_ublk_ctrl_cmd(opaque, op, dev_id, addr, len, data0);
+}
+
 /* SIGTERM and SIGINT into SET, blocked in this thread and so in every
  * thread it starts: only main's sigwait() takes them. */
 static void
@@ -108,6 +124,7 @@ main(int argc, char **argv)
       {"dev-id", required_argument, NULL, 'n'},
       {"queues", required_argument, NULL, 'q'},
       {"depth", required_argument, NULL, 'd'},
+      {"recover", no_argument, NULL, 'r'},
       {"foreground", no_argument, NULL, 'f'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
@@ -116,9 +133,10 @@ main(int argc, char **argv)
   static struct znbd_ublk_params up;
   char err[512];
   long dev_id = -1, nr_queues = 1, depth = 64;
+  bool recover = false;
   int c;
 
-  while ((c = getopt_long(argc, argv, "n:q:d:fh", longopts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "n:q:d:rfh", longopts, NULL)) != -1) {
     switch (c) {
     case 'n':
       dev_id = number("--dev-id", optarg, -1, 1 << 20);
@@ -128,6 +146,9 @@ main(int argc, char **argv)
       break;
     case 'd':
       depth = number("--depth", optarg, 1, ZNBD_UBLK_MAX_QUEUE_DEPTH);
+      break;
+    case 'r':
+      recover = true;
       break;
     case 'f':
       break;
@@ -139,6 +160,8 @@ main(int argc, char **argv)
       return 1;
     }
   }
+  if (recover && dev_id < 0)
+    errx(1, "--recover needs --dev-id N, the device to take over");
   znbd_log_set_sink(log_sink, NULL);
   znbd_params_init(&p);
   for (int i = optind; i < argc; i++) {
@@ -167,6 +190,10 @@ main(int argc, char **argv)
       !(ctl = znbd_control_start(dev, p.zone_control, err, sizeof err)))
     errx(1, "%s", err);
 
+  /* Every device outlives its server (USER_RECOVERY), and the requests a
+   * dead server had fetched go to the next one (REISSUE) rather than fail
+   * a file system on the disk: a request may so run twice (redo_writes in
+   * io.h). */
   struct znbd_ublksrv_ctrl_dev_info info = {
       .nr_hw_queues = (uint16_t)nr_queues,
       .queue_depth = (uint16_t)depth,
@@ -174,11 +201,23 @@ main(int argc, char **argv)
       .dev_id = (uint32_t)dev_id,
       .ublksrv_pid = getpid(),
       .flags = ZNBD_UBLK_F_USER_COPY | ZNBD_UBLK_F_CMD_IOCTL_ENCODE |
+               ZNBD_UBLK_F_USER_RECOVERY | ZNBD_UBLK_F_USER_RECOVERY_REISSUE |
                (p.zoned ? ZNBD_UBLK_F_ZONED : 0),
   };
-  int r = znbd_ublk_ctrl_cmd(&ctrl, ZNBD_UBLK_U_CMD_ADD_DEV, info.dev_id, &info,
-                             sizeof info, 0);
-  if (r < 0)
+  int r;
+  if (recover) {
+    /* Up to 10 s for the kernel to see the old server gone. */
+    if (znbd_ublk_recover_begin(ctrl_cmd, &ctrl, (uint32_t)dev_id, &up, 500, 20,
+                                &info, err, sizeof err) < 0)
+      errx(1, "--recover: %s", err);
+    if (!p.dir)
+      warnx("--recover without dir=: device %ld gets this server's new RAM "
+            "store, whose data is not the dead server's",
+            dev_id);
+    nr_queues = info.nr_hw_queues;
+    depth = info.queue_depth;
+  } else if ((r = znbd_ublk_ctrl_cmd(&ctrl, ZNBD_UBLK_U_CMD_ADD_DEV,
+                                     info.dev_id, &info, sizeof info, 0)) < 0)
     errx(1, "ADD_DEV: %s", strerror(-r));
   uint32_t id = info.dev_id;
   int rc = 1;
@@ -187,27 +226,39 @@ main(int argc, char **argv)
   int cdev = -1, started = 0;
   bool live = false;
 
-  if ((r = znbd_ublk_ctrl_cmd(&ctrl, ZNBD_UBLK_U_CMD_SET_PARAMS, id, &up,
-                              sizeof up, 0)) < 0) {
+  if (!recover && (r = znbd_ublk_ctrl_cmd(&ctrl, ZNBD_UBLK_U_CMD_SET_PARAMS, id,
+                                          &up, sizeof up, 0)) < 0) {
     warnx("SET_PARAMS: %s", strerror(-r));
     goto del;
   }
   if ((cdev = open_cdev(id)) < 0) {
     warnx("/dev/ublkc%u: %s", id, strerror(errno));
+    if (recover)
+      goto stop; /* the device is not this server's to delete */
     goto del;
   }
   /* The queues fetch their tags before START_DEV, which waits for every
-   * tag and then adds the disk (reading the zones through them). */
+   * tag and then adds the disk (reading the zones through them), or
+   * before END_USER_RECOVERY, which waits for them too and then lets the
+   * disk's waiting requests through. */
   for (; started < nr_queues; started++)
     if (!queues ||
         znbd_ublk_queue_start(&queues[started], cdev, (uint16_t)started,
-                              (uint16_t)depth, dev, MAX_IO_BYTES, &stopping,
-                              err, sizeof err) < 0) {
+                              (uint16_t)depth, dev, MAX_IO_BYTES, recover,
+                              &stopping, err, sizeof err) < 0) {
       warnx("%s", queues ? err : "out of memory");
       goto stop;
     }
-  if ((r = znbd_ublk_ctrl_cmd(&ctrl, ZNBD_UBLK_U_CMD_START_DEV, id, NULL, 0,
-                              (uint64_t)getpid())) < 0) {
+  if (recover) {
+    if ((r = znbd_ublk_ctrl_cmd(&ctrl, ZNBD_UBLK_U_CMD_END_USER_RECOVERY, id,
+                                NULL, 0, (uint64_t)getpid())) < 0) {
+      warnx("END_USER_RECOVERY: %s", strerror(-r));
+      goto stop;
+    }
+    warnx("/dev/ublkb%u recovered (%ld queues of %ld tags)", id, nr_queues,
+          depth);
+  } else if ((r = znbd_ublk_ctrl_cmd(&ctrl, ZNBD_UBLK_U_CMD_START_DEV, id, NULL,
+                                     0, (uint64_t)getpid())) < 0) {
     warnx("START_DEV: %s", strerror(-r));
     goto stop;
   }
@@ -219,7 +270,23 @@ main(int argc, char **argv)
   rc = 0;
 stop:
   /* STOP_DEV removes the disk and aborts the queues' fetches; a device
-   * that never started has nothing to stop, and its queues give up. */
+   * that never started has nothing to stop, and its queues give up.  A
+   * recovery that failed leaves the device as it found it, waiting for
+   * another server: the queues give up, and /dev/ublkcN released puts the
+   * device back to QUIESCED. */
+  if (recover && !live) {
+    atomic_store(&stopping, true);
+    for (int i = 0; i < started; i++)
+      znbd_ublk_queue_join(&queues[i]);
+    if (cdev >= 0)
+      close(cdev);
+    free(queues);
+    znbd_ublk_ctrl_close(&ctrl);
+    znbd_control_stop(ctl);
+    znbd_dev_free(dev);
+    znbd_params_free(&p);
+    return 1;
+  }
   if ((r = znbd_ublk_ctrl_cmd(&ctrl, ZNBD_UBLK_U_CMD_STOP_DEV, id, NULL, 0,
                               0)) < 0 &&
       live) {
@@ -227,14 +294,20 @@ stop:
     rc = 1;
   }
   atomic_store(&stopping, true);
-  uint64_t requests = 0;
+  uint64_t requests = 0, redone = 0;
   for (int i = 0; i < started; i++) {
     znbd_ublk_queue_join(&queues[i]);
     requests += queues[i].requests;
+    redone += queues[i].io.redone;
     if (queues[i].failed)
       rc = 1;
   }
-  warnx("/dev/ublkb%u: %llu requests", id, (unsigned long long)requests);
+  if (recover)
+    warnx("/dev/ublkb%u: %llu requests, %llu writes redone by the kernel "
+          "that the dead server had done",
+          id, (unsigned long long)requests, (unsigned long long)redone);
+  else
+    warnx("/dev/ublkb%u: %llu requests", id, (unsigned long long)requests);
 del:
   /* DEL_DEV waits until /dev/ublkcN is released: the fd and every
    * queue's mmap (gone with the queues above). */

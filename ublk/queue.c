@@ -180,7 +180,8 @@ run(void *arg)
 int
 znbd_ublk_queue_start(struct znbd_ublk_queue *q, int cdev, uint16_t q_id,
                       uint16_t depth, struct znbd_dev *d, uint32_t max_io_bytes,
-                      const atomic_bool *stopping, char *err, size_t errlen)
+                      bool redo_writes, const atomic_bool *stopping, char *err,
+                      size_t errlen)
 {
   long page = sysconf(_SC_PAGESIZE);
   size_t max_len =
@@ -214,6 +215,7 @@ znbd_ublk_queue_start(struct znbd_ublk_queue *q, int cdev, uint16_t q_id,
     return -1;
   }
   znbd_ublk_io_init(&q->io, d, buf, max_io_bytes);
+  q->io.redo_writes = redo_writes;
   if ((r = io_uring_queue_init(depth, &q->ring, 0)) < 0) {
     snprintf(err, errlen, "queue %u: io_uring_queue_init: %s", q_id,
              strerror(-r));

@@ -11,17 +11,14 @@
 
 #include "setup.h"
 
-static int refuse(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int
-refuse(char *err, size_t errlen, const char *fmt, ...)
+int
+znbd_ublk_refuse(char *err, size_t errlen, int e, const char *fmt, ...)
 {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(err, errlen, fmt, ap);
   va_end(ap);
-  errno = EINVAL;
+  errno = e;
   return -1;
 }
 
@@ -54,16 +51,18 @@ znbd_ublk_setup_params(const struct znbd_params *p, uint32_t max_io_bytes,
   }
   uint64_t zs = g->zone_size / 512;
   if (zs & (zs - 1) || zs > UINT32_MAX)
-    return refuse(err, errlen,
-                  "zone_size=%" PRIu64 ": a ublk zoned device needs a "
-                  "power-of-two zone size (in 512-byte sectors, at most "
-                  "%" PRIu64 ")",
-                  g->zone_size, (uint64_t)UINT32_MAX);
+    return znbd_ublk_refuse(
+        err, errlen, EINVAL,
+        "zone_size=%" PRIu64 ": a ublk zoned device needs a "
+        "power-of-two zone size (in 512-byte sectors, at most "
+        "%" PRIu64 ")",
+        g->zone_size, (uint64_t)UINT32_MAX);
   if (g->size % g->zone_size)
-    return refuse(err, errlen,
-                  "size=%" PRIu64 ": a ublk zoned device is a whole number "
-                  "of zones (zone_size=%" PRIu64 ")",
-                  g->size, g->zone_size);
+    return znbd_ublk_refuse(err, errlen, EINVAL,
+                            "size=%" PRIu64
+                            ": a ublk zoned device is a whole number "
+                            "of zones (zone_size=%" PRIu64 ")",
+                            g->size, g->zone_size);
   out->types |= ZNBD_UBLK_PARAM_TYPE_ZONED;
   out->basic.chunk_sectors = (uint32_t)zs;
   out->zoned.max_open_zones = g->max_open;

@@ -51,6 +51,25 @@ struct znbd_ublksrv_ctrl_dev_info {
   _IOWR('u', 0x08, struct znbd_ublksrv_ctrl_cmd)
 #define ZNBD_UBLK_U_CMD_GET_FEATURES                                           \
   _IOR('u', 0x13, struct znbd_ublksrv_ctrl_cmd)
+/* User recovery (UBLK_F_USER_RECOVERY): the device info (and the state
+ * below) and the parameters of an existing device, then START and END of
+ * a new server's recovery; END carries the new server's pid in data[0]. */
+#define ZNBD_UBLK_U_CMD_GET_DEV_INFO                                           \
+  _IOR('u', 0x02, struct znbd_ublksrv_ctrl_cmd)
+#define ZNBD_UBLK_U_CMD_GET_PARAMS _IOR('u', 0x09, struct znbd_ublksrv_ctrl_cmd)
+#define ZNBD_UBLK_U_CMD_START_USER_RECOVERY                                    \
+  _IOWR('u', 0x10, struct znbd_ublksrv_ctrl_cmd)
+#define ZNBD_UBLK_U_CMD_END_USER_RECOVERY                                      \
+  _IOWR('u', 0x11, struct znbd_ublksrv_ctrl_cmd)
+
+/* ublksrv_ctrl_dev_info.state: DEAD (added, not started, or stopped),
+ * LIVE (served), QUIESCED (its server died, I/O waits for a new one:
+ * UBLK_F_USER_RECOVERY), FAIL_IO (its server died, I/O fails:
+ * UBLK_F_USER_RECOVERY_FAIL_IO, not used here). */
+#define ZNBD_UBLK_S_DEV_DEAD 0
+#define ZNBD_UBLK_S_DEV_LIVE 1
+#define ZNBD_UBLK_S_DEV_QUIESCED 2
+#define ZNBD_UBLK_S_DEV_FAIL_IO 3
 
 /* struct ublksrv_io_cmd: an I/O command, in a plain SQE's command area,
  * sent to /dev/ublkcN.  With UBLK_F_USER_COPY addr must be 0, except
@@ -85,7 +104,13 @@ struct znbd_ublksrv_io_cmd {
 #define ZNBD_UBLK_TAG_BITS 16
 #define ZNBD_UBLK_QID_OFF (ZNBD_UBLK_TAG_OFF + ZNBD_UBLK_TAG_BITS)
 
-/* Device flags (ublksrv_ctrl_dev_info.flags, GET_FEATURES). */
+/* Device flags (ublksrv_ctrl_dev_info.flags, GET_FEATURES).  With
+ * USER_RECOVERY the device outlives its server: its queue waits until a
+ * new server recovers it; with USER_RECOVERY_REISSUE too, the requests
+ * the dead server had fetched but not committed go to the new one again
+ * (ublk_drv.c, ublk_nosrv_should_reissue_outstanding()). */
+#define ZNBD_UBLK_F_USER_RECOVERY (1ULL << 3)
+#define ZNBD_UBLK_F_USER_RECOVERY_REISSUE (1ULL << 4)
 #define ZNBD_UBLK_F_CMD_IOCTL_ENCODE (1ULL << 6)
 #define ZNBD_UBLK_F_USER_COPY (1ULL << 7)
 #define ZNBD_UBLK_F_ZONED (1ULL << 8)

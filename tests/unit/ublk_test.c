@@ -5,9 +5,12 @@
 #include <errno.h>
 #include <linux/blkzoned.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "io.h"
+#include "recover.h"
 #include "setup.h"
 #include "testdev.h"
 
@@ -319,6 +322,237 @@ setup(void)
   CHECK_EQ(up.discard.max_discard_segments, 1);
 }
 
+/* redo_writes (a recovered server): a write the core refuses succeeds
+ * when it ends at its sequential zone's wp over the same bytes, and
+ * changes nothing; any other refused write still fails. */
+static void
+redo(void)
+{
+  struct znbd_params p;
+  static const char *const kv[] = {"size",         "32M", "zone_size", "4M",
+                                   "zone_nr_conv", "1",   NULL};
+  test_params(&p, kv);
+  struct znbd_dev *d = test_dev(&p);
+  znbd_ublk_io_init(&h, d, bounce, sizeof bounce);
+  CHECK(!h.redo_writes);
+
+  for (unsigned i = 0; i < 64 * KiB; i++)
+    req[i] = (uint8_t)(i * 13 + 5);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_WRITE, 8192, 128), 64 * KiB);
+  /* The same write again: below the wp, refused as on null_blk. */
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_WRITE, 8192, 128), -EIO);
+  h.redo_writes = true;
+  /* Reissued after a recovery: done, the wp where it was. */
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_WRITE | ZNBD_UBLK_IO_F_FUA, 8192, 128),
+           64 * KiB);
+  CHECK_EQ(zone(1).wp, 8192 + 128);
+  CHECK_EQ(zone(1).cond, BLK_ZONE_COND_IMP_OPEN);
+  /* Its second half alone ends at the wp too, over the same bytes. */
+  memmove(req, req + 32 * KiB, 32 * KiB);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_WRITE, 8192 + 64, 64), 32 * KiB);
+  CHECK_EQ(h.redone, 2);
+  /* Its first half does not end at the wp: refused. */
+  for (unsigned i = 0; i < 32 * KiB; i++)
+    req[i] = (uint8_t)(i * 13 + 5);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_WRITE, 8192, 64), -EIO);
+  /* One byte different: refused, the stored byte kept. */
+  for (unsigned i = 0; i < 64 * KiB; i++)
+    req[i] = (uint8_t)(i * 13 + 5);
+  req[4097] ^= 1;
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_WRITE, 8192, 128), -EIO);
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_READ, 8192 + 8, 8), 4 * KiB);
+  CHECK_EQ(req[1], (uint8_t)(4097 * 13 + 5));
+  CHECK_EQ(zone(1).wp, 8192 + 128);
+  /* An empty zone's wp is its start: nothing ends there. */
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_WRITE, 2 * 8192 + 8, 8), -EIO);
+  CHECK_EQ(zone(2).cond, BLK_ZONE_COND_EMPTY);
+  /* A write at the wp is an ordinary write. */
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_WRITE, 8192 + 128, 8), 4 * KiB);
+  CHECK_EQ(zone(1).wp, 8192 + 136);
+  CHECK_EQ(h.redone, 2);
+  znbd_dev_free(d);
+  znbd_params_free(&p);
+}
+
+/* A fake ublk_drv for znbd_ublk_recover_begin(): device 3, LIVE for the
+ * first LIVE_ROUNDS GET_DEV_INFOs (its server's pid PID), QUIESCED
+ * after; START_USER_RECOVERY answers EBUSY BUSY times first.  Records
+ * the commands. */
+struct fake {
+  struct znbd_ublksrv_ctrl_dev_info info;
+  struct znbd_ublk_params params, want; /* the device's, this server's */
+  unsigned live_rounds, busy;
+  uint32_t ops[32];
+  unsigned nops;
+};
+
+static int
+fake_cmd(void *opaque, uint32_t op, uint32_t dev_id, void *addr, uint16_t len,
+         uint64_t data0)
+{
+  struct fake *f = opaque;
+  CHECK_EQ(data0, 0);
+  if (f->nops < 32)
+    f->ops[f->nops++] = op;
+  if (dev_id != 3)
+    return -ENODEV;
+  if (op == ZNBD_UBLK_U_CMD_GET_DEV_INFO) {
+    CHECK_EQ(len, sizeof f->info);
+    struct znbd_ublksrv_ctrl_dev_info i = f->info;
+    i.state = f->live_rounds ? ZNBD_UBLK_S_DEV_LIVE : ZNBD_UBLK_S_DEV_QUIESCED;
+    if (f->live_rounds)
+      f->live_rounds--;
+    memcpy(addr, &i, sizeof i);
+    return 0;
+  }
+  if (op == ZNBD_UBLK_U_CMD_GET_PARAMS) {
+    struct znbd_ublk_params *out = addr;
+    CHECK_EQ(len, sizeof f->params);
+    CHECK_EQ(out->len, sizeof f->params); /* the kernel copies that much */
+    memcpy(out, &f->params, sizeof f->params);
+    return 0;
+  }
+  if (op == ZNBD_UBLK_U_CMD_START_USER_RECOVERY) {
+    CHECK(addr == NULL && len == 0);
+    if (f->busy) {
+      f->busy--;
+      return -EBUSY;
+    }
+    return 0;
+  }
+  return -EOPNOTSUPP;
+}
+
+/* A pid no process has (a child, reaped). */
+static int32_t
+dead_pid(void)
+{
+  pid_t pid = fork();
+  if (pid == 0)
+    _exit(0);
+  CHECK(pid > 0);
+  waitpid(pid, NULL, 0);
+  return pid;
+}
+
+static void
+fake_init(struct fake *f, const struct znbd_ublk_params *want)
+{
+  memset(f, 0, sizeof *f);
+  f->info.nr_hw_queues = 2;
+  f->info.queue_depth = 32;
+  f->info.dev_id = 3;
+  f->info.ublksrv_pid = dead_pid();
+  f->info.flags = ZNBD_UBLK_F_USER_COPY | ZNBD_UBLK_F_ZONED |
+                  ZNBD_UBLK_F_USER_RECOVERY | ZNBD_UBLK_F_USER_RECOVERY_REISSUE;
+  f->params = *want;
+  f->want = *want;
+  f->params.types |= 1 << 2; /* UBLK_PARAM_TYPE_DEVT, as GET_PARAMS fills */
+}
+
+/* znbd_ublk_recover_begin() of device DEV_ID on F (3 tries) refuses
+ * with errno E and a message holding WORD, after NOPS commands. */
+static void
+refused_as(struct fake *f, uint32_t dev_id, int e, const char *word,
+           unsigned nops)
+{
+  struct znbd_ublksrv_ctrl_dev_info info;
+  char err[256] = "";
+  int r = znbd_ublk_recover_begin(fake_cmd, f, dev_id, &f->want, 3, 0, &info,
+                                  err, sizeof err);
+  CHECKF(r == -1 && errno == e && strstr(err, word),
+         "expected a refusal (errno %d) naming '%s', got %d: %s", e, word, r,
+         err);
+  CHECKF(f->nops == nops, "%u commands, not %u", f->nops, nops);
+}
+
+/* Refused as not this device, or not recoverable: EINVAL after
+ * GET_DEV_INFO and GET_PARAMS. */
+static void
+refused(struct fake *f, const char *word)
+{
+  refused_as(f, 3, EINVAL, word, 2);
+  CHECK_EQ(f->ops[1], ZNBD_UBLK_U_CMD_GET_PARAMS);
+}
+
+static void
+recover(void)
+{
+  struct znbd_params p;
+  struct znbd_ublk_params want;
+  struct znbd_ublksrv_ctrl_dev_info info;
+  struct fake f;
+  char err[256];
+  static const char *const kv[] = {"size",          "64M", "zone_size", "4M",
+                                   "zone_max_open", "4",   NULL};
+  test_params(&p, kv);
+  CHECK_EQ(znbd_ublk_setup_params(&p, 512 * KiB, &want, err, sizeof err), 0);
+
+  /* LIVE twice (its server's death not yet seen), then QUIESCED; EBUSY
+   * once (its /dev/ublkcN not yet released): the device's queues. */
+  fake_init(&f, &want);
+  f.live_rounds = 2;
+  f.busy = 1;
+  CHECKF(znbd_ublk_recover_begin(fake_cmd, &f, 3, &want, 10, 0, &info, err,
+                                 sizeof err) == 0,
+         "refused: %s", err);
+  CHECK_EQ(info.nr_hw_queues, 2);
+  CHECK_EQ(info.queue_depth, 32);
+  CHECK_EQ(info.state, ZNBD_UBLK_S_DEV_QUIESCED);
+  static const uint32_t seq[] = {
+      ZNBD_UBLK_U_CMD_GET_DEV_INFO,        ZNBD_UBLK_U_CMD_GET_DEV_INFO,
+      ZNBD_UBLK_U_CMD_GET_DEV_INFO,        ZNBD_UBLK_U_CMD_GET_PARAMS,
+      ZNBD_UBLK_U_CMD_START_USER_RECOVERY, ZNBD_UBLK_U_CMD_START_USER_RECOVERY};
+  CHECK_EQ(f.nops, 6);
+  for (unsigned i = 0; i < 6; i++)
+    CHECKF(f.ops[i] == seq[i], "command %u: %#x, not %#x", i, f.ops[i], seq[i]);
+
+  /* Served by a live process (this one): EBUSY, nothing else asked. */
+  fake_init(&f, &want);
+  f.info.ublksrv_pid = getpid();
+  f.live_rounds = 1;
+  refused_as(&f, 3, EBUSY, "served by process", 1);
+  /* LIVE longer than the wait: EBUSY, no START. */
+  fake_init(&f, &want);
+  f.live_rounds = 5;
+  refused_as(&f, 3, EBUSY, "still LIVE", 3);
+  /* EBUSY from START beyond the wait. */
+  fake_init(&f, &want);
+  f.busy = 5;
+  refused_as(&f, 3, EBUSY, "START_USER_RECOVERY", 5);
+  /* No such device. */
+  fake_init(&f, &want);
+  refused_as(&f, 4, ENODEV, "no ublk device 4", 1);
+
+  /* Not this device, or not recoverable: EINVAL naming why, and no
+   * START_USER_RECOVERY. */
+  fake_init(&f, &want);
+  f.info.flags &= ~ZNBD_UBLK_F_USER_RECOVERY;
+  refused(&f, "without user recovery");
+  fake_init(&f, &want);
+  f.info.flags &= ~ZNBD_UBLK_F_ZONED;
+  refused(&f, "is not zoned");
+  fake_init(&f, &want);
+  f.params.basic.dev_sectors *= 2;
+  refused(&f, "has 262144 sectors, size= gives 131072");
+  fake_init(&f, &want);
+  f.params.basic.chunk_sectors /= 2;
+  refused(&f, "zones of 4096 sectors");
+  fake_init(&f, &want);
+  f.params.zoned.max_open_zones = 0;
+  refused(&f, "max open 0");
+  fake_init(&f, &want);
+  f.params.basic.attrs |= ZNBD_UBLK_ATTR_VOLATILE_CACHE;
+  refused(&f, "attributes");
+  fake_init(&f, &want);
+  f.params.basic.logical_bs_shift = 12;
+  refused(&f, "4096-byte blocks");
+  fake_init(&f, &want);
+  f.params.types = 0;
+  refused(&f, "no parameters");
+  znbd_params_free(&p);
+}
+
 int
 main(void)
 {
@@ -326,5 +560,7 @@ main(void)
   plain();
   power_cut();
   setup();
+  redo();
+  recover();
   return check_done("ublk_test");
 }

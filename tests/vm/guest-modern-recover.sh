@@ -1,0 +1,233 @@
+# shellcheck shell=bash
+# guest-modern.sh part "recover": user recovery of znbd-ublk
+# (UBLK_F_USER_RECOVERY, znbd-ublk --recover).  Sourced by guest-modern.sh
+# after its own checks, on its functions (ublk_stop, ublk_same_zones,
+# check, all).
+# - a direct write at a wp that znbd-ublk did, but had not completed when
+#   it was killed (completion_nsec holds it), is reissued by the kernel
+#   to the recovered znbd-ublk, taken there as done: dd exits 0, the wp
+#   and the data are the one write's, and the server counts one redone
+#   write;
+# - znbd-ublk --dev-id 0 on a dir= store (16 zones of 32 MiB, no open
+#   limit: btrfs wants at least 8 active zones) carries a zoned btrfs;
+#   --recover of a device whose server lives, or of no device, is refused;
+# - files written and synced, then a writer (dd conv=fsync, one file after
+#   the other) runs; znbd-ublk is killed with SIGKILL: the disk stays (the
+#   same /dev/ublkb0, the same dev_t), the file system stays mounted, and
+#   the writer makes no progress while no server runs (I/O waits);
+# - znbd-ublk --recover --dev-id 0 on the same dir= takes the device over:
+#   the writer goes on and ends without an error, the kernel's zones are
+#   the recovered device's, every file synced before and after the kill
+#   reads back from the disk (the page cache dropped), btrfs check passes
+#   after umount, and the kernel logged no failed request on the disk (a
+#   reissued write the dead server had done is taken as done, io.h's
+#   redo_writes); SIGTERM then removes the disk.
+RDIR=$work/recover.dir
+MNT=$work/recover.mnt
+GEO=(size=512M zone_size=32M zone_nr_conv=0 dir="$RDIR" zone_control="$CTL")
+# recover_run ARG...: znbd-ublk ARG... in the background (UBLK_PID),
+# until it prints its disk (DEV: once START_DEV or END_USER_RECOVERY
+# returned), which must be /dev/ublkb0, zoned.
+recover_run() {
+  rm -f "$CTL"
+  "$UBLK" "$@" > "$work/ublk.out" 2> "$work/ublk.err" &
+  UBLK_PID=$!
+  timeout 30 sh -c 'until [ -s "$1" ] || ! kill -0 "$2" 2> /dev/null; do sleep 0.1; done' \
+    sh "$work/ublk.out" "$UBLK_PID"
+  DEV=$(head -n 1 "$work/ublk.out")
+  echo "${DEV:-no disk}, pid $UBLK_PID, dev_t $(cat /sys/block/ublkb0/dev 2>&1)"
+  cat "$work/ublk.err"
+  [ "$DEV" = /dev/ublkb0 ] && [ -b "$DEV" ] &&
+    [ "$(cat /sys/block/ublkb0/queue/zoned)" = host-managed ]
+}
+# recover_refused WORDS ARG...: znbd-ublk ARG... exits 1 at once, saying
+# WORDS.
+recover_refused() {
+  local words=$1 rc=0
+  shift
+  $T "$UBLK" "$@" > /dev/null 2> "$work/refused.err" || rc=$?
+  cat "$work/refused.err"
+  [ "$rc" = 1 ] && grep -q "$words" "$work/refused.err"
+}
+mkfs_mount() {
+  modprobe btrfs || return 1
+  $T mkfs.btrfs -f -O zoned -m single -d single "$DEV" > "$work/mkfs.out" 2>&1 ||
+    { cat "$work/mkfs.out"; return 1; }
+  grep -i -e zoned -e 'zone size' "$work/mkfs.out" | head -n 3
+  mkdir -p "$MNT" && $T mount -t btrfs "$DEV" "$MNT" && findmnt -n "$MNT"
+}
+# Eight files of 1 MiB, each different, synced; their sums kept.
+synced_files() {
+  local i
+  for i in $(seq 8); do
+    { printf '%08d' "$i" && head -c $((M - 8)) "$work/rand"; } > "$MNT/pre$i" || return 1
+  done
+  $T sync -f "$MNT" && (cd "$MNT" && sha256sum pre*) > "$work/pre.sums" &&
+    wc -l < "$work/pre.sums"
+}
+# The writer: 256 KiB files w1, w2, ... each with dd conv=fsync, a line in
+# writer.done after each, until $work/writer.stop shows up (at most 200);
+# its status into writer.rc.
+writer_start() {
+  rm -f "$work/writer.stop" "$work/writer.done" "$work/writer.rc"
+  touch "$work/writer.done"
+  (
+    i=0
+    while [ ! -e "$work/writer.stop" ] && [ $i -lt 200 ]; do
+      i=$((i + 1))
+      dd if="$work/rand" of="$MNT/w$i" bs=64k count=4 conv=fsync status=none || exit 1
+      echo "$i" >> "$work/writer.done"
+    done
+  ) > "$work/writer.out" 2>&1 < /dev/null &
+  WRITER_PID=$!
+  echo $WRITER_PID > "$work/writer.pid"
+}
+writer_count() { wc -l < "$work/writer.done"; }
+# writer_reaches N: wait (at most 120 s) until the writer has N files.
+writer_reaches() {
+  local i
+  for i in $(seq 1200); do
+    [ "$(writer_count)" -ge "$1" ] && echo "the writer has $(writer_count) files" && return 0
+    kill -0 "$WRITER_PID" 2> /dev/null || break
+    sleep 0.1
+  done
+  echo "the writer has $(writer_count) files, not $1"
+  cat "$work/writer.out"
+  return 1
+}
+# SIGKILL the server: the disk and the mount stay, the writer stalls.
+kill_server() {
+  local before after
+  DEVT=$(cat /sys/block/ublkb0/dev)
+  kill -KILL "$UBLK_PID" && wait "$UBLK_PID"
+  echo "znbd-ublk killed (status $?)"
+  sleep 0.5
+  before=$(writer_count)
+  sleep 2
+  after=$(writer_count)
+  echo "writer files: $before, 2 s later $after; disk $DEV dev_t $(cat /sys/block/ublkb0/dev)"
+  findmnt -n "$MNT" || return 1
+  [ -b "$DEV" ] && [ "$(cat /sys/block/ublkb0/dev)" = "$DEVT" ] &&
+    [ "$before" = "$after" ] && kill -0 "$WRITER_PID"
+}
+recovered() {
+  recover_run --recover --dev-id 0 "${GEO[@]}" &&
+    [ "$(cat /sys/block/ublkb0/dev)" = "$DEVT" ] && findmnt -n "$MNT" &&
+    grep -q "recovered" "$work/ublk.err"
+}
+writer_ends() {
+  local rc=0
+  touch "$work/writer.stop"
+  wait "$WRITER_PID" || rc=$?
+  echo "writer: exit status $rc, $(writer_count) files"
+  cat "$work/writer.out"
+  [ "$rc" = 0 ]
+}
+umount_check() {
+  $T umount "$MNT" || return 1
+  $T btrfs check "$DEV" > "$work/check.btrfs" 2>&1
+  local rc=$?
+  tail -n 4 "$work/check.btrfs"
+  [ "$rc" = 0 ]
+}
+# With the page cache dropped (the data read from the disk again): the
+# files synced before the kill, and every file the writer completed, are
+# those written.
+files_read_back() {
+  local i n bad=0
+  sync && echo 3 > /proc/sys/vm/drop_caches || return 1
+  (cd "$MNT" && $T sha256sum -c --quiet "$work/pre.sums") || bad=1
+  n=$(writer_count)
+  for i in $(seq "$n"); do
+    if ! cmp -s "$MNT/w$i" <(head -c 262144 "$work/rand"); then
+      echo "w$i differs"
+      bad=1
+    fi
+  done
+  echo "8 files from before the kill and $n writer files checked"
+  [ "$bad" = 0 ] && [ "$n" -ge 1 ]
+}
+
+# The kernel log since this part began: no failed request on the disk,
+# no btrfs error, no kernel warning.
+LOG_FROM=$(dmesg | wc -l)
+kernel_log_clean() {
+  local bad
+  bad=$(dmesg | tail -n +$((LOG_FROM + 1)) |
+    grep -E 'I/O error, dev ublkb0|BTRFS (error|critical|warning)|WARNING:|BUG:')
+  [ -z "$bad" ] || { printf '%s\n' "$bad"; return 1; }
+  echo "$(dmesg | tail -n +$((LOG_FROM + 1)) | grep -c ublkb0) kernel lines on ublkb0, none an error"
+}
+# A write the killed server did but never completed: znbd-ublk holds
+# every request 3 s before it completes it (completion_nsec), so once
+# zone 1's file has the 64 KiB of a direct write at its wp (the write is
+# done) and dd still waits, SIGKILL lands between the two.  The kernel
+# reissues the write to the recovered server (REISSUE), where it is
+# below the wp: taken as done, dd ends with status 0 and the zone is as
+# the one write left it.
+redo_kill() {
+  local i size dd_waits=no
+  dwrite "$z1" 65536 "$work/rand" > "$work/redo.dd" 2>&1 &
+  DD_PID=$!
+  for i in $(seq 60); do
+    size=$(stat -c %s "$RDIR2/seq-000001" 2> /dev/null)
+    [ "$size" = 65536 ] && break
+    sleep 0.05
+  done
+  kill -0 $DD_PID 2> /dev/null && dd_waits=yes
+  kill -KILL "$UBLK_PID"
+  wait "$UBLK_PID"
+  echo "zone 1's file: ${size:-no} bytes at the kill; dd still waiting: $dd_waits"
+  [ "$size" = 65536 ] && [ $dd_waits = yes ]
+}
+redo_dd_ends() {
+  local rc=0
+  wait "$DD_PID" || rc=$?
+  cat "$work/redo.dd"
+  echo "dd: exit status $rc"
+  [ "$rc" = 0 ]
+}
+redo_counted() {
+  grep "writes redone" "$work/ublk.err"
+  grep -q " requests, 1 writes redone" "$work/ublk.err"
+}
+RDIR2=$work/redo.dir
+REDO_GEO=(size=64M zone_size=4M dir="$RDIR2" zone_control="$CTL")
+if check "recover: znbd-ublk --dev-id 0 on dir= (16 zones of 4 MiB), each request held 3 s" \
+  recover_run --dev-id 0 "${REDO_GEO[@]}" completion_nsec=3000000000; then
+  check "recover: SIGKILL once a 64 KiB direct write at zone 1's wp is done, before it completes" redo_kill
+  check "recover: --recover (no delay) takes the disk over" \
+    recover_run --recover --dev-id 0 "${REDO_GEO[@]}"
+  check "recover: the reissued write completes, dd exits 0" redo_dd_ends
+  # CLOSED: a new server's dir= store has no open zone, as zloop brings a
+  # partly written zone back (its wp from its file's size).
+  check "recover: zone 1's wp at 128 sectors (closed), its data the write's" \
+    all zone_is 8192 128 cl -- same_bytes "$z1" 65536 "$work/rand"
+  check "recover: SIGTERM removes the disk, exit 0" ublk_stop
+  check "recover: ... having taken one reissued write as done" redo_counted
+fi
+note "t=${SECONDS}s"
+
+if check "recover: znbd-ublk --dev-id 0 on dir= (16 zones of 32 MiB)" \
+  recover_run --dev-id 0 "${GEO[@]}"; then
+  check "recover: --recover of a device whose server lives is refused" \
+    recover_refused "is served by process $UBLK_PID" --recover --dev-id 0 size=512M zone_size=32M
+  check "recover: --recover of no device is refused" \
+    recover_refused "no ublk device 5" --recover --dev-id 5 size=512M zone_size=32M
+  if check "recover: mkfs.btrfs (zoned) and mount" mkfs_mount; then
+    note "t=${SECONDS}s"
+    check "recover: 8 files of 1 MiB written and synced" synced_files
+    writer_start
+    check "recover: a writer (dd conv=fsync, 256 KiB files) under way" writer_reaches 2
+    check "recover: SIGKILL: the disk and the mount stay, the writer waits" kill_server
+    check "recover: znbd-ublk --recover --dev-id 0 takes the same disk over" recovered
+    check "recover: the writer goes on (3 more files)" writer_reaches $(($(writer_count) + 3))
+    check "recover: the writer ends without an error" writer_ends
+    check "recover: the kernel's zones are the recovered device's" ublk_same_zones
+    check "recover: every synced file reads back, the page cache dropped" files_read_back
+    note "t=${SECONDS}s"
+    check "recover: umount, btrfs check passes" umount_check
+    check "recover: no I/O error, btrfs error or kernel warning logged" kernel_log_clean
+  fi
+  check "recover: SIGTERM removes the recovered disk and exits 0" ublk_stop
+fi
