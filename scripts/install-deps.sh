@@ -46,6 +46,10 @@ build | serve) ;;
     # modern guest's zloop checks skip without it.
     "$(dirname "$0")/build-zloop.sh" ||
       echo "install-deps: the zloop checks on today's kernel will skip" >&2
+    # mkzonefs (Debian 13's zonefs-tools, unpacked, not installed) for
+    # the modern guest's zonefs checks, which skip without it.
+    "$(dirname "$0")/fetch-tools.sh" ||
+      echo "install-deps: the zonefs checks on today's kernel will skip" >&2
   else
     echo "install-deps: the VM tests on today's kernel will skip" >&2
   fi
