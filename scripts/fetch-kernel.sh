@@ -23,6 +23,8 @@
 # ..." on stderr and exit status 1; tests that need the kernel skip.
 set -u
 export LC_ALL=C
+# shellcheck source=debian-archive.sh
+. "$(dirname "$0")/debian-archive.sh"
 root=${ZNBD_KERNEL_DIR:-/var/lib/znbd/kernels}
 series=${ZNBD_KERNEL_SERIES:-6.18}
 min_minor=16 # 6.16: the oldest series worth a guest of its own
@@ -47,68 +49,13 @@ for t in apt-get apt-cache dpkg depmod timeout; do
 done
 { mkdir -p "$root" 2> /dev/null && [ -w "$root" ]; } || fail "cannot write $root (run as root or set ZNBD_KERNEL_DIR)"
 
-# The machine's Debian archive: the first deb entry (one-line or deb822)
-# with a plain Debian suite (not -security), and its keyring if it names
-# a file.  Output: "URI KEYRING" (KEYRING "-" if none).
-debian_entry() {
-  local f
-  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-    [ -f "$f" ] || continue
-    awk '$1 == "deb" {
-      i = 2; key = "-"
-      if ($i ~ /^\[/) {
-        for (; i <= NF; i++) {
-          if ($i ~ /^\[?signed-by=/) { key = $i; sub(/^\[?signed-by=/, "", key); sub(/\]$/, "", key) }
-          if ($i ~ /\]$/) { i++; break }
-        }
-      }
-      if ($(i + 1) ~ /^(bookworm|trixie|forky|stable|oldstable|testing)(-updates|-backports)?$/) { print $i, key; exit }
-    }' "$f"
-  done
-  for f in /etc/apt/sources.list.d/*.sources; do
-    [ -f "$f" ] || continue
-    awk 'function flush() {
-        if (types ~ /(^| )deb( |$)/ && enabled !~ /^[Nn]o/ && uri != "")
-          if (suites ~ /(^| )(bookworm|trixie|forky|stable|oldstable|testing)(-updates|-backports)?( |$)/) { print uri, (key ~ /^\// ? key : "-"); found = 1; exit }
-        types = uri = suites = enabled = ""; key = "-"
-      }
-      BEGIN { key = "-" }
-      /^[ \t]*$/ { flush(); next }
-      /^[Tt]ypes:/ { sub(/^[^:]*:[ \t]*/, ""); types = $0 }
-      /^URIs:/ { sub(/^[^:]*:[ \t]*/, ""); uri = $1 }
-      /^Suites:/ { sub(/^[^:]*:[ \t]*/, ""); suites = $0 }
-      /^Enabled:/ { sub(/^[^:]*:[ \t]*/, ""); enabled = $0 }
-      /^Signed-By:/ { sub(/^[^:]*:[ \t]*/, ""); key = $0 }
-      END { if (!found) flush() }' "$f"
-  done
-}
-read -r uri key < <(debian_entry | head -n 1)
-[ -n "${uri:-}" ] || fail "no Debian archive entry in /etc/apt/sources.list*"
-if [ "$key" = - ] || [ ! -r "$key" ]; then
-  key=/usr/share/keyrings/debian-archive-keyring.gpg
-  [ -r "$key" ] || key=
-fi
+debian_archive || fail "no Debian archive entry in /etc/apt/sources.list*"
 
 apt_dir=$root/.apt
-mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" || fail "cannot create $apt_dir"
-opt=${key:+[signed-by=$key] }
-{
-  echo "deb ${opt}$uri trixie-backports main"
-  echo "deb ${opt}$uri bookworm-backports main"
-} > "$apt_dir/sources.list"
-aptopts=(-q -o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Etc::SourceList=$apt_dir/sources.list"
-  -o Dir::Etc::SourceParts=/dev/null -o "Dir::Cache=$apt_dir/cache"
-  -o Acquire::Retries=2 -o Acquire::http::Timeout=30 -o Acquire::https::Timeout=30)
+private_apt "$apt_dir" "deb trixie-backports" "deb bookworm-backports" || fail "cannot create $apt_dir"
 
 echo "fetch-kernel: looking for Linux $series.x (else 6.x >= 6.$min_minor) in trixie-backports, bookworm-backports"
-# apt-get update may exit 0 when a fetch failed (a warning only), and one
-# suite may fail (say, bookworm-backports retired) with the other there:
-# what counts is whether a list came (so none is kept from a run before).
-rm -f "$apt_dir"/lists/*_Packages*
-timeout -k 10 180 apt-get "${aptopts[@]}" update > "$apt_dir/update.log" 2>&1
-rc=$?
-ls "$apt_dir"/lists/*_Packages* > /dev/null 2>&1 ||
-  fail "apt-get update of trixie-backports failed (status $rc$([ $rc = 124 ] && echo ', timed out'): $(grep -m1 -E '^(E|W|Err):' "$apt_dir/update.log" || echo 'no message'))"
+private_update Packages || fail "apt-get update of trixie-backports failed ($why)"
 
 # Candidates: linux-image-6.Y.Z+debNN-amd64 (not cloud, rt, dbg or
 # unsigned), the preferred series first, newest first within each.
