@@ -15,7 +15,8 @@
 # - zone faults: a READONLY zone refuses a write at its wp and still reads
 #   (zeros: nothing was written), an OFFLINE zone refuses a read (EIO
 #   through NBD; EREMOTEIO through SCSI, FAULT_ZONE_ERR); `online` makes
-#   each EMPTY and writable again;
+#   each EMPTY and writable again (on a zoned disk of a kernel with zone
+#   write plugging, once the kernel reported the zone again);
 # - injected delays (completion_nsec, mbps): reading 1 MiB in 16 requests
 #   adds to stats' delay_nsec at least 16 completion delays plus the
 #   bandwidth cost of 1 MiB (a lower bound the core counts, so a
@@ -111,6 +112,15 @@ fault_scenario() {
   check "$fe faults: a read of the OFFLINE zone fails ($FAULT_ZONE_ERR)" \
     fault_fails_with "$FAULT_ZONE_ERR" dread $((3 * _FZ)) 4096
   check "$fe faults: online 2, online 3" all fault_ctl_ok "online 2" -- fault_ctl_ok "online 3"
+  # A zoned disk on a kernel with zone write plugging (6.10+) fails every
+  # write to a zone after one failed there until it reads the zone again
+  # (block/blk-zoned.c): `online` changed it behind the kernel's back, so
+  # a user reports it first (man/znbd-ublk.pod, ZONES CHANGED BEHIND THE
+  # KERNEL).  6.1 takes the write without.
+  if wplug_kernel && [ "$(cat "/sys/block/${DEV#/dev/}/queue/zoned")" != none ]; then
+    check "$fe faults: ... blkzone report of zone 2 (zone write plugging)" \
+      blkzone report -o $((2 * _FZ / 512)) -c 1 "$DEV"
+  fi
   check "$fe faults: ... zone 2 takes a write at its wp again" \
     write_read $((2 * _FZ)) 4096 "$work/f4k"
   check "$fe faults: ... zone 3 is EMPTY and reads zeros" \
