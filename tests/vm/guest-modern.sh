@@ -158,6 +158,9 @@ ublk_start() { # [KEY=VALUE...]: another device than the zoned one
       [ "$(cat $q/chunk_sectors)" = 8192 ] && [ "$(cat $q/max_open_zones)" = 4 ]; }
   fi
 }
+# The differential run's length: thousands of operations, each compared
+# result by result and zone by zone.
+DIFF_OPS=5000
 # ublk_diff REF DUT: zonediff.py, after the same 4 MiB into both
 # conventional zones; the block layer splits writes at max_sectors_kb
 # and a split write that fails gives its last piece's errno: the same
@@ -169,11 +172,11 @@ ublk_diff() {
     echo 64 > "/sys/block/${d#/dev/}/queue/max_sectors_kb" &&
       DEV=$d dwrite 0 $((4 * M)) "$work/conv" || return 1
   done
-  timeout -k 5 300 python3 "$top_srcdir/tests/vm/zonediff.py" --ops 600 --seed 7 \
+  timeout -k 5 600 python3 "$top_srcdir/tests/vm/zonediff.py" --ops $DIFF_OPS --seed 7 \
     --log "$work/zonediff.log" "$1" "$2" > "$work/zonediff.out" 2>&1
   local r=$?
   cat "$work/zonediff.out"
-  [ "$r" = 0 ] && grep -qE "^600 ops: .* 0 unexplained" "$work/zonediff.out"
+  [ "$r" = 0 ] && grep -qE "^$DIFF_OPS ops: .* 0 unexplained" "$work/zonediff.out"
 }
 # The kernel's zone report (BLKREPORTZONE, tests/vm/zonediff.py) equals
 # the control socket's: start, length, capacity, type, condition, and
@@ -243,7 +246,7 @@ if want_part base && check "znbd-ublk: a zoned /dev/ublkbN (16 zones of 4 MiB, m
 fi
 # null_blk of the same geometry as the reference (zonediff.py, as
 # guest-tcmu-diff.sh runs it): the same results and zones after each of
-# 600 random operations.  Memory-backed null_blk reads what was never
+# DIFF_OPS random operations.  Memory-backed null_blk reads what was never
 # written as 0xff bytes: znbd-ublk does too past the wp
 # (zone_read_past_wp=ones), and the conventional zone gets the same
 # bytes on both first.
@@ -252,7 +255,7 @@ if want_part base && check "znbd-ublk: null_blk of the same geometry (1 conventi
   NB_DEV=$DEV
   if check "znbd-ublk: the same geometry, reading 0xff past the wp" \
     ublk_start size=64M zone_size=4M zone_nr_conv=1 zone_max_open=4 zone_read_past_wp=ones; then
-    check "znbd-ublk: 600 random zone operations: the same results and zones as null_blk" \
+    check "znbd-ublk: $DIFF_OPS random zone operations: the same results and zones as null_blk" \
       ublk_diff "$NB_DEV" "$DEV"
     check "znbd-ublk: SIGTERM removes that disk and exits 0" ublk_stop
   fi
