@@ -78,11 +78,11 @@ for geom in "$@"; do
     fi
     if [ "${nb[$n]}" = SKIP ] && [ "${sd[$n]}" = SKIP ] && ! scsi_test "$n"; then
       skip_check "t/zbd $geom test $n" "skipped on null_blk and on the SCSI disk"
-      continue
+    else
+      what="znbd-tcmu answers null_blk's ${nb[$n]}"
+      scsi_test "$n" && what="fio's sg engine runs and passes on the SCSI disk"
+      check "t/zbd $geom test $n: $what" answers "${nb[$n]}" "${sd[$n]}" "$n" || true
     fi
-    what="znbd-tcmu answers null_blk's ${nb[$n]}"
-    scsi_test "$n" && what="fio's sg engine runs and passes on the SCSI disk"
-    check "t/zbd $geom test $n: $what" answers "${nb[$n]}" "${sd[$n]}" "$n" || true
     $ublk || continue
     # The block layer's ublk disk is no SCSI device: tests 9 and 10 skip
     # there as on null_blk.
