@@ -165,13 +165,10 @@ for t in tcmu-runner fio jq; do
   command -v $t > /dev/null || { echo "tcmu-bench: $t is missing (scripts/install-deps.sh)" >&2; exit 1; }
 done
 [ -x "$build/tcmu/znbd-tcmu" ] || { echo "tcmu-bench: $build/tcmu/znbd-tcmu is not built" >&2; exit 1; }
-date=$(date -u +%Y-%m-%d)
+# shellcheck source=vm-lib.sh
+. "$top/bench/vm-lib.sh"
+vm_bench_host tcmu-bench
 out=${BENCH_TCMU_OUT:-$top/bench/results/tcmu-$date.md}
-res=$(mktemp -d "${TMPDIR:-/tmp}/tcmu-bench.XXXXXX")
-trap 'rm -rf "$res"' EXIT
-load0=$(cut -d' ' -f1-3 /proc/loadavg)
-commit=$(git -C "$top" describe --always --dirty 2> /dev/null || echo unknown)
-t0=$SECONDS
 echo "tcmu-bench: one guest run, $rounds rounds of 16 fio jobs of ${rt} s" >&2
 "$top/tests/vm/vm-run" -v -t 1800 -m 4096 --append no_timer_check -w "$res:/results" \
   -e "top_builddir=$build" -e "top_srcdir=$top" "$top/bench/tcmu-bench.sh" --guest "$rt" "$rounds"
