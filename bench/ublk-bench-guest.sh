@@ -1,0 +1,182 @@
+#!/bin/bash
+# The guest half of bench/ublk-bench.sh (run by tests/vm/vm-run on
+# today's kernel): the zoned disks side by side, the same geometry
+# (512 MiB, 16 MiB zones, no conventional zone, 4096-byte blocks, no
+# open-zone limit), fio jobs on them in interleaved rounds.  Appends
+# "ROUND JOB DISK IOPS FIO-IOS SERVER-CPU-NS" lines to /results/results.tsv
+# (and the cell's wall seconds, zone resets and fill included), the set-up
+# to /results/info.txt and the rounds done to /results/rounds.
+#   usage: ublk-bench-guest.sh RUNTIME-S ROUNDS
+# Environment (vm-run -e): top_builddir, top_srcdir; BENCH_UBLK_JOBS (some of the
+# jobs only, e.g. for a smoke run); BENCH_UBLK_LIMIT (seconds: no round is
+# started that the rounds so far say would end after it; 0: no limit).
+set -u
+rt=$1 rounds=$2
+# shellcheck source=vm-lib.sh
+. "$top_srcdir/bench/vm-lib.sh"
+vm_bench_guest
+info() { echo "# $*" | tee -a $out/info.txt; }
+die() { echo "ublk-bench: $*" >&2; exit 1; }
+MB=512 ZMB=16 BS=4096
+UBLK=$top_builddir/ublk/znbd-ublk
+TCMU=$top_builddir/tcmu/znbd-tcmu
+[ -x "$UBLK" ] || die "$UBLK is not built"
+[ -x "$TCMU" ] || die "$TCMU is not built"
+for m in null_blk ublk_drv zloop target_core_user tcm_loop sd_mod; do
+  case $m in null_blk) modprobe $m nr_devices=0 ;; *) modprobe $m ;; esac || die "modprobe $m"
+done
+# zloop's base_dir and znbd-ublk's dir= on one tmpfs.
+FS=$work/fs
+mkdir -p $FS && mount -t tmpfs -o size=$((3 * MB))m bench $FS && mkdir $FS/zloop $FS/zloop/0 $FS/znbd ||
+  die "no tmpfs"
+
+# DEV[NAME]: each disk's /dev node, by its name in the tables; PID[NAME]:
+# its server process (the user-space ones only).
+declare -A DEV PID
+# null_blk zoned, memory-backed (configfs).
+NB=/sys/kernel/config/nullb/zb0
+mkdir $NB || die "no null_blk configfs"
+for a in size=$MB blocksize=$BS memory_backed=1 zoned=1 zone_size=$ZMB zone_nr_conv=0 power=1; do
+  echo "${a#*=}" > "$NB/${a%%=*}" || die "null_blk: cannot set $a"
+done
+DEV[null_blk]=/dev/zb0
+[ -b /dev/zb0 ] || DEV[null_blk]=/dev/nullb$(cat $NB/index)
+
+# zloop on the tmpfs.
+echo "add id=0,capacity_mb=$MB,zone_size_mb=$ZMB,conv_zones=0,base_dir=$FS/zloop" > /dev/zloop-control ||
+  die "zloop add"
+for _ in $(seq 100); do [ -b /dev/zloop0 ] && break; sleep 0.1; done
+DEV[zloop]=/dev/zloop0
+
+# ublk_start NAME ARG...: znbd-ublk ARG... as disk NAME.
+ublk_start() {
+  local name=$1 d=''
+  shift
+  "$UBLK" "$@" > "$work/$name.out" 2> "$work/$name.err" < /dev/null &
+  PID[$name]=$!
+  for _ in $(seq 300); do
+    d=$(head -n 1 "$work/$name.out")
+    [ -n "$d" ] && break
+    sleep 0.1
+  done
+  [ -b "$d" ] || { cat "$work/$name.err"; die "znbd-ublk $* did not start"; }
+  DEV[$name]=$d
+}
+geo="size=${MB}M zone_size=${ZMB}M blocksize=$BS zone_nr_conv=0 zone_max_open=0"
+# shellcheck disable=SC2086
+ublk_start znbd-ublk $geo
+# shellcheck disable=SC2086
+ublk_start znbd-ublk-dir $geo dir=$FS/znbd
+# shellcheck disable=SC2086
+ublk_start znbd-ublk-q2 --queues 2 $geo
+
+# znbd-tcmu through tcm_loop: /dev/sdX.
+# shellcheck disable=SC2086
+"$TCMU" bench0 $geo > "$work/tcmu.log" 2>&1 < /dev/null &
+PID[znbd-tcmu]=$!
+d=
+for _ in $(seq 120); do
+  for b in /sys/block/sd*; do
+    case $(cat "$b/device/model" 2> /dev/null) in znbd*) d=${b##*/} ;; esac
+  done
+  [ -n "$d" ] && grep -q 'serving on' "$work/tcmu.log" && break
+  sleep 0.5
+done
+[ -n "$d" ] || { cat "$work/tcmu.log"; die "no znbd-tcmu disk"; }
+# No udev in the guest: the node from sysfs where devtmpfs has none.
+[ -b "/dev/$d" ] || { IFS=: read -r ma mi < "/sys/block/$d/dev" && mknod "/dev/$d" b "$ma" "$mi"; }
+DEV[znbd-tcmu]=/dev/$d
+
+devs="null_blk zloop znbd-ublk znbd-ublk-dir znbd-tcmu znbd-ublk-q2"
+info "guest kernel $(uname -r), $(nproc) vCPUs, $(($(awk '/MemTotal/ { print $2 }' /proc/meminfo) / 1024)) MiB"
+info "fio $(fio --version), libaio, direct=1, --zonemode=zbd, runtime $rt s per cell (time_based)"
+for n in $devs; do
+  d=${DEV[$n]}
+  q=/sys/block/${d#/dev/}/queue
+  [ "$(cat $q/zoned)" = host-managed ] || die "$n ($d) is not host-managed"
+  echo none > $q/scheduler || die "$n: no scheduler none"
+  info "$n: $d, $(cat $q/nr_zones) zones of $(($(cat $q/chunk_sectors) / 2048)) MiB," \
+    "block $(cat $q/logical_block_size), max open $(cat $q/max_open_zones)," \
+    "hw queues $(ls /sys/block/${d#/dev/}/mq | wc -l), nr_requests $(cat $q/nr_requests)"
+done
+info "znbd-ublk: znbd-ublk $geo (RAM); znbd-ublk-dir: the same with dir= on the tmpfs of" \
+  "zloop's base_dir; znbd-ublk-q2: RAM with --queues 2; znbd-tcmu: znbd-tcmu bench0 $geo (tcm_loop);" \
+  "zloop: add id=0,capacity_mb=$MB,zone_size_mb=$ZMB,conv_zones=0 (other options its defaults)"
+
+cpu_ns() { # PID: ns on a CPU, all threads (NA: no server process)
+  [ -n "$1" ] || { echo NA; return; }
+  cat /proc/"$1"/task/*/schedstat 2> /dev/null | awk '{ s += $1 } END { printf "%d", s }'
+}
+# cell ROUND JOB NAME T0 FIO-ARGS...: one fio run (the cell began at
+# $SECONDS T0); a line of results.tsv.
+cell() {
+  local r=$1 j=$2 n=$3 d pid c0 c1 rc=0 f=$work/$2-$3 iops ios cpu=NA t=$4
+  shift 4
+  d=${DEV[$n]} pid=${PID[$n]:-}
+  c0=$(cpu_ns "$pid")
+  fio --name="$j" --filename="$d" --direct=1 --ioengine=libaio --zonemode=zbd \
+    --runtime="$rt" --time_based --group_reporting --output-format=json --output="$f.json" \
+    "$@" > "$f.log" 2>&1 || rc=$?
+  c1=$(cpu_ns "$pid")
+  read -r iops ios < <(jq -r '.jobs[0] | "\((.read.iops + .write.iops) | floor) \(.read.total_ios + .write.total_ios)"' "$f.json" 2> /dev/null)
+  [ "$rc" = 0 ] && [ -n "${iops:-}" ] || { iops=NA ios=0; sed "s/^/  $n $j: /" "$f.log" | head -5; }
+  [ "$c0" = NA ] || cpu=$((c1 - c0))
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$j" "$n" "$iops" "$ios" "$cpu" $((SECONDS - t)) |
+    tee -a $out/results.tsv
+}
+# prepare JOB DEV: every zone empty; the read job's 128 MiB written first.
+prepare() {
+  blkzone reset "$2" || return 1
+  case $1 in
+    randread-*)
+      fio --name=fill --filename="$2" --direct=1 --ioengine=libaio --iodepth=4 \
+        --zonemode=zbd --rw=write --bs=1M --offset=0 --size=128M > "$work/fill.log" 2>&1 ||
+        { cat "$work/fill.log"; return 1; }
+      ;;
+  esac
+}
+jobs=${BENCH_UBLK_JOBS:-write-4k write-128k randwrite-4k randwrite-128k randwrite-4k-8j randread-4k
+  write-4k-qd64-b16-none write-4k-qd64-b16-mq-deadline}
+limit=${BENCH_UBLK_LIMIT:-0} t0=$SECONDS nr=0
+for r in $(seq 1 "$rounds"); do
+  el=$((SECONDS - t0))
+  if [ "$limit" != 0 ] && [ $nr != 0 ] && [ $((el + el / nr)) -gt "$limit" ]; then
+    info "stopped after $nr of $rounds rounds ($el s): another would end past the limit of $limit s"
+    break
+  fi
+  for j in $jobs; do
+    sched=none on="null_blk zloop znbd-ublk znbd-ublk-dir znbd-tcmu"
+    case $j in
+      write-4k) a="--rw=write --bs=4k --iodepth=32" ;;
+      write-128k) a="--rw=write --bs=128k --iodepth=32" ;;
+      randwrite-4k) a="--rw=randwrite --bs=4k --iodepth=32 --max_open_zones=8 --norandommap --randrepeat=0" ;;
+      randwrite-128k) a="--rw=randwrite --bs=128k --iodepth=32 --max_open_zones=8 --norandommap --randrepeat=0" ;;
+      randwrite-4k-8j) a="--rw=randwrite --bs=4k --iodepth=32 --numjobs=8 --max_open_zones=8 --norandommap --randrepeat=0" ;;
+      randread-4k) on="$on znbd-ublk-q2"
+        a="--rw=randread --bs=4k --iodepth=32 --offset=0 --size=128M --norandommap --randrepeat=0" ;;
+      write-4k-qd64-b16-*) on="null_blk znbd-ublk" sched=${j#write-4k-qd64-b16-}
+        a="--rw=write --bs=4k --iodepth=64 --iodepth_batch_submit=16 --iodepth_batch_complete_min=16" ;;
+    esac
+    # Round r starts at the (r-1)th disk of the list (the others in turn
+    # after it): each disk takes every place in turn, none always first.
+    set -- $on
+    k=$(((r - 1) % $#))
+    order="${*:k+1} ${*:1:k}"
+    for n in $order; do
+      d=${DEV[$n]} tc=$SECONDS
+      prepare $j "$d" || { printf '%s\t%s\t%s\tNA\t0\tNA\t0\n' "$r" "$j" "$n" >> $out/results.tsv; continue; }
+      echo $sched > /sys/block/${d#/dev/}/queue/scheduler
+      # shellcheck disable=SC2086
+      cell "$r" "$j" "$n" $tc $a
+      echo none > /sys/block/${d#/dev/}/queue/scheduler
+    done
+  done
+  nr=$r
+  echo $nr > $out/rounds
+  info "round $r done at $((SECONDS - t0)) s"
+done
+info "guest load at the end: $(cat /proc/loadavg)"
+for p in "${PID[@]}"; do kill "$p"; done
+for p in "${PID[@]}"; do wait "$p"; done
+echo "remove id=0" > /dev/zloop-control
+exit 0

@@ -1,0 +1,90 @@
+#!/bin/bash
+# The zoned block devices of today's kernel side by side (`make
+# bench-ublk`): one qemu TCG guest run (tests/vm/vm-run --kernel-root
+# modern) with, all of the same geometry (512 MiB, 16 MiB zones, no
+# conventional zone, 4096-byte blocks, no open-zone limit):
+#   null_blk       zoned, memory_backed=1 (in-kernel): the anchor
+#   zloop          Linux's zoned loop driver, base_dir on a guest tmpfs
+#   znbd-ublk      this project's ublk front-end, in RAM
+#   znbd-ublk-dir  the same with dir= on zloop's tmpfs
+#   znbd-tcmu      this project's TCMU front-end (tcm_loop -> /dev/sdX), RAM
+#   znbd-ublk-q2   znbd-ublk in RAM with --queues 2 (the random read only)
+# Jobs (fio, libaio, direct=1, --zonemode=zbd, time_based, I/O
+# scheduler none unless named; every zone reset before each cell):
+#   write-4k, write-128k          sequential write, QD32 (rublk's zfio)
+#   randwrite-4k, randwrite-128k  random write, QD32, --max_open_zones=8
+#   randwrite-4k-8j               4 KiB random write, QD32, numjobs=8
+#                                 (--max_open_zones=8, group_reporting)
+#   randread-4k                   4 KiB random read, QD32, over 128 MiB
+#                                 written first
+#   write-4k-qd64-b16-SCHED       4 KiB sequential write, QD64,
+#                                 iodepth_batch_submit=16,
+#                                 iodepth_batch_complete_min=16, with the
+#                                 none and mq-deadline schedulers, on
+#                                 null_blk and znbd-ublk only
+# Rounds run job after job, each on every disk in turn, the disk order
+# rotated by one each round.  Per job a table: median IOPS over the
+# rounds, medians of the per-round ratios to null_blk, znbd-ublk /
+# znbd-tcmu, znbd-ublk / zloop (RAM vs zloop on tmpfs) and znbd-ublk-dir
+# / zloop (the same tmpfs), and the user-space servers' CPU ns per
+# request.  Under TCG only ratios from this one guest run mean anything.
+# Targets (reported, not asserted): znbd-ublk >= 2x znbd-tcmu on every
+# row, >= 1.0x zloop on every 4 KiB row with the same backing, and >= 0.5x
+# null_blk on the 4 KiB random read.
+#   usage: bench/ublk-bench.sh [RUNTIME-S] (default 5 s per cell)
+# Environment: BUILD (build tree, default ./build), BENCH_ROUNDS (3),
+# BENCH_UBLK_OUT (result file instead of bench/results/ublk-<date>.md),
+# BENCH_UBLK_JOBS (some of the jobs only: names as above, e.g. for a smoke
+# run), BENCH_UBLK_LIMIT (seconds of rounds in the guest: no round is
+# started that would end past it, judged by the rounds before; default 0,
+# no limit).
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD:-$top/build}
+rt=${1:-5}
+rounds=${BENCH_ROUNDS:-3}
+export PATH=/usr/bin:/usr/sbin:/bin:/sbin:$PATH
+for t in fio jq blkzone; do
+  command -v $t > /dev/null || { echo "ublk-bench: $t is missing (scripts/install-deps.sh)" >&2; exit 1; }
+done
+for b in ublk/znbd-ublk tcmu/znbd-tcmu; do
+  [ -x "$build/$b" ] || { echo "ublk-bench: $build/$b is not built" >&2; exit 1; }
+done
+# shellcheck source=../tests/vm/modern-kernel.sh
+. "$top/tests/vm/modern-kernel.sh"
+modern_kernel || { echo "ublk-bench: $MODERN_WHY" >&2; exit 1; }
+# shellcheck source=vm-lib.sh
+. "$top/bench/vm-lib.sh"
+vm_bench_host ublk-bench
+out=${BENCH_UBLK_OUT:-$top/bench/results/ublk-$date.md}
+# 5 disks x 5 jobs + 6 + 2 x 2: 35 cells a round, each the run time and
+# about 3 s of fio start-up and zone resets under TCG.
+cells=35
+echo "ublk-bench: one guest run on $MODERN_KVER, $rounds rounds of $cells fio cells of $rt s" >&2
+"$top/tests/vm/vm-run" -v -t $((300 + rounds * cells * (rt + 10))) -m 5120 --append no_timer_check \
+  --kernel-root "$MODERN_ROOT" --kernel "$MODERN_KVER" -w "$res:/results" -e "top_builddir=$build" -e "top_srcdir=$top" \
+  ${BENCH_UBLK_JOBS:+-e "BENCH_UBLK_JOBS=$BENCH_UBLK_JOBS"} -e "BENCH_UBLK_LIMIT=${BENCH_UBLK_LIMIT:-0}" \
+  "$top/bench/ublk-bench-guest.sh" "$rt" "$rounds"
+rc=$?
+[ "$rc" = 0 ] || { echo "ublk-bench: the guest run failed (status $rc)" >&2; exit 1; }
+done=$(cat "$res/rounds" 2> /dev/null || echo 0)
+mkdir -p "$(dirname "$out")"
+{
+  echo "# Zoned block devices on today's kernel: znbd-ublk beside null_blk, zloop and znbd-tcmu"
+  echo
+  echo "One guest run (qemu TCG, tests/vm/vm-run --kernel-root modern -m 5120), $done interleaved"
+  echo "rounds (of $rounds asked for) of ${rt} s per cell, $(date -u '+%Y-%m-%d %H:%M UTC'), commit $commit, host kernel"
+  echo "$(uname -r), $(nproc) host CPUs, host load $load0 -> $(cut -d' ' -f1-3 /proc/loadavg),"
+  echo "whole run $((SECONDS - t0)) s.  IOPS: median over the rounds; ratios: median of the"
+  echo "per-round ratios; CPU ns/req: the server process's time on a CPU (all threads,"
+  echo "/proc/PID/task/*/schedstat) over the cell, divided by fio's I/Os (user-space servers only)."
+  echo
+  python3 "$top/bench/ublk-report.py" "$res/results.tsv"
+  echo
+  sed 's/^# /- /' "$res/info.txt"
+  echo
+  echo "Raw results (round, job, disk, IOPS, fio I/Os, server CPU ns, cell wall s):"
+  echo
+  sed 's/^/    /' "$res/results.tsv"
+} > "$out"
+cat "$out"

@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""The tables of bench/ublk-bench.sh from the guest's results.tsv.
+
+Lines: ROUND JOB DISK IOPS FIO-IOS SERVER-CPU-NS CELL-S (tab-separated, NA
+where a cell failed or the disk has no server process; CELL-S the cell's
+wall seconds, zone resets and fill included).  Per job a table of the
+disks (median IOPS, median of the per-round ratios to null_blk, server CPU
+ns per request), the same-run ratios between them, then the targets.
+"""
+import statistics
+import sys
+
+ANCHOR = "null_blk"
+# (name, numerator, denominator, target or None, rows the target is for)
+RATIOS = [
+    ("znbd-ublk / znbd-tcmu", "znbd-ublk", "znbd-tcmu", 2.0, "all"),
+    ("znbd-ublk / zloop (RAM vs tmpfs)", "znbd-ublk", "zloop", 1.0, "4k"),
+    ("znbd-ublk-dir / zloop (same tmpfs)", "znbd-ublk-dir", "zloop", 1.0, "4k"),
+    ("znbd-ublk / null_blk", "znbd-ublk", ANCHOR, 0.5, "randread-4k"),
+    ("znbd-ublk-q2 / null_blk", "znbd-ublk-q2", ANCHOR, 0.5, "randread-4k"),
+    ("znbd-ublk-q2 / znbd-ublk", "znbd-ublk-q2", "znbd-ublk", None, None),
+]
+
+
+def med(v):
+    return statistics.median(v) if v else None
+
+
+def fmt(v, f="%.2f"):
+    return "-" if v is None else f % v
+
+
+def main(path):
+    data = {}
+    for line in open(path):
+        if not line.strip():
+            continue
+        r, job, dev, iops, ios, cpu = line.rstrip("\n").split("\t")[:6]
+        data.setdefault(job, {}).setdefault(dev, {})[r] = (iops, ios, cpu)
+    iops_of = lambda rs, r: int(rs[r][0]) if r in rs and rs[r][0] not in ("NA", "0") else None
+
+    def ratio(job, a, b):
+        ra, rb = data[job].get(a, {}), data[job].get(b, {})
+        v = [iops_of(ra, r) / iops_of(rb, r) for r in ra if iops_of(ra, r) and iops_of(rb, r)]
+        return med(v)
+
+    checks = []
+    for job, devs in data.items():
+        print("### %s" % job)
+        print()
+        print("| disk | IOPS | x %s | CPU ns/req | rounds |" % ANCHOR)
+        print("|---|---|---|---|---|")
+        for dev, rs in devs.items():
+            iops = [int(v[0]) for v in rs.values() if v[0] != "NA"]
+            cpu = [int(v[2]) / int(v[1]) for v in rs.values()
+                   if v[2] != "NA" and v[0] != "NA" and int(v[1]) > 0]
+            print("| %s | %s | %s | %s | %d/%d |" % (
+                dev, fmt(med(iops), "%.0f"), fmt(ratio(job, dev, ANCHOR)),
+                fmt(med(cpu), "%.0f"), len(iops), len(rs)))
+        print()
+        for name, a, b, target, rows in RATIOS:
+            if a not in devs or b not in devs:
+                continue
+            v = ratio(job, a, b)
+            if b != ANCHOR:  # the table's column has those
+                print("- %s: %s" % (name, fmt(v)))
+            applies = target is not None and (rows == "all" or rows == job or
+                                              rows == "4k" and "-4k" in job)
+            if applies:
+                checks.append((job, name, v, target))
+        print()
+    print("### Targets (reported, not asserted)")
+    print()
+    print("| job | ratio | value | target | |")
+    print("|---|---|---|---|---|")
+    for job, name, v, target in checks:
+        ok = "met" if v is not None and v >= target else "missed"
+        print("| %s | %s | %s | >= %.1f | %s |" % (job, name, fmt(v), target, ok))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
