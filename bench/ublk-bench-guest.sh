@@ -3,8 +3,9 @@
 # today's kernel): the zoned disks side by side, the same geometry
 # (512 MiB, 16 MiB zones, no conventional zone, 4096-byte blocks, no
 # open-zone limit), fio jobs on them in interleaved rounds.  Appends
-# "ROUND JOB DISK IOPS FIO-IOS SERVER-CPU-NS" lines to /results/results.tsv
-# (and the cell's wall seconds, zone resets and fill included), the set-up
+# "ROUND JOB DISK IOPS FIO-IOS SERVER-CPU-NS DISK-REQUESTS CELL-S" lines
+# to /results/results.tsv (CELL-S: the cell's wall seconds, zone resets
+# and the read job's fill included), the set-up
 # to /results/info.txt and the rounds done to /results/rounds.
 #   usage: ublk-bench-guest.sh RUNTIME-S ROUNDS
 # Environment (vm-run -e): top_builddir, top_srcdir; BENCH_UBLK_JOBS (some of the
@@ -107,21 +108,25 @@ cpu_ns() { # PID: ns on a CPU, all threads (NA: no server process)
   [ -n "$1" ] || { echo NA; return; }
   cat /proc/"$1"/task/*/schedstat 2> /dev/null | awk '{ s += $1 } END { printf "%d", s }'
 }
+requests() { # DEV: requests the disk completed, reads and writes (NA: no stat)
+  awk '{ print $1 + $5 }' "/sys/block/${1#/dev/}/stat" 2> /dev/null || echo NA
+}
 # cell ROUND JOB NAME T0 FIO-ARGS...: one fio run (the cell began at
 # $SECONDS T0); a line of results.tsv.
 cell() {
-  local r=$1 j=$2 n=$3 d pid c0 c1 rc=0 f=$work/$2-$3 iops ios cpu=NA t=$4
+  local r=$1 j=$2 n=$3 d pid c0 c1 q0 q1 rc=0 f=$work/$2-$3 iops ios cpu=NA reqs=NA t=$4
   shift 4
   d=${DEV[$n]} pid=${PID[$n]:-}
-  c0=$(cpu_ns "$pid")
+  c0=$(cpu_ns "$pid") q0=$(requests "$d")
   fio --name="$j" --filename="$d" --direct=1 --ioengine=libaio --zonemode=zbd \
     --runtime="$rt" --time_based --group_reporting --output-format=json --output="$f.json" \
     "$@" > "$f.log" 2>&1 || rc=$?
-  c1=$(cpu_ns "$pid")
+  c1=$(cpu_ns "$pid") q1=$(requests "$d")
   read -r iops ios < <(jq -r '.jobs[0] | "\((.read.iops + .write.iops) | floor) \(.read.total_ios + .write.total_ios)"' "$f.json" 2> /dev/null)
   [ "$rc" = 0 ] && [ -n "${iops:-}" ] || { iops=NA ios=0; sed "s/^/  $n $j: /" "$f.log" | head -5; }
   [ "$c0" = NA ] || cpu=$((c1 - c0))
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$j" "$n" "$iops" "$ios" "$cpu" $((SECONDS - t)) |
+  [ "$q0" = NA ] || [ "$q1" = NA ] || reqs=$((q1 - q0))
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$j" "$n" "$iops" "$ios" "$cpu" "$reqs" $((SECONDS - t)) |
     tee -a $out/results.tsv
 }
 # prepare JOB DEV: every zone empty; the read job's 128 MiB written first.
@@ -164,7 +169,7 @@ for r in $(seq 1 "$rounds"); do
     order="${*:k+1} ${*:1:k}"
     for n in $order; do
       d=${DEV[$n]} tc=$SECONDS
-      prepare $j "$d" || { printf '%s\t%s\t%s\tNA\t0\tNA\t0\n' "$r" "$j" "$n" >> $out/results.tsv; continue; }
+      prepare $j "$d" || { printf '%s\t%s\t%s\tNA\t0\tNA\tNA\t0\n' "$r" "$j" "$n" >> $out/results.tsv; continue; }
       echo $sched > /sys/block/${d#/dev/}/queue/scheduler
       # shellcheck disable=SC2086
       cell "$r" "$j" "$n" $tc $a

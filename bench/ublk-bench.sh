@@ -67,23 +67,24 @@ echo "ublk-bench: one guest run on $MODERN_KVER, $rounds rounds of $cells fio ce
   "$top/bench/ublk-bench-guest.sh" "$rt" "$rounds"
 rc=$?
 [ "$rc" = 0 ] || { echo "ublk-bench: the guest run failed (status $rc)" >&2; exit 1; }
-done=$(cat "$res/rounds" 2> /dev/null || echo 0)
+nrounds=$(cat "$res/rounds" 2> /dev/null || echo 0)
 mkdir -p "$(dirname "$out")"
 {
   echo "# Zoned block devices on today's kernel: znbd-ublk beside null_blk, zloop and znbd-tcmu"
   echo
-  echo "One guest run (qemu TCG, tests/vm/vm-run --kernel-root modern -m 5120), $done interleaved"
+  echo "One guest run (qemu TCG, tests/vm/vm-run --kernel-root modern -m 5120), $nrounds interleaved"
   echo "rounds (of $rounds asked for) of ${rt} s per cell, $(date -u '+%Y-%m-%d %H:%M UTC'), commit $commit, host kernel"
   echo "$(uname -r), $(nproc) host CPUs, host load $load0 -> $(cut -d' ' -f1-3 /proc/loadavg),"
   echo "whole run $((SECONDS - t0)) s.  IOPS: median over the rounds; ratios: median of the"
   echo "per-round ratios; CPU ns/req: the server process's time on a CPU (all threads,"
-  echo "/proc/PID/task/*/schedstat) over the cell, divided by fio's I/Os (user-space servers only)."
+  echo "/proc/PID/task/*/schedstat) over the cell, divided by fio's I/Os (user-space servers only);"
+  echo "ios/req: fio's I/Os per request the disk completed (/sys/block/X/stat; above 1: merged)."
   echo
   python3 "$top/bench/ublk-report.py" "$res/results.tsv"
   echo
   sed 's/^# /- /' "$res/info.txt"
   echo
-  echo "Raw results (round, job, disk, IOPS, fio I/Os, server CPU ns, cell wall s):"
+  echo "Raw results (round, job, disk, IOPS, fio I/Os, server CPU ns, disk requests, cell wall s):"
   echo
   sed 's/^/    /' "$res/results.tsv"
 } > "$out"

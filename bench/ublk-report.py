@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The tables of bench/ublk-bench.sh from the guest's results.tsv.
 
-Lines: ROUND JOB DISK IOPS FIO-IOS SERVER-CPU-NS CELL-S (tab-separated, NA
-where a cell failed or the disk has no server process; CELL-S the cell's
-wall seconds, zone resets and fill included).  Per job a table of the
+Lines: ROUND JOB DISK IOPS FIO-IOS SERVER-CPU-NS DISK-REQUESTS CELL-S
+(tab-separated, NA where a cell failed or the disk has no server process;
+DISK-REQUESTS from /sys/block/X/stat, CELL-S the cell's wall seconds, zone
+resets and fill included).  Per job a table of the
 disks (median IOPS, median of the per-round ratios to null_blk, server CPU
 ns per request), the same-run ratios between them, then the targets.
 """
@@ -35,8 +36,8 @@ def main(path):
     for line in open(path):
         if not line.strip():
             continue
-        r, job, dev, iops, ios, cpu = line.rstrip("\n").split("\t")[:6]
-        data.setdefault(job, {}).setdefault(dev, {})[r] = (iops, ios, cpu)
+        r, job, dev, iops, ios, cpu, reqs = line.rstrip("\n").split("\t")[:7]
+        data.setdefault(job, {}).setdefault(dev, {})[r] = (iops, ios, cpu, reqs)
     iops_of = lambda rs, r: int(rs[r][0]) if r in rs and rs[r][0] not in ("NA", "0") else None
 
     def ratio(job, a, b):
@@ -48,15 +49,19 @@ def main(path):
     for job, devs in data.items():
         print("### %s" % job)
         print()
-        print("| disk | IOPS | x %s | CPU ns/req | rounds |" % ANCHOR)
-        print("|---|---|---|---|---|")
+        print("| disk | IOPS | x %s | CPU ns/req | ios/req | rounds |" % ANCHOR)
+        print("|---|---|---|---|---|---|")
         for dev, rs in devs.items():
             iops = [int(v[0]) for v in rs.values() if v[0] != "NA"]
             cpu = [int(v[2]) / int(v[1]) for v in rs.values()
                    if v[2] != "NA" and v[0] != "NA" and int(v[1]) > 0]
-            print("| %s | %s | %s | %s | %d/%d |" % (
+            # fio's I/Os per request the disk completed: above 1 where
+            # the block layer merged them.
+            per = [int(v[1]) / int(v[3]) for v in rs.values()
+                   if v[0] != "NA" and v[3] != "NA" and int(v[3]) > 0]
+            print("| %s | %s | %s | %s | %s | %d/%d |" % (
                 dev, fmt(med(iops), "%.0f"), fmt(ratio(job, dev, ANCHOR)),
-                fmt(med(cpu), "%.0f"), len(iops), len(rs)))
+                fmt(med(cpu), "%.0f"), fmt(med(per)), len(iops), len(rs)))
         print()
         for name, a, b, target, rows in RATIOS:
             if a not in devs or b not in devs:
