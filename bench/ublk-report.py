@@ -45,6 +45,22 @@ def main(path):
         v = [iops_of(ra, r) / iops_of(rb, r) for r in ra if iops_of(ra, r) and iops_of(rb, r)]
         return med(v)
 
+    # One line a job: every disk against null_blk, then the targets' ratios.
+    disks = list(dict.fromkeys(d for devs in data.values() for d in devs if d != ANCHOR))
+    pairs = [r for r in RATIOS if r[2] != ANCHOR and r[0] != "znbd-ublk-q2 / znbd-ublk"]
+    print("### Summary: x %s (median of per-round ratios), and the same-run ratios" % ANCHOR)
+    print()
+    print("| job | %s IOPS | %s | %s |" % (ANCHOR, " | ".join(disks),
+                                         " | ".join(r[1] + " / " + r[2] for r in pairs)))
+    print("|---|---|%s%s" % ("---|" * len(disks), "---|" * len(pairs)))
+    for job, devs in data.items():
+        a = [int(v[0]) for v in devs.get(ANCHOR, {}).values() if v[0] != "NA"]
+        print("| %s | %s | %s | %s |" % (
+            job, fmt(med(a), "%.0f"),
+            " | ".join(fmt(ratio(job, d, ANCHOR)) if d in devs else "" for d in disks),
+            " | ".join(fmt(ratio(job, r[1], r[2])) if r[1] in devs and r[2] in devs else ""
+                       for r in pairs)))
+    print()
     checks = []
     for job, devs in data.items():
         print("### %s" % job)
@@ -73,6 +89,15 @@ def main(path):
                                               rows == "4k" and "-4k" in job)
             if applies:
                 checks.append((job, name, v, target))
+        print()
+    none, mqd = "write-4k-qd64-b16-none", "write-4k-qd64-b16-mq-deadline"
+    if none in data and mqd in data:
+        print("### mq-deadline against none (4 KiB sequential write, QD64, batches of 16)")
+        print()
+        for dev in data[none]:
+            a, b = data[mqd].get(dev, {}), data[none][dev]
+            v = [iops_of(a, r) / iops_of(b, r) for r in a if iops_of(a, r) and iops_of(b, r)]
+            print("- %s: mq-deadline / none %s" % (dev, fmt(med(v))))
         print()
     print("### Targets (reported, not asserted)")
     print()
