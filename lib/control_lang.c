@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "znbd/control.h"
+#include "znbd/request.h"
 #include "znbd/dev.h"
 #include "znbd/request.h"
 
@@ -241,10 +242,7 @@ op_error_msg(struct znbd_dev *d, const char *what, uint32_t idx,
 static void
 op_latency(struct znbd_dev *d, enum znbd_zone_op op)
 {
-  uint64_t ns = znbd_dev_zone_op_nsec(d, op);
-  struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
-  while (ns && nanosleep(&ts, &ts) < 0 && errno == EINTR)
-    ;
+  znbd_sleep_ns(znbd_dev_zone_op_nsec(d, op));
 }
 
 /* One operation on one zone; on success "ok " + the zone's new state. */

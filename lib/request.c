@@ -2,6 +2,7 @@
  * connection, LUN or queue, and the device calls made through it with
  * its fence and its bound on waiting writes. */
 #include <errno.h>
+#include <time.h>
 
 #include "znbd/request.h"
 #include "dev_fenced.h"
@@ -96,4 +97,12 @@ bool
 znbd_req_drop_reply(const struct znbd_req_ctx *c, unsigned kind)
 {
   return znbd_dev_drop_reply(c->dev, kind);
+}
+
+void
+znbd_sleep_ns(uint64_t ns)
+{
+  struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+  while (ns && nanosleep(&ts, &ts) < 0 && errno == EINTR)
+    ;
 }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "ring.h"
+#include "znbd/request.h"
 
 /* The UAPI header pulls in <linux/uio.h>, whose struct iovec clashes
  * with libc's <sys/uio.h> (same layout): keep libc's. */
@@ -176,12 +177,7 @@ run_job(struct tcmu_ring *r, struct znbd_scsi *s, struct tcmu_job *j,
   struct znbd_scsi_cmd c = {
       .cdb = j->cdb, .cdb_len = j->cdb_len, .iov = j->iov, .iovcnt = j->iovcnt};
   int st = znbd_scsi_exec(s, &c);
-  uint64_t ns = j->delay_ns;
-  if (ns) {
-    struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-      ;
-  }
+  znbd_sleep_ns(j->delay_ns);
   if (c.drop_reply) {
     /* Lost on its way back: the kernel hears nothing and fails the
      * command after its cmd_time_out.  The entry is completed when the

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "queue.h"
+#include "znbd/request.h"
 
 /* Where the request of TAG on Q keeps its data in /dev/ublkcN. */
 static uint64_t
@@ -80,14 +81,6 @@ prep(struct znbd_ublk_queue *q, uint32_t op, uint16_t tag, int32_t result,
   return 0;
 }
 
-static void
-sleep_ns(uint64_t ns)
-{
-  struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
-  while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-    ;
-}
-
 /* One request of TAG, fetched: execute it, queue its commit. */
 static int
 serve_one(struct znbd_ublk_queue *q, uint16_t tag)
@@ -103,7 +96,7 @@ serve_one(struct znbd_ublk_queue *q, uint16_t tag)
    * this queue's thread, as null_blk's timer mode holds the request:
    * the other queues go on. */
   if (done.delay_nsec)
-    sleep_ns(done.delay_nsec);
+    znbd_sleep_ns(done.delay_nsec);
   q->requests++;
   /* The commit's addr must be 0 but for an append's sector: the kernel
    * refuses anything else with EINVAL and the request never ends. */

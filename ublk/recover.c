@@ -12,6 +12,7 @@
 
 #include "recover.h"
 #include "setup.h"
+#include "znbd/request.h"
 
 int
 znbd_ublk_recover_check(const struct znbd_ublksrv_ctrl_dev_info *info,
@@ -86,14 +87,6 @@ znbd_ublk_recover_check(const struct znbd_ublksrv_ctrl_dev_info *info,
   return 0;
 }
 
-static void
-sleep_ms(unsigned ms)
-{
-  struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-    ;
-}
-
 int
 znbd_ublk_recover_begin(znbd_ublk_cmd_fn *cmd, void *opaque, uint32_t dev_id,
                         const struct znbd_ublk_params *want, unsigned tries,
@@ -145,7 +138,7 @@ znbd_ublk_recover_begin(znbd_ublk_cmd_fn *cmd, void *opaque, uint32_t dev_id,
                               " is still LIVE though its server "
                               "(process %" PRId32 ") is gone",
                               dev_id, info->ublksrv_pid);
-    sleep_ms(wait_ms);
+    znbd_sleep_ns((uint64_t)wait_ms * 1000000u);
   }
   memset(&got, 0, sizeof got);
   got.len = sizeof got;
@@ -161,6 +154,6 @@ znbd_ublk_recover_begin(znbd_ublk_cmd_fn *cmd, void *opaque, uint32_t dev_id,
     if (r != -EBUSY || i + 1 >= tries)
       return znbd_ublk_refuse(err, errlen, -r, "START_USER_RECOVERY: %s",
                               strerror(-r));
-    sleep_ms(wait_ms);
+    znbd_sleep_ns((uint64_t)wait_ms * 1000000u);
   }
 }

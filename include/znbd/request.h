@@ -120,4 +120,9 @@ uint64_t znbd_req_delay(const struct znbd_req_ctx *c, unsigned kind,
                         uint64_t len, enum znbd_zone_op op);
 bool znbd_req_drop_reply(const struct znbd_req_ctx *c, unsigned kind);
 
+/* Hold the calling thread NS nanoseconds (a delay znbd_req_delay()
+ * handed out, or a retry's pause), sleeping again for what is left
+ * after a signal.  No errors. */
+void znbd_sleep_ns(uint64_t ns);
+
 #endif
