@@ -24,8 +24,14 @@ a=$(sha256sum <"$tmpdir/in.raw") b=$(sha256sum <"$tmpdir/out.raw")
 [ "$a" = "$b" ] || die "sha256 differs: $a vs $b"
 note "convert in and out: identical (sha256 ${a%% *})"
 
-# Control: one changed byte in the export must be seen.
-printf '\x5a' | dd of="$tmpdir/in.raw" bs=1 seek=$((5 << 20)) conv=notrunc status=none
+# Control: one changed byte in the file must be seen.  The byte is
+# inverted, not overwritten with a constant: the file is random, so a
+# constant would equal the byte already there once in 256 runs.
+old=$(od -An -tu1 -j $((5 << 20)) -N1 "$tmpdir/in.raw" | tr -d ' ')
+printf "\\$(printf '%03o' $((old ^ 0xff)))" |
+  dd of="$tmpdir/in.raw" bs=1 seek=$((5 << 20)) conv=notrunc status=none
+new=$(od -An -tu1 -j $((5 << 20)) -N1 "$tmpdir/in.raw" | tr -d ' ')
+[ "$new" = $((old ^ 0xff)) ] || die "could not change the control byte ($old -> $new)"
 rc=0
 qemu-img compare -f raw -F raw "$tmpdir/in.raw" "$uri" >"$tmpdir/cmp.log" 2>&1 || rc=$?
 [ "$rc" = 1 ] || die "qemu-img compare after changing a byte: status $rc, want 1 ($(cat "$tmpdir/cmp.log"))"
