@@ -450,7 +450,8 @@ zoned_read(struct znbd_dev *d, uint8_t *buf, uint64_t len, uint64_t off)
 }
 
 /* Bad blocks, null_handle_badblocks(): whether [OFF, OFF+LEN) (bytes)
- * touches a bad sector.  If so the error is counted and logged, and *OK
+ * touches a bad sector.  If so the error is counted (by
+ * znbd_faults_bb_hit, under the list's lock) and logged, and *OK
  * gets the bytes that badblocks_partial_io lets through: those before the
  * first bad sector, rounded down to the block size (0 without it). */
 static bool
@@ -463,7 +464,6 @@ badblock_hit(struct znbd_dev *d, const char *what, uint64_t len, uint64_t off,
     return false;
   uint64_t bad = first * 512 / d->p.blocksize * d->p.blocksize;
   *ok = d->p.badblocks_partial_io && bad > off ? bad - off : 0;
-  atomic_fetch_add(&d->f.bb_errors, 1);
   znbd_log(ZNBD_LOG_FAULT,
            "badblock: %s of %" PRIu64 " bytes at %" PRIu64
            ": bad sectors from %" PRIu64 "%s; %" PRIu64 " bytes done",

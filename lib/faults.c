@@ -219,6 +219,9 @@ znbd_faults_bb_hit_slow(struct znbd_faults *f, uint64_t sector, uint64_t n,
       continue;
     hit = true;
     *first_bad = x.start;
+    /* Counted under the lock: once a `badblocks del` returns, every
+     * request that hit the old list is in bb_errors already. */
+    atomic_fetch_add(&f->bb_errors, 1);
     if (once) { /* badblocks_clear() of the range found */
       memmove(&f->bb[i], &f->bb[i + 1], (nr - i - 1) * sizeof *f->bb);
       atomic_store(&f->nr_bb, nr - 1);

@@ -49,7 +49,9 @@ int znbd_faults_bb_edit(struct znbd_faults *f, const char *list, bool add,
 
 /* Whether [SECTOR, SECTOR+N) touches a bad range (null_blk's
  * badblocks_check()).  If so, *FIRST_BAD gets the first sector of the
- * first such range, which is removed when ONCE (badblocks_once).  Lock-free
+ * first such range, which is removed when ONCE (badblocks_once), and the
+ * hit is counted in bb_errors under the lock (so a count read after an
+ * edit returned includes every hit of the list before it).  Lock-free
  * when the list is empty. */
 static inline bool znbd_faults_bb_hit(struct znbd_faults *f, uint64_t sector,
                                       uint64_t n, bool once,
