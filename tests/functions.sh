@@ -6,7 +6,8 @@
 # module), a private temporary directory $tmpdir removed on exit, and
 #
 #   start_frontend key=value...   start the device server chosen by
-#                                 $ZNBD_FRONTEND and wait until it serves;
+#                                 $ZNBD_FRONTEND and wait until it serves
+#                                 (and its zone_control= socket is there);
 #                                 sets $sock, $uri, $server_pid, $server_log
 #                                 (ZNBD_TCP=1: on 127.0.0.1, random port)
 #   stop_frontend                 stop it (also done on exit); fails the test
@@ -320,9 +321,19 @@ _try_start() {
   if [ -z "$timeout" ]; then
     if [ "$ZNBD_SANITIZERS" = yes ]; then timeout=30; else timeout=10; fi
   fi
+  # zone_control=PATH: that socket too.  nbdkit writes its pidfile before
+  # the plugin's after_fork, which opens the control socket, so a test
+  # that asks it at once could otherwise find nothing there yet.
+  local a ctl_sock=
+  if [ "$ZNBD_FRONTEND" != memory ]; then
+    for a in "$@"; do
+      case "$a" in zone_control=?*) ctl_sock=${a#zone_control=} ;; esac
+    done
+  fi
   local i n=$((timeout * 20))
   for ((i = 0; i < n; i++)); do
-    if [ -s "$pidfile" ] && { [ -n "${_tcp_port:-}" ] || [ -S "$sock" ]; }; then
+    if [ -s "$pidfile" ] && { [ -n "${_tcp_port:-}" ] || [ -S "$sock" ]; } &&
+      { [ -z "$ctl_sock" ] || [ -S "$ctl_sock" ]; }; then
       return 0
     fi
     if ! kill -0 "$server_pid" 2>/dev/null; then
@@ -335,7 +346,7 @@ _try_start() {
   done
   echo "--- server log ---" >&2
   cat "$server_log" >&2
-  die "front-end $ZNBD_FRONTEND did not serve on ${_tcp_port:+127.0.0.1:}${_tcp_port:-$sock} within ${timeout}s"
+  die "front-end $ZNBD_FRONTEND did not serve on ${_tcp_port:+127.0.0.1:}${_tcp_port:-$sock}${ctl_sock:+ (control socket $ctl_sock)} within ${timeout}s"
 }
 
 # start_frontend key=value...: serve on a Unix socket in $tmpdir, or with
