@@ -39,8 +39,11 @@ for try in 1 2 3 4 5; do
   "$znbd" $mode -f -p "$port" -P "$tmpdir/tcp.pid" size=8M zoned=false \
     >"$tmpdir/tcp.log" 2>&1 &
   pid=$!
-  for i in $(seq 100); do [ -s "$tmpdir/tcp.pid" ] && break; kill -0 $pid 2>/dev/null || break; sleep 0.05; done
+  # Until it serves or exits (a taken port): the bound is only for a
+  # server that does neither.
+  for i in $(seq 600); do [ -s "$tmpdir/tcp.pid" ] && break; kill -0 $pid 2>/dev/null || break; sleep 0.05; done
   if [ -s "$tmpdir/tcp.pid" ]; then ok=1; break; fi
+  kill -0 $pid 2>/dev/null && { kill -KILL $pid; cat "$tmpdir/tcp.log" >&2; die "-p $port: neither served nor exited in 30 s"; }
   wait $pid || true
 done
 [ -n "$ok" ] || die "could not listen on any random TCP port"
@@ -60,7 +63,9 @@ dpid=$(cat "$tmpdir/d.pid")
 on_exit "kill $dpid 2>/dev/null"
 nbdinfo --size "nbd+unix:///?socket=$tmpdir/d.sock" >/dev/null || die "daemon not serving"
 kill -TERM "$dpid"
-for i in $(seq 100); do kill -0 "$dpid" 2>/dev/null || break; sleep 0.05; done
+# (How fast it stops is tests/server/stop.sh's check; 15 s only bounds
+# the wait on a loaded machine.)
+for i in $(seq 300); do kill -0 "$dpid" 2>/dev/null || break; sleep 0.05; done
 kill -0 "$dpid" 2>/dev/null && die "daemon did not stop on SIGTERM"
 [ ! -e "$tmpdir/d.sock" ] || die "socket left after SIGTERM"
 note "daemon mode: pidfile written, SIGTERM stops it and removes the socket"
@@ -81,7 +86,8 @@ size=$(nbdinfo --size "nbd+unix:///?socket=$tmpdir/rel/r.sock") ||
   "nbd+unix:///?socket=$tmpdir/rel/r.sock" >"$tmpdir/rel.stats" ||
   die "relative zone_control: no control socket when the parent exited"
 kill -TERM "$rpid"
-for i in $(seq 100); do kill -0 "$rpid" 2>/dev/null || break; sleep 0.05; done
+for i in $(seq 300); do kill -0 "$rpid" 2>/dev/null || break; sleep 0.05; done
+kill -0 "$rpid" 2>/dev/null && die "daemon (relative paths) did not stop on SIGTERM"
 left=$(ls "$tmpdir/rel")
 [ -z "$left" ] || die "left in the starting directory after SIGTERM: $left"
 # A start-up failure after the fork is the parent's exit status and message.
@@ -92,17 +98,22 @@ fi
 grep -q 'zone_control' "$tmpdir/f.err" || die "no message: $(cat "$tmpdir/f.err")"
 note "daemon mode: ready on return with relative paths; a late failure exits 1 naming zone_control"
 
-# SIGTERM with a connection open and requests in flight.
+# SIGTERM with a connection open and requests in flight: the client says
+# when it is connected and has sent its option (a fixed sleep let a slow
+# client connect only after the server had gone).
 start_frontend size=16M zoned=false
-/usr/bin/python3 - "$sock" <<'PY' &
+/usr/bin/python3 - "$sock" "$tmpdir/connected" <<'PY' &
 import socket, struct, sys, time
 s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
 s.recv(18); s.sendall(struct.pack(">I", 3))
 s.sendall(struct.pack(">QII", 0x49484156454F5054, 7, 6) + b"\0" * 6)
-time.sleep(5)
+open(sys.argv[2], "w").write("sent\n")
+time.sleep(60)
 PY
 cpid=$!
-sleep 0.5
+on_exit "kill $cpid 2>/dev/null"
+for i in $(seq 600); do [ -s "$tmpdir/connected" ] && break; kill -0 $cpid 2>/dev/null || break; sleep 0.05; done
+[ -s "$tmpdir/connected" ] || die "the client did not connect"
 s=$sock
 stop_frontend || die "server exit status non-zero on SIGTERM with a client connected"
 [ ! -e "$s" ] || die "socket left after SIGTERM"
