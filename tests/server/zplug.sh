@@ -17,7 +17,9 @@
 #      their turn comes (not executed), the plug empties, and the zone
 #      takes writes at its write pointer from another connection.
 # The long completion_nsec only makes the first write stay in flight while
-# the others arrive; nothing measures time.
+# the others arrive, and in 4 and 5 while the test takes its next step
+# (the TRIM, the hang-up), which a loaded machine may delay by far more
+# than a few hundred ms: seconds there.  Nothing measures time.
 . "$(dirname "$0")/../functions.sh"
 require_python_nbd
 require fio
@@ -130,8 +132,8 @@ nbdinfo --map=x-znbd:zone "$uri" | grep "^ *4194304" >"$tmpdir/map"
 grep -q "^ *4194304 *12288 *34" "$tmpdir/map" || { cat "$tmpdir/map"; die "zone 1 wp not at 12 KiB"; }
 stop_frontend
 
-# 4. TRIM (zone reset) with writes plugged.
-start_frontend $Z completion_nsec=1000000000
+# 4. TRIM (zone reset) with writes plugged (the first still in flight).
+start_frontend $Z completion_nsec=2000000000
 /usr/bin/python3 - "$sock" "$ctl" <<'PY' || die "reset check failed"
 import sys
 from zplugtest import *
@@ -155,8 +157,9 @@ nbdinfo --map=x-znbd:zone "$uri" | grep "^ *4194304" >"$tmpdir/map"
 grep -q "^ *4194304 *4096 *34" "$tmpdir/map" || { cat "$tmpdir/map"; die "zone 1 wp not at 4 KiB after reset + write"; }
 stop_frontend
 
-# 5. The client goes away with writes plugged.
-start_frontend $Z completion_nsec=300000000
+# 5. The client goes away with writes plugged (the first still in flight:
+# were it done first, the next one would run and move the wp past 4 KiB).
+start_frontend $Z completion_nsec=2000000000
 /usr/bin/python3 - "$sock" "$ctl" <<'PY' || die "gone-client check failed"
 import sys, time
 from zplugtest import *
