@@ -109,7 +109,9 @@ def unix_sockets(cmd):
     return [p for p in paths if p != "-"]
 
 
-def wait_sockets(paths, timeout=30):
+def wait_sockets(paths, timeout=30, proc=None):
+    """None once every path in PATHS accepts a connection, else why not
+    (TIMEOUT s passed, or PROC exited first)."""
     end = time.monotonic() + timeout
     for p in paths:
         while True:
@@ -118,6 +120,8 @@ def wait_sockets(paths, timeout=30):
                 s.connect(p)
                 break
             except OSError:
+                if proc is not None and proc.poll() is not None:
+                    return "%s: the server exited (status %d)" % (p, proc.returncode)
                 if time.monotonic() > end:
                     return "%s: no server listening after %d s" % (p, timeout)
                 time.sleep(0.05)
@@ -220,24 +224,40 @@ def main():
     for d in ("tests", "scripts"):
         os.symlink(os.path.join(top, d), os.path.join(work, d))
 
-    # The default disk, as scripts/serve.sh serves it (already built).
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    env = dict(os.environ, ZNBD_SERVE_BUILD="no", BUILD=build,
-               ZNBD_SOCKET=tmp + "/znbd.sock", ZNBD_CONTROL=tmp + "/znbd.ctl",
-               ZNBD_PORT=str(port))
-    env.pop("ZNBD_FRONTEND", None)
-    env.pop("ZNBD_PARAMS", None)
-    log = open(os.path.join(tmp, "serve.log"), "w")
-    serve = subprocess.Popen([os.path.join(top, "scripts/serve.sh")],
-                             env=env, stdout=log, stderr=subprocess.STDOUT,
-                             start_new_session=True)
-    err = wait_sockets([tmp + "/znbd.sock", tmp + "/znbd.ctl"])
+    # The default disk, as scripts/serve.sh serves it (already built), on
+    # a port the kernel had free: another process may take it before
+    # serve.sh binds it (tests run in parallel), so another one then.
+    for attempt in range(5):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        env = dict(os.environ, ZNBD_SERVE_BUILD="no", BUILD=build,
+                   ZNBD_SOCKET=tmp + "/znbd.sock", ZNBD_CONTROL=tmp + "/znbd.ctl",
+                   ZNBD_PORT=str(port))
+        env.pop("ZNBD_FRONTEND", None)
+        env.pop("ZNBD_PARAMS", None)
+        log_path = os.path.join(tmp, "serve.log")
+        log = open(log_path, "w")
+        serve = subprocess.Popen([os.path.join(top, "scripts/serve.sh")],
+                                 env=env, stdout=log, stderr=subprocess.STDOUT,
+                                 start_new_session=True)
+        err = wait_sockets([tmp + "/znbd.sock", tmp + "/znbd.ctl"], proc=serve)
+        if not err:
+            break
+        if serve.poll() is None:
+            os.killpg(serve.pid, signal.SIGKILL)
+        serve.wait()
+        log.close()
+        with open(log_path) as f:
+            text = f.read()
+        if "could not listen" not in text and "Address already in use" not in text:
+            break
+        print("port %d taken, trying another" % port)
     if err:
         print("FAIL: scripts/serve.sh did not serve: " + err)
-        serve.kill()
+        with open(log_path) as f:
+            print(f.read()[-2000:])
         sys.exit(1)
     keep = {serve.pid}
     for pid in os.listdir("/proc"):  # serve.sh's servers
