@@ -96,13 +96,22 @@ writer_reaches() {
   return 1
 }
 # SIGKILL the server: the disk and the mount stay, the writer stalls.
+# The count is taken once the writer's next dd is blocked in I/O (state
+# D; at most 20 s, then as it is): a dd that finished just before the
+# kill could still be counted during the 2 s below in a slow guest.
 kill_server() {
-  local before after
+  local before after i pid=
   DEVT=$(cat /sys/block/ublkb0/dev)
   kill -KILL "$UBLK_PID" && wait "$UBLK_PID"
   echo "znbd-ublk killed (status $?)"
   sleep 0.5
-  before=$(writer_count)
+  for i in $(seq 200); do
+    before=$(writer_count)
+    pid=$(pgrep -P "$WRITER_PID" -f "of=$MNT/w$((before + 1)) ") &&
+      [ "$(awk '{print $3}' "/proc/$pid/stat" 2> /dev/null)" = D ] && break
+    sleep 0.1
+  done
+  echo "writer: file $((before + 1)) being written (dd ${pid:-not found}, state $(awk '{print $3}' "/proc/${pid:-0}/stat" 2> /dev/null))"
   sleep 2
   after=$(writer_count)
   echo "writer files: $before, 2 s later $after; disk $DEV dev_t $(cat /sys/block/ublkb0/dev)"
