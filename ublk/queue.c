@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -107,26 +108,40 @@ serve_one(struct znbd_ublk_queue *q, uint16_t tag)
   return prep(q, ZNBD_UBLK_U_IO_COMMIT_AND_FETCH_REQ, tag, res, addr);
 }
 
+/* Enable RING, made with IORING_SETUP_R_DISABLED, from the calling
+ * thread.  liburing 2.3 declares io_uring_enable_rings() but does not
+ * export it: the system call itself.  Returns 0, or -1 with errno. */
+static int
+enable(struct io_uring *ring)
+{
+  return (int)syscall(__NR_io_uring_register, ring->ring_fd,
+                      IORING_REGISTER_ENABLE_RINGS, NULL, 0);
+}
+
 static void *
 run(void *arg)
 {
   struct znbd_ublk_queue *q = arg;
   unsigned pending = 0; /* commands the kernel holds */
 
-  for (uint16_t tag = 0; tag < q->depth; tag++)
-    if (prep(q, ZNBD_UBLK_U_IO_FETCH_REQ, tag, -1, 0) == 0)
-      pending++;
-  int r = io_uring_submit(&q->ring);
-  if (r < 0) {
-    fprintf(stderr, "znbd-ublk: queue %u: io_uring_submit: %s\n", q->q_id,
-            strerror(-r));
+  int r;
+  /* A ring made disabled is this thread's from here (SINGLE_ISSUER). */
+  if ((q->ring.flags & IORING_SETUP_R_DISABLED) && enable(&q->ring) < 0) {
+    fprintf(stderr, "znbd-ublk: queue %u: IORING_REGISTER_ENABLE_RINGS: %s\n",
+            q->q_id, strerror(errno));
     q->failed = 1;
     return NULL;
   }
+  for (uint16_t tag = 0; tag < q->depth; tag++)
+    if (prep(q, ZNBD_UBLK_U_IO_FETCH_REQ, tag, -1, 0) == 0)
+      pending++;
   while (pending) {
     struct io_uring_cqe *cqe;
     struct __kernel_timespec ts = {1, 0};
-    r = io_uring_wait_cqe_timeout(&q->ring, &cqe, &ts);
+    /* One system call a pass: the commits of the last pass go in and the
+     * next requests come out (as the kernel's selftest server kublk.c
+     * does).  The fetches of the first pass go in the same way. */
+    r = io_uring_submit_and_wait_timeout(&q->ring, &cqe, 1, &ts, NULL);
     if (r == -ETIME || r == -EINTR) {
       /* Nothing for a second: only a stopped device whose fetches the
        * kernel did not abort ends the loop here (closing the ring then
@@ -160,12 +175,6 @@ run(void *arg)
         pending++;
     }
     io_uring_cq_advance(&q->ring, seen);
-    if ((r = io_uring_submit(&q->ring)) < 0) {
-      fprintf(stderr, "znbd-ublk: queue %u: io_uring_submit: %s\n", q->q_id,
-              strerror(-r));
-      q->failed = 1;
-      break;
-    }
   }
   return NULL;
 }
@@ -209,7 +218,19 @@ znbd_ublk_queue_start(struct znbd_ublk_queue *q, int cdev, uint16_t q_id,
   }
   znbd_ublk_io_init(&q->io, d, buf, max_io_bytes);
   q->io.redo_writes = redo_writes;
-  if ((r = io_uring_queue_init(depth, &q->ring, 0)) < 0) {
+  /* Task work (the kernel handing this queue a request, ublk_drv.c's
+   * io_uring_cmd_complete_in_task()) runs when the thread next waits in
+   * io_uring_enter, in one batch, instead of interrupting it
+   * (DEFER_TASKRUN, which wants SINGLE_ISSUER: the ring is made disabled
+   * so that the queue's thread, which enables it, is its one issuer).
+   * Kernels before 6.1 refuse the flags: the plain ring then. */
+  r = io_uring_queue_init(depth, &q->ring,
+                          IORING_SETUP_SINGLE_ISSUER |
+                              IORING_SETUP_DEFER_TASKRUN |
+                              IORING_SETUP_R_DISABLED);
+  if (r == -EINVAL)
+    r = io_uring_queue_init(depth, &q->ring, 0);
+  if (r < 0) {
     snprintf(err, errlen, "queue %u: io_uring_queue_init: %s", q_id,
              strerror(-r));
     goto fail;
