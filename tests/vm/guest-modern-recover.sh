@@ -173,12 +173,16 @@ kernel_log_clean() {
 # done) and dd still waits, SIGKILL lands between the two.  The kernel
 # reissues the write to the recovered server (REISSUE), where it is
 # below the wp: taken as done, dd ends with status 0 and the zone is as
-# the one write left it.
+# the one write left it.  The write may first wait behind reads held as
+# long: ublk_drv scans the disk's partitions after START_DEV returns
+# (ublk_partition_scan_work), several reads one after the other, so the
+# wait for zone 1's file is 20 s, not one hold; the kill still comes
+# within 50 ms of the write, inside its own 3 s hold.
 redo_kill() {
   local i size dd_waits=no
   dwrite "$z1" 65536 "$work/rand" > "$work/redo.dd" 2>&1 &
   DD_PID=$!
-  for i in $(seq 60); do
+  for i in $(seq 400); do
     size=$(stat -c %s "$RDIR2/seq-000001" 2> /dev/null)
     [ "$size" = 65536 ] && break
     sleep 0.05
