@@ -513,6 +513,17 @@ store_data(void *opaque, const void *data, uint64_t len, uint64_t off)
   return znbd_store_zero(d->store, len, off, 0);
 }
 
+/* Store a ZNBD_WRITE_SOURCE write's data (SRC: its struct
+ * znbd_write_source); the zone engine's store callback as store_data. */
+static int
+store_source(void *opaque, const void *src, uint64_t len, uint64_t off)
+{
+  struct znbd_dev *d = opaque;
+  const struct znbd_write_source *s = src;
+  return znbd_store_write_from(d->store, s->fill, s->opaque, s->bounce, len,
+                               off);
+}
+
 /* An append's store callback: the offset is known only here, under the
  * zone's lock, so bad blocks are checked here; a failure makes the engine
  * abort the append (nothing written, no partial append). */
@@ -569,20 +580,22 @@ park_write(const struct znbd_zone_write *w, struct znbd_zones *zs,
 }
 
 /* ZONED: the zone engine runs the write (znbd_zones_write); a store that
- * can fail (dir=) stores before the commit, so a failed write changes
- * nothing.  A write ahead of the wp is first refused (EAGAIN: nothing
- * allocated for the common, in-order case), then parked if it may wait. */
+ * can fail (dir=), or a source's fill() that can, stores before the
+ * commit, so a failed write changes no wp.  A write ahead of the wp is
+ * first refused (EAGAIN: nothing allocated for the common, in-order
+ * case), then parked if it may wait. */
 static int
 zoned_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
             unsigned flags, const struct znbd_park_how *h)
 {
+  bool source = flags & ZNBD_WRITE_SOURCE;
   struct znbd_zone_write w = {
       .off = off,
       .len = len,
       .data = buf,
-      .store = store_data,
+      .store = source ? store_source : store_data,
       .opaque = d,
-      .store_may_fail = znbd_store_write_may_fail(d->store),
+      .store_may_fail = source || znbd_store_write_may_fail(d->store),
       .pipeline = d->p.pipeline_zoned_writes,
       .timeout_ms = d->p.zone_write_timeout,
   };
@@ -668,6 +681,10 @@ static int
 dev_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
           unsigned flags, const struct znbd_park_how *h)
 {
+  if ((flags & ZNBD_WRITE_SOURCE) && (!buf || !(flags & ZNBD_WRITE_NOWAIT))) {
+    errno = EINVAL;
+    return -1;
+  }
   if (check_range(d, len, off) < 0 || wc_begin(d, h->fence, true, len, off) < 0)
     return -1;
   int r = dev_write_faults(d, buf, len, off, flags, h);
@@ -712,6 +729,8 @@ write_checked(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
     return znbd_store_zero(
         d->store, len, off,
         (flags & ZNBD_WRITE_ALLOCATE) ? ZNBD_STORE_ZERO_ALLOCATE : 0);
+  if (flags & ZNBD_WRITE_SOURCE)
+    return store_source(d, buf, len, off);
   return znbd_store_write(d->store, buf, len, off);
 }
 

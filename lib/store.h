@@ -35,6 +35,10 @@ struct znbd_store;
 
 typedef int (*znbd_store_extent_fn)(void *opaque, uint64_t off, uint64_t len,
                                     bool allocated);
+/* A write's data that is not in memory yet (ZNBD_WRITE_SOURCE of
+ * znbd/dev.h): copy its first LEN bytes to DST.  Returns 0, or -1 with
+ * errno. */
+typedef int (*znbd_store_fill_fn)(void *opaque, void *dst, uint64_t len);
 
 /* The zone hooks of a store that keeps state per zone (a file each, the
  * conditions it records).  A store that has them answers every member.
@@ -123,6 +127,14 @@ struct znbd_store_ops {
   /* The LEN bytes at OFF in place (zero-copy send), or NULL: the caller
    * then copies with read().  NULL op: never in place. */
   const void *(*ref)(struct znbd_store *s, uint64_t len, uint64_t off);
+  /* write() with the data from FILL(OPAQUE, ...), which copies it
+   * straight to where the store keeps it (one copy instead of two: a
+   * front-end's bounce buffer skipped).  Errors: write()'s, or FILL's
+   * errno, after which the range's bytes are undefined (the store may
+   * have taken part of them).  NULL op: znbd_store_write_from() fills a
+   * bounce buffer and calls write(). */
+  int (*write_from)(struct znbd_store *s, znbd_store_fill_fn fill, void *opaque,
+                    uint64_t len, uint64_t off);
 
   /* Zone hooks, or NULL: no state per zone (RAM). */
   const struct znbd_store_zone_ops *zones;
@@ -211,6 +223,20 @@ znbd_store_write(struct znbd_store *s, const void *buf, uint64_t len,
                  uint64_t off)
 {
   return s->ops->write(s, buf, len, off);
+}
+
+/* LEN bytes at OFF from FILL(OPAQUE, ...): in place where the store can
+ * (write_from), else through BOUNCE (LEN bytes) and write().  Errors as
+ * write_from. */
+static inline int
+znbd_store_write_from(struct znbd_store *s, znbd_store_fill_fn fill,
+                      void *opaque, void *bounce, uint64_t len, uint64_t off)
+{
+  if (s->ops->write_from)
+    return s->ops->write_from(s, fill, opaque, len, off);
+  if (fill(opaque, bounce, len) < 0)
+    return -1;
+  return s->ops->write(s, bounce, len, off);
 }
 
 /* RAM: pages covered whole are freed, partial pages have exactly those

@@ -317,9 +317,10 @@ settle_page(struct ram_store *s, uint64_t page)
   pthread_mutex_unlock(&s->lazy_lock);
 }
 
-/* Store without checking the limit. */
-static void
-put(struct ram_store *s, const void *buf, uint64_t len, uint64_t off)
+/* Store without checking the limit: BUF's bytes, or FILL's (BUF NULL). */
+static int
+put(struct ram_store *s, const void *buf, znbd_store_fill_fn fill, void *opaque,
+    uint64_t len, uint64_t off)
 {
   uint64_t end = off + len;
   if (off % PAGE)
@@ -327,9 +328,14 @@ put(struct ram_store *s, const void *buf, uint64_t len, uint64_t off)
   if (end % PAGE)
     settle_page(s, (end - 1) / PAGE);
   /* Data first, then the bits (release): a reader that sees the bit sees
-   * the data.  The page fault of the first touch allocates the page. */
-  memcpy(s->data + off, buf, len);
+   * the data.  The page fault of the first touch allocates the page.  A
+   * failed FILL sets no bit: pages it allocated still read as zeros. */
+  if (buf)
+    memcpy(s->data + off, buf, len);
+  else if (fill(opaque, s->data + off, len) < 0)
+    return -1;
   set_bits(s, off / PAGE, (off + len - 1) / PAGE + 1);
+  return 0;
 }
 
 /* Pages of [first, last) whose bit is clear. */
@@ -364,8 +370,10 @@ reserve(struct ram_store *s, uint64_t len, uint64_t off, uint64_t *need)
   return 0;
 }
 
+/* write() (BUF) and write_from() (FILL, BUF NULL). */
 static int
-ram_write(struct znbd_store *base, const void *buf, uint64_t len, uint64_t off)
+write_data(struct znbd_store *base, const void *buf, znbd_store_fill_fn fill,
+           void *opaque, uint64_t len, uint64_t off)
 {
   struct ram_store *s = (struct ram_store *)base;
   uint64_t need;
@@ -373,10 +381,25 @@ ram_write(struct znbd_store *base, const void *buf, uint64_t len, uint64_t off)
     return 0;
   if (reserve(s, len, off, &need) < 0)
     return -1;
-  put(s, buf, len, off);
+  int r = put(s, buf, fill, opaque, len, off);
+  int e = errno;
   if (need)
     atomic_fetch_sub(&s->reserved, need);
-  return 0;
+  errno = e;
+  return r;
+}
+
+static int
+ram_write(struct znbd_store *base, const void *buf, uint64_t len, uint64_t off)
+{
+  return write_data(base, buf, NULL, NULL, len, off);
+}
+
+static int
+ram_write_from(struct znbd_store *base, znbd_store_fill_fn fill, void *opaque,
+               uint64_t len, uint64_t off)
+{
+  return write_data(base, NULL, fill, opaque, len, off);
 }
 
 void
@@ -465,7 +488,7 @@ write_zeros_allocated(struct ram_store *s, uint64_t len, uint64_t off)
     return -1;
   for (uint64_t pos = 0; pos < len;) {
     uint64_t n = len - pos < sizeof zeros ? len - pos : sizeof zeros;
-    put(s, zeros, n, off + pos);
+    put(s, zeros, NULL, NULL, n, off + pos);
     pos += n;
   }
   if (need)
@@ -555,4 +578,5 @@ static const struct znbd_store_ops ram_ops = {
     .extents = ram_extents,
     .allocated = ram_allocated,
     .ref = ram_ref,
+    .write_from = ram_write_from,
 };

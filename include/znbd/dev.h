@@ -133,6 +133,25 @@ const void *znbd_dev_read_ref(struct znbd_dev *d, uint64_t len, uint64_t off);
  * which it does inside the write that filled the gap, still under that
  * write's hold of the lock. */
 #define ZNBD_WRITE_FUA 0x4
+/* BUF is a struct znbd_write_source, not the data: the data is not in
+ * memory yet (znbd-ublk: in the kernel's request, read with a system
+ * call), and the store copies it straight to where it keeps it (RAM)
+ * once the zone rules have taken the write, instead of a front-end
+ * copying it to a buffer first and the store copying it again.  Only
+ * with ZNBD_WRITE_NOWAIT (a write that waits would outlive the source):
+ * else EINVAL.  A write the rules refuse calls no fill() and changes
+ * nothing; a failed fill() fails the write with its errno, with no wp,
+ * condition or counter changed, but the range's bytes undefined (on a
+ * sequential zone they lie past the wp, which no read returns). */
+#define ZNBD_WRITE_SOURCE 0x8
+struct znbd_write_source {
+  /* Copy the write's first LEN bytes to DST: 0, or -1 with errno. */
+  int (*fill)(void *opaque, void *dst, uint64_t len);
+  void *opaque;
+  /* At least the write's length in bytes, for a store that cannot take
+   * the data in place (dir=): fill() goes there first. */
+  void *bounce;
+};
 
 /* Write LEN bytes from BUF at OFF; BUF NULL writes zeros without
  * allocating (NBD WRITE_ZEROES).  Sequential zones follow null_blk's write
