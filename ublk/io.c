@@ -132,6 +132,27 @@ report_zones(struct znbd_ublk_io *h, const struct znbd_ublksrv_io_desc *iod,
   return r < 0 ? r : (int32_t)bytes;
 }
 
+/* A WRITE's struct znbd_write_source: its data copied in from the
+ * request's buffer, straight to where the store wants it; a failed copy
+ * kept (as a negative errno) to be the request's result. */
+struct fill_ctx {
+  const struct znbd_ublk_copy *copy;
+  int err;
+};
+
+static int
+fill(void *opaque, void *dst, uint64_t len)
+{
+  struct fill_ctx *fc = opaque;
+  int r = fc->copy->copy_in(fc->copy->opaque, dst, (size_t)len, 0);
+  if (r < 0) {
+    fc->err = r;
+    errno = -r;
+    return -1;
+  }
+  return 0;
+}
+
 /* The core's operation for a ublk zone operation. */
 static const enum znbd_zone_op zone_ops[] = {
     [ZNBD_UBLK_IO_OP_ZONE_OPEN] = ZNBD_ZONE_OP_OPEN,
@@ -182,20 +203,28 @@ znbd_ublk_io_exec(struct znbd_ublk_io *h,
       return fail(errno);
     r = copy->copy_out(copy->opaque, h->buf, len, 0);
     return r < 0 ? r : (int32_t)len;
-  case ZNBD_UBLK_IO_OP_WRITE:
+  case ZNBD_UBLK_IO_OP_WRITE: {
+    /* The data goes from the kernel's request to the store in one copy,
+     * once the zone rules took the write (ZNBD_WRITE_SOURCE). */
+    struct fill_ctx fc = {copy, 0};
+    struct znbd_write_source src = {fill, &fc, h->buf};
     if (!in_range(h, off, len, true))
       return -EINVAL;
     done->delay_nsec = znbd_req_delay(&h->rq, ZNBD_IO_WRITE, len, 0);
-    if ((r = copy->copy_in(copy->opaque, h->buf, len, 0)) < 0)
-      return r;
-    if (znbd_req_write(&h->rq, h->buf, len, off, ZNBD_WRITE_NOWAIT | fua, NULL,
+    if (znbd_req_write(&h->rq, &src, len, off,
+                       ZNBD_WRITE_SOURCE | ZNBD_WRITE_NOWAIT | fua, NULL,
                        NULL) < 0) {
       int e = errno;
-      if (!redone(h, len, off) || (fua && znbd_req_sync(&h->rq, len, off) < 0))
+      if (fc.err) /* the copy failed, not the rules */
+        return fc.err;
+      if (!h->redo_writes ||
+          (r = copy->copy_in(copy->opaque, h->buf, len, 0)) < 0 ||
+          !redone(h, len, off) || (fua && znbd_req_sync(&h->rq, len, off) < 0))
         return fail(e);
       h->redone++;
     }
     return (int32_t)len;
+  }
   case ZNBD_UBLK_IO_OP_WRITE_ZEROES: {
     if (!in_range(h, off, len, false))
       return -EINVAL;

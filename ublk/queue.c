@@ -209,8 +209,11 @@ znbd_ublk_queue_start(struct znbd_ublk_queue *q, int cdev, uint16_t q_id,
     errno = e;
     return -1;
   }
-  void *buf = malloc(max_io_bytes);
-  if (!buf) {
+  /* Page-aligned: a dir= store with buffered_io=false reads and writes
+   * its files with O_DIRECT straight from it (lib/store_dir.c copies an
+   * unaligned buffer to a bounce buffer of its own first). */
+  void *buf = NULL;
+  if (posix_memalign(&buf, (size_t)page, max_io_bytes)) {
     munmap(q->descs, q->descs_len);
     snprintf(err, errlen, "queue %u: out of memory", q_id);
     errno = ENOMEM;
