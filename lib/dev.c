@@ -407,7 +407,24 @@ struct read_ctx {
   struct znbd_dev *d;
   uint8_t *buf; /* where byte OFF of the request goes */
   uint64_t off;
+  /* znbd_dev_read_to(): where the bytes go (BUF is its bounce). */
+  const struct znbd_read_sink *sink;
 };
+
+/* LEN bytes of the read at OFF: from the store in place when it can
+ * (znbd_store_ref(): RAM pages all allocated), else through C->buf. */
+static int
+read_store(struct read_ctx *c, uint8_t *buf, uint64_t len, uint64_t off)
+{
+  if (c->sink) {
+    const void *p = znbd_store_ref(c->d->store, len, off);
+    if (p)
+      return c->sink->drain(c->sink->opaque, p, len, off - c->off);
+  }
+  if (znbd_store_read(c->d->store, buf, len, off) < 0)
+    return -1;
+  return c->sink ? c->sink->drain(c->sink->opaque, buf, len, off - c->off) : 0;
+}
 
 /* ZONED: one span of a read (znbd_zones_spans; a sequential zone's lock
  * is held).  OFFLINE: EIO (null_process_zoned_cmd).  Bytes at or past the
@@ -425,7 +442,7 @@ read_span(void *opaque, uint64_t off, uint64_t len, enum znbd_zone_span span)
   switch (span) {
   case ZNBD_SPAN_CONV:
   case ZNBD_SPAN_DATA:
-    return znbd_store_read(c->d->store, buf, len, off);
+    return read_store(c, buf, len, off);
   case ZNBD_SPAN_GAP: /* null_blk reads these never-written bytes: zeros */
   case ZNBD_SPAN_PAST_WP:
     if (past == ZNBD_READ_PAST_WP_ERROR)
@@ -434,7 +451,8 @@ read_span(void *opaque, uint64_t off, uint64_t len, enum znbd_zone_span span)
            past == ZNBD_READ_PAST_WP_ONES && span == ZNBD_SPAN_PAST_WP ? 0xff
                                                                        : 0,
            len);
-    return 0;
+    return c->sink ? c->sink->drain(c->sink->opaque, buf, len, off - c->off)
+                   : 0;
   case ZNBD_SPAN_OFFLINE:
     break;
   }
@@ -443,9 +461,10 @@ read_span(void *opaque, uint64_t off, uint64_t len, enum znbd_zone_span span)
 }
 
 static int
-zoned_read(struct znbd_dev *d, uint8_t *buf, uint64_t len, uint64_t off)
+zoned_read(struct znbd_dev *d, uint8_t *buf, uint64_t len, uint64_t off,
+           const struct znbd_read_sink *sink)
 {
-  struct read_ctx c = {d, buf, off};
+  struct read_ctx c = {d, buf, off, sink};
   return znbd_zones_spans(&d->zs, off, len, read_span, &c) ? -1 : 0;
 }
 
@@ -490,8 +509,20 @@ znbd_dev_read(struct znbd_dev *d, void *buf, uint64_t len, uint64_t off)
   if (znbd_dev_read_check(d, len, off) < 0)
     return -1;
   if (is_zoned(d))
-    return zoned_read(d, buf, len, off);
+    return zoned_read(d, buf, len, off, NULL);
   return znbd_store_read(d->store, buf, len, off);
+}
+
+int
+znbd_dev_read_to(struct znbd_dev *d, const struct znbd_read_sink *sink,
+                 uint64_t len, uint64_t off)
+{
+  if (znbd_dev_read_check(d, len, off) < 0)
+    return -1;
+  if (is_zoned(d))
+    return zoned_read(d, sink->bounce, len, off, sink);
+  struct read_ctx c = {d, sink->bounce, off, sink};
+  return read_store(&c, sink->bounce, len, off);
 }
 
 const void *

@@ -132,9 +132,10 @@ report_zones(struct znbd_ublk_io *h, const struct znbd_ublksrv_io_desc *iod,
   return r < 0 ? r : (int32_t)bytes;
 }
 
-/* A WRITE's struct znbd_write_source: its data copied in from the
- * request's buffer, straight to where the store wants it; a failed copy
- * kept (as a negative errno) to be the request's result. */
+/* A WRITE's struct znbd_write_source (fill) and a READ's struct
+ * znbd_read_sink (drain): the data copied between the request's buffer
+ * and where the store keeps it; a failed copy kept (as a negative errno)
+ * to be the request's result. */
 struct fill_ctx {
   const struct znbd_ublk_copy *copy;
   int err;
@@ -145,6 +146,19 @@ fill(void *opaque, void *dst, uint64_t len)
 {
   struct fill_ctx *fc = opaque;
   int r = fc->copy->copy_in(fc->copy->opaque, dst, (size_t)len, 0);
+  if (r < 0) {
+    fc->err = r;
+    errno = -r;
+    return -1;
+  }
+  return 0;
+}
+
+static int
+drain(void *opaque, const void *src, uint64_t len, uint64_t at)
+{
+  struct fill_ctx *fc = opaque;
+  int r = fc->copy->copy_out(fc->copy->opaque, src, (size_t)len, at);
   if (r < 0) {
     fc->err = r;
     errno = -r;
@@ -195,14 +209,17 @@ znbd_ublk_io_exec(struct znbd_ublk_io *h,
   if (znbd_req_cut(&h->rq))
     return -EIO;
   switch (op) {
-  case ZNBD_UBLK_IO_OP_READ:
+  case ZNBD_UBLK_IO_OP_READ: {
+    /* RAM's bytes go to the kernel's request in place (one copy). */
+    struct fill_ctx fc = {copy, 0};
+    struct znbd_read_sink sink = {drain, &fc, h->buf};
     if (!in_range(h, off, len, true))
       return -EINVAL;
     done->delay_nsec = znbd_req_delay(&h->rq, ZNBD_IO_READ, len, 0);
-    if (znbd_dev_read(h->dev, h->buf, len, off) < 0)
-      return fail(errno);
-    r = copy->copy_out(copy->opaque, h->buf, len, 0);
-    return r < 0 ? r : (int32_t)len;
+    if (znbd_dev_read_to(h->dev, &sink, len, off) < 0)
+      return fc.err ? fc.err : fail(errno);
+    return (int32_t)len;
+  }
   case ZNBD_UBLK_IO_OP_WRITE: {
     /* The data goes from the kernel's request to the store in one copy,
      * once the zone rules took the write (ZNBD_WRITE_SOURCE). */

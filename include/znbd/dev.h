@@ -111,6 +111,24 @@ int znbd_dev_read(struct znbd_dev *d, void *buf, uint64_t len, uint64_t off);
  * with badblocks_once) or EINVAL (range). */
 int znbd_dev_read_check(struct znbd_dev *d, uint64_t len, uint64_t off);
 
+/* Where a read's bytes go when not into a buffer of the caller's: DRAIN
+ * takes LEN bytes of the read from SRC, for its byte AT (0: the first);
+ * 0, or -1 with errno (the read then fails with it).  BOUNCE: at least
+ * the read's length, for bytes the store cannot give in place. */
+struct znbd_read_sink {
+  int (*drain)(void *opaque, const void *src, uint64_t len, uint64_t at);
+  void *opaque;
+  void *bounce;
+};
+
+/* znbd_dev_read() into SINK: the RAM store's bytes go to DRAIN in place
+ * (one copy, DRAIN's, instead of two), taken under the zone's lock as a
+ * read's copy is; other bytes (zeros past the wp, dir=, holes) through
+ * SINK->bounce.  DRAIN is called once a run of bytes, in order, and not
+ * again after it failed.  Errors: znbd_dev_read()'s, and DRAIN's errno. */
+int znbd_dev_read_to(struct znbd_dev *d, const struct znbd_read_sink *sink,
+                     uint64_t len, uint64_t off);
+
 /* Zero-copy read of a plain RAM disk (zoned=false): a pointer to the LEN
  * bytes at OFF inside the store when all of them are allocated data (see
  * znbd_store_ref() for how long they stay valid), else NULL: zoned

@@ -1,10 +1,13 @@
-/* Writes whose data comes from a source (ZNBD_WRITE_SOURCE, znbd/dev.h):
- * on a zoned RAM device the data is filled in place once the zone rules
- * took the write, never for a refused one; a failed fill fails the write
- * with its errno and moves no wp; without NOWAIT the flag is refused; a
- * plain RAM disk and a dir= store (through the bounce buffer) take the
- * same writes; badblocks_partial_io fills only the part before the bad
- * block. */
+/* Data moved in place between a front-end and the store (znbd/dev.h).
+ * Writes from a source (ZNBD_WRITE_SOURCE): on a zoned RAM device the
+ * data is filled in place once the zone rules took the write, never for
+ * a refused one; a failed fill fails the write with its errno and moves
+ * no wp; without NOWAIT the flag is refused; a plain RAM disk and a dir=
+ * store (through the bounce buffer) take the same writes;
+ * badblocks_partial_io fills only the part before the bad block.  Reads
+ * into a sink (znbd_dev_read_to): RAM's written bytes drained from the
+ * store in place, zeros past the wp and dir='s bytes through the bounce
+ * buffer, every byte where it belongs, a failed drain's errno. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,9 +82,10 @@ make(const char *const *kv)
   return test_dev(&p);
 }
 
-/* 4 zones of 64 KiB, the first conventional; in RAM, or in DIR. */
-static void
-zoned(const char *what, const char *dir)
+/* 4 zones of 64 KiB, the first conventional; in RAM (DIR NULL), or in
+ * DIR. */
+static struct znbd_dev *
+zoned_dev(const char *dir)
 {
   const char *const kv[] = {"size",
                             "256K",
@@ -93,6 +97,14 @@ zoned(const char *what, const char *dir)
                             dir,
                             NULL};
   struct znbd_dev *d = make(kv);
+  return d;
+}
+
+/* Writes from a source on zoned_dev(DIR). */
+static void
+zoned(const char *what, const char *dir)
+{
+  struct znbd_dev *d = zoned_dev(dir);
   struct src s = {.pattern = 0x5a};
   printf("%s\n", what);
 
@@ -193,17 +205,108 @@ partial(void)
   znbd_dev_free(d);
 }
 
+/* The sink: the bytes drained into OUT at their place; the calls, how
+ * many came from the bounce buffer; FAIL: an errno to fail with. */
+struct sink {
+  uint8_t out[256 * KiB];
+  int calls, bounced, fail;
+};
+
+static int
+drain(void *opaque, const void *src, uint64_t len, uint64_t at)
+{
+  struct sink *k = opaque;
+  const uint8_t *p = src;
+  k->calls++;
+  if (p >= bounce && p < bounce + sizeof bounce)
+    k->bounced++;
+  if (k->fail) {
+    errno = k->fail;
+    return -1;
+  }
+  memcpy(k->out + at, p, len);
+  return 0;
+}
+
+static int
+read_sink(struct znbd_dev *d, struct sink *k, uint64_t len, uint64_t off)
+{
+  struct znbd_read_sink s = {drain, k, bounce};
+  memset(k->out, 0xcc, sizeof k->out);
+  k->calls = k->bounced = 0;
+  memset(bounce, 0xdd, sizeof bounce);
+  return znbd_dev_read_to(d, &s, len, off);
+}
+
+/* Whether LEN bytes of K->out from AT are BYTE. */
+static bool
+drained_as(const struct sink *k, uint64_t len, uint64_t at, uint8_t byte)
+{
+  for (uint64_t i = 0; i < len; i++)
+    if (k->out[at + i] != byte)
+      return false;
+  return true;
+}
+
+/* Reads into a sink on zoned_dev(DIR). */
+static void
+sinks(const char *what, const char *dir)
+{
+  struct znbd_dev *d = zoned_dev(dir);
+  static struct sink k;
+  uint8_t data[8 * KiB];
+  printf("%s\n", what);
+  memset(data, 0x77, sizeof data);
+  CHECK_EQ(znbd_dev_write(d, data, sizeof data, 64 * KiB, 0), 0);
+  CHECK_EQ(znbd_dev_write(d, data, sizeof data, 8 * KiB, 0), 0);
+
+  /* Zone 1: 8 KiB written, then 8 KiB past the wp. */
+  CHECK_EQ(read_sink(d, &k, 16 * KiB, 64 * KiB), 0);
+  CHECK(drained_as(&k, 8 * KiB, 0, 0x77));
+  CHECK(drained_as(&k, 8 * KiB, 8 * KiB, 0));
+  CHECK(drained_as(&k, 4 * KiB, 16 * KiB, 0xcc)); /* nothing beyond */
+  CHECK_EQ(k.calls, 2);
+  CHECK_EQ(k.bounced, dir ? 2 : 1); /* RAM's data in place */
+
+  /* The conventional zone: never-written, written, never-written. */
+  CHECK_EQ(read_sink(d, &k, 24 * KiB, 4 * KiB), 0);
+  CHECK(drained_as(&k, 4 * KiB, 0, 0));
+  CHECK(drained_as(&k, 8 * KiB, 4 * KiB, 0x77));
+  CHECK(drained_as(&k, 12 * KiB, 12 * KiB, 0));
+  CHECK(k.calls >= 1);
+
+  /* A failed drain: its errno. */
+  k.fail = EFAULT;
+  errno = 0;
+  CHECK_EQ(read_sink(d, &k, 16 * KiB, 64 * KiB), -1);
+  CHECK_EQ(errno, EFAULT);
+  CHECK_EQ(k.calls, 1);
+  k.fail = 0;
+
+  /* Past the end: EINVAL, nothing drained. */
+  errno = 0;
+  CHECK_EQ(read_sink(d, &k, 8 * KiB, 252 * KiB), -1);
+  CHECK_EQ(errno, EINVAL);
+  CHECK_EQ(k.calls, 0);
+  znbd_dev_free(d);
+}
+
 int
 main(void)
 {
   char base[] = "/tmp/znbd-source-test.XXXXXX";
-  char cmd[64];
+  char dir[sizeof base + 8], cmd[64];
   zoned("zoned RAM", NULL);
+  sinks("reads into a sink, RAM", NULL);
   if (!mkdtemp(base)) {
     perror("mkdtemp");
     return 1;
   }
-  zoned("zoned dir= (the bounce buffer)", base);
+  /* A directory each: a dir= device keeps its zones. */
+  snprintf(dir, sizeof dir, "%s/w", base);
+  zoned("zoned dir= (the bounce buffer)", dir);
+  snprintf(dir, sizeof dir, "%s/r", base);
+  sinks("reads into a sink, dir=", dir);
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
   CHECK_EQ(system(cmd), 0);
   plain();
