@@ -13,14 +13,6 @@
 #include "check.h"
 #include "testdev.h"
 
-static struct znbd_dev *
-make(const char *const *kv)
-{
-  struct znbd_params p;
-  test_params(&p, kv);
-  return test_dev(&p);
-}
-
 static const char *
 list(struct znbd_dev *d)
 {
@@ -33,7 +25,7 @@ static void
 test_list(void)
 {
   const char *const kv[] = {"size", "1M", "zoned", "false", NULL};
-  struct znbd_dev *d = make(kv);
+  struct znbd_dev *d = test_dev_kv(kv);
   char err[256];
   CHECK(d != NULL);
   if (!d)
@@ -68,7 +60,7 @@ test_io(void)
   const char *const kv[] = {"size",           "1M",        "zoned",
                             "false",          "badblocks", "8,17",
                             "badblocks_once", "false",     NULL};
-  struct znbd_dev *d = make(kv);
+  struct znbd_dev *d = test_dev_kv(kv);
   uint8_t buf[4096];
   struct znbd_dev_stats st;
   CHECK(d != NULL);
@@ -100,7 +92,7 @@ test_once_and_partial(void)
   const char *const once[] = {"size",           "1M",        "zoned",
                               "false",          "badblocks", "16-23",
                               "badblocks_once", "true",      NULL};
-  struct znbd_dev *d = make(once);
+  struct znbd_dev *d = test_dev_kv(once);
   uint8_t buf[8192], got[8192];
   CHECK(d != NULL);
   if (!d)
@@ -115,7 +107,7 @@ test_once_and_partial(void)
   const char *const part[] = {
       "size", "1M", "zoned", "false", "badblocks", "12", "badblocks_partial_io",
       "true", NULL};
-  d = make(part);
+  d = test_dev_kv(part);
   CHECK(d != NULL);
   if (!d)
     return;
@@ -133,7 +125,7 @@ test_once_and_partial(void)
                              "1M",        "blocksize", "4096",
                              "badblocks", "2058",      "badblocks_partial_io",
                              "true",      NULL};
-  d = make(zkv);
+  d = test_dev_kv(zkv);
   CHECK(d != NULL);
   if (!d)
     return;
@@ -162,7 +154,7 @@ static void
 test_drop_and_delay(void)
 {
   const char *const kv[] = {"size", "1M", "zoned", "false", "mbps", "1", NULL};
-  struct znbd_dev *d = make(kv);
+  struct znbd_dev *d = test_dev_kv(kv);
   struct znbd_dev_stats st;
   uint32_t every;
   unsigned kinds;
@@ -218,7 +210,7 @@ test_request_delay(void)
                                    "zone_reset_nsec",
                                    "50000",
                                    NULL};
-  struct znbd_dev *d = make(kv);
+  struct znbd_dev *d = test_dev_kv(kv);
   CHECK_EQ(znbd_dev_request_delay(d, ZNBD_IO_READ, 4096, 0), 1000);
   CHECK_EQ(znbd_dev_request_delay(d, ZNBD_IO_WRITE, 4096, 0), 1000);
   CHECK_EQ(znbd_dev_request_delay(d, ZNBD_IO_FLUSH, 0, 0), 1000);
@@ -252,7 +244,7 @@ test_request_delay(void)
                                       "zone_reset_nsec",
                                       "50000",
                                       NULL};
-  d = make(plain);
+  d = test_dev_kv(plain);
   CHECK_EQ(znbd_dev_request_delay(d, ZNBD_IO_TRIM, 1 << 20, 0), 1000);
   znbd_dev_free(d);
 }

@@ -66,22 +66,6 @@ reads_as(struct znbd_dev *d, uint64_t len, uint64_t off, uint8_t byte)
   return true;
 }
 
-static uint64_t
-wp(struct znbd_dev *d, uint32_t z)
-{
-  struct znbd_zone_info i;
-  znbd_dev_report(d, z, 1, &i);
-  return i.wp;
-}
-
-static struct znbd_dev *
-make(const char *const *kv)
-{
-  struct znbd_params p;
-  test_params(&p, kv);
-  return test_dev(&p);
-}
-
 /* 4 zones of 64 KiB, the first conventional; in RAM (DIR NULL), or in
  * DIR. */
 static struct znbd_dev *
@@ -96,7 +80,7 @@ zoned_dev(const char *dir)
                             dir ? "dir" : NULL,
                             dir,
                             NULL};
-  struct znbd_dev *d = make(kv);
+  struct znbd_dev *d = test_dev_kv(kv);
   return d;
 }
 
@@ -113,7 +97,7 @@ zoned(const char *what, const char *dir)
   CHECK_EQ(s.calls, 1);
   CHECK_EQ(s.asked, 8 * KiB);
   CHECK(reads_as(d, 8 * KiB, 64 * KiB, 0x5a));
-  CHECK_EQ(wp(d, 1), 72 * KiB);
+  CHECK_EQ(test_wp(d, 1), 72 * KiB);
 
   /* Off the wp: refused by the rules (below it EIO, ahead of it EAGAIN
    * with NOWAIT), no fill, nothing changed. */
@@ -126,7 +110,7 @@ zoned(const char *what, const char *dir)
     CHECK_EQ(errno, i ? EAGAIN : EIO);
   }
   CHECK_EQ(s.calls, 0);
-  CHECK_EQ(wp(d, 1), 72 * KiB);
+  CHECK_EQ(test_wp(d, 1), 72 * KiB);
   CHECK(reads_as(d, 8 * KiB, 64 * KiB, 0x5a));
 
   /* A failed fill: its errno, the wp where it was, nothing readable. */
@@ -135,7 +119,7 @@ zoned(const char *what, const char *dir)
   CHECK_EQ(write_src(d, &s, 4 * KiB, 72 * KiB, ZNBD_WRITE_NOWAIT), -1);
   CHECK_EQ(errno, EFAULT);
   CHECK_EQ(s.calls, 1);
-  CHECK_EQ(wp(d, 1), 72 * KiB);
+  CHECK_EQ(test_wp(d, 1), 72 * KiB);
   CHECK(reads_as(d, 8 * KiB, 64 * KiB, 0x5a));
   CHECK(reads_as(d, 4 * KiB, 72 * KiB, 0)); /* past the wp: zeros */
 
@@ -146,7 +130,7 @@ zoned(const char *what, const char *dir)
       write_src(d, &s, 4 * KiB, 72 * KiB, ZNBD_WRITE_NOWAIT | ZNBD_WRITE_FUA),
       0);
   CHECK(reads_as(d, 4 * KiB, 72 * KiB, 0x22));
-  CHECK_EQ(wp(d, 1), 76 * KiB);
+  CHECK_EQ(test_wp(d, 1), 76 * KiB);
 
   /* A conventional zone, anywhere in it. */
   s.pattern = 0x33;
@@ -161,7 +145,7 @@ zoned(const char *what, const char *dir)
   CHECK_EQ(write_src(d, &s, 4 * KiB, 76 * KiB, 0), -1);
   CHECK_EQ(errno, EINVAL);
   CHECK_EQ(s.calls, 0);
-  CHECK_EQ(wp(d, 1), 76 * KiB);
+  CHECK_EQ(test_wp(d, 1), 76 * KiB);
   znbd_dev_free(d);
 }
 
@@ -170,7 +154,7 @@ static void
 plain(void)
 {
   static const char *const kv[] = {"size", "256K", "zoned", "false", NULL};
-  struct znbd_dev *d = make(kv);
+  struct znbd_dev *d = test_dev_kv(kv);
   struct src s = {.pattern = 0x44};
   printf("plain RAM disk\n");
   CHECK_EQ(write_src(d, &s, 12 * KiB, 100 * KiB, ZNBD_WRITE_NOWAIT), 0);
@@ -192,7 +176,7 @@ partial(void)
       "size",      "256K", "zone_size", "64K",   "zone_nr_conv",         "0",
       "blocksize", "4096", "badblocks", "16-23", "badblocks_partial_io", "true",
       NULL};
-  struct znbd_dev *d = make(kv);
+  struct znbd_dev *d = test_dev_kv(kv);
   struct src s = {.pattern = 0x66};
   printf("badblocks_partial_io\n");
   errno = 0;
@@ -200,7 +184,7 @@ partial(void)
   CHECK_EQ(errno, EIO);
   CHECK_EQ(s.calls, 1);
   CHECK_EQ(s.asked, 8 * KiB); /* sectors 0-15 */
-  CHECK_EQ(wp(d, 0), 8 * KiB);
+  CHECK_EQ(test_wp(d, 0), 8 * KiB);
   CHECK(reads_as(d, 8 * KiB, 0, 0x66));
   znbd_dev_free(d);
 }

@@ -84,4 +84,22 @@ test_fill(uint8_t *b, size_t n, unsigned seed)
     b[i] = (uint8_t)(seed * 131 + i * 7 + (i >> 9));
 }
 
+/* A device from KV, a NULL-terminated list of key, value, ... */
+static inline struct znbd_dev *
+test_dev_kv(const char *const *kv)
+{
+  struct znbd_params p;
+  test_params(&p, kv);
+  return test_dev(&p);
+}
+
+/* Zone Z's wp (bytes), as znbd_dev_report() gives it. */
+static inline uint64_t
+test_wp(struct znbd_dev *d, uint32_t z)
+{
+  struct znbd_zone_info i;
+  znbd_dev_report(d, z, 1, &i);
+  return i.wp;
+}
+
 #endif

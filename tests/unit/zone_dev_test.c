@@ -17,29 +17,12 @@
 #include "check.h"
 #include "testdev.h"
 
-static struct znbd_dev *
-make(const char *const *kv)
-{
-  struct znbd_params p;
-
-  test_params(&p, kv);
-  return test_dev(&p);
-}
-
 static enum znbd_zone_cond
 cond(struct znbd_dev *d, uint32_t z)
 {
   struct znbd_zone_info i;
   znbd_dev_report(d, z, 1, &i);
   return i.cond;
-}
-
-static uint64_t
-wp(struct znbd_dev *d, uint32_t z)
-{
-  struct znbd_zone_info i;
-  znbd_dev_report(d, z, 1, &i);
-  return i.wp;
 }
 
 static void
@@ -58,17 +41,17 @@ test_start_lists(void)
                                    "zone_full",
                                    "true",
                                    NULL};
-  struct znbd_dev *d = make(kv);
+  struct znbd_dev *d = test_dev_kv(kv);
   uint8_t buf[512];
 
   CHECK_EQ(znbd_dev_nr_zones(d), 8);
   CHECK_EQ(cond(d, 0), ZNBD_ZONE_COND_NOT_WP);
   CHECK_EQ(cond(d, 1), ZNBD_ZONE_COND_FULL);
-  CHECK_EQ(wp(d, 1), 256 * 1024);
+  CHECK_EQ(test_wp(d, 1), 256 * 1024);
   CHECK_EQ(cond(d, 2), ZNBD_ZONE_COND_READONLY);
   CHECK_EQ(cond(d, 3), ZNBD_ZONE_COND_OFFLINE); /* offline after readonly */
   CHECK_EQ(cond(d, 4), ZNBD_ZONE_COND_OFFLINE);
-  CHECK_EQ(wp(d, 4), ZNBD_WP_INVALID);
+  CHECK_EQ(test_wp(d, 4), ZNBD_WP_INVALID);
   CHECK_EQ(cond(d, 5), ZNBD_ZONE_COND_FULL);
   /* READONLY readable, OFFLINE not, neither writable. */
   CHECK_EQ(znbd_dev_read(d, buf, 512, 2 * 128 * 1024), 0);
@@ -117,7 +100,7 @@ test_pipeline(void)
    * wait): the timeout itself is checked below with 50 ms. */
   static const char *const kv[] = {
       "size", "4M", "zone_size", "1M", "zone_write_timeout", "60000", NULL};
-  struct znbd_dev *d = make(kv);
+  struct znbd_dev *d = test_dev_kv(kv);
   uint8_t buf[4096], got[4096];
   pthread_t th[8];
   struct seq_writer w[8];
@@ -160,17 +143,17 @@ test_pipeline(void)
   /* A short timeout and nobody to move the wp: EIO. */
   static const char *const kv2[] = {
       "size", "4M", "zone_size", "1M", "zone_write_timeout", "50", NULL};
-  d = make(kv2);
+  d = test_dev_kv(kv2);
   errno = 0;
   CHECK(znbd_dev_write(d, buf, 4096, 4096, 0) < 0 && errno == EIO);
-  CHECK_EQ(wp(d, 0), 0);
+  CHECK_EQ(test_wp(d, 0), 0);
   CHECK_EQ(cond(d, 0), ZNBD_ZONE_COND_EMPTY);
   znbd_dev_free(d);
 
   /* Pipelining off: ahead of the wp fails at once, as a drive would. */
   static const char *const kv3[] = {
       "size", "4M", "zone_size", "1M", "pipeline_zoned_writes", "false", NULL};
-  d = make(kv3);
+  d = test_dev_kv(kv3);
   errno = 0;
   CHECK(znbd_dev_write(d, buf, 4096, 4096, 0) < 0 && errno == EIO);
   znbd_dev_free(d);
@@ -216,7 +199,7 @@ test_wait_woken_by_finish(void)
 {
   static const char *const kv[] = {
       "size", "4M", "zone_size", "1M", "zone_write_timeout", "20000", NULL};
-  struct znbd_dev *d = make(kv);
+  struct znbd_dev *d = test_dev_kv(kv);
   struct ahead a = {d, 0, 0};
   struct timespec t0, t1;
   struct znbd_dev_stats st;
@@ -265,7 +248,7 @@ open_loop(void *opaque)
     else if ((x >> 20) % 4 == 1)
       r = znbd_dev_zone_op(o->d, ZNBD_ZONE_OP_OPEN, z);
     else
-      r = znbd_dev_write(o->d, buf, 512, zs + wp(o->d, z) % 65536,
+      r = znbd_dev_write(o->d, buf, 512, zs + test_wp(o->d, z) % 65536,
                          ZNBD_WRITE_NOWAIT);
     if (r == 0)
       o->ok++;
@@ -283,7 +266,7 @@ test_concurrent_limits(void)
   static const char *const kv[] = {
       "size", "1M", "zone_size", "64K", "zone_max_open", "3", "zone_max_active",
       "5",    NULL};
-  struct znbd_dev *d = make(kv);
+  struct znbd_dev *d = test_dev_kv(kv);
   pthread_t th[4];
   struct opener o[4];
   unsigned long ok = 0, other = 0;
@@ -325,7 +308,7 @@ test_extents_trim_describe(void)
   static const char *const kv[] = {
       "size",          "3M",   "zone_size", "1M", "zone_nr_conv", "1",
       "zone_capacity", "768K", NULL};
-  struct znbd_dev *d = make(kv);
+  struct znbd_dev *d = test_dev_kv(kv);
   static uint8_t buf[8192];
   struct ext e = {0};
   char desc[256];
@@ -341,7 +324,7 @@ test_extents_trim_describe(void)
   CHECK(e.off[2] == 2 << 20 && e.len[2] == 1 << 20 && e.flags[2] == 3);
   /* A partial trim of a sequential zone changes nothing. */
   CHECK_EQ(znbd_dev_trim(d, 4096, 1 << 20), 0);
-  CHECK_EQ(wp(d, 1), (1 << 20) + 8192);
+  CHECK_EQ(test_wp(d, 1), (1 << 20) + 8192);
   /* Write zeros to the capacity: the zone is FULL, nothing allocated. */
   struct znbd_dev_stats st0, st1;
   znbd_dev_stats(d, &st0);
@@ -371,7 +354,7 @@ test_extents_trim_describe(void)
   errno = 0;
   CHECK(znbd_dev_append(d, buf, UINT64_MAX - 4095, 2 << 20, &at) < 0 &&
         errno == EIO);
-  CHECK_EQ(wp(d, 2), (2 << 20) + 8192);
+  CHECK_EQ(test_wp(d, 2), (2 << 20) + 8192);
   CHECK_EQ(cond(d, 2), ZNBD_ZONE_COND_IMP_OPEN);
   /* Misaligned length or start: EINVAL, as a write. */
   errno = 0;
@@ -419,7 +402,7 @@ test_ones_gap(void)
                                    "zone_read_past_wp",
                                    "ones",
                                    NULL};
-  struct znbd_dev *d = make(kv);
+  struct znbd_dev *d = test_dev_kv(kv);
   const uint64_t M = 1 << 20, cap = 768 * 1024, gap = M - cap;
   static uint8_t buf[1 << 20];
   struct ext e = {0};
@@ -494,7 +477,7 @@ test_parked_async(void)
 {
   static const char *const kv[] = {
       "size", "4M", "zone_size", "1M", "zone_write_timeout", "60000", NULL};
-  struct znbd_dev *d = make(kv);
+  struct znbd_dev *d = test_dev_kv(kv);
   struct znbd_req_ctx c; /* a connection's: parked writes complete by DONE */
   znbd_req_ctx_init(&c, d);
   static uint8_t a[3][4096];
@@ -508,7 +491,7 @@ test_parked_async(void)
            ZNBD_WRITE_PARKED);
   CHECK_EQ(znbd_req_write(&c, a[1], 4096, 4096, 0, parked_done, &p[1]),
            ZNBD_WRITE_PARKED);
-  CHECK_EQ(wp(d, 0), 0);
+  CHECK_EQ(test_wp(d, 0), 0);
   CHECK_EQ(p[1].calls + p[2].calls, 0);
   CHECK_EQ(znbd_req_write(&c, a[0], 4096, 0, 0, parked_done, &p[0]), 0);
   CHECK_EQ(p[0].calls, 0); /* not parked: no callback */
@@ -516,7 +499,7 @@ test_parked_async(void)
   CHECK_EQ(p[2].calls, 1);
   CHECK_EQ(p[1].err, 0);
   CHECK_EQ(p[2].err, 0);
-  CHECK_EQ(wp(d, 0), 3 * 4096);
+  CHECK_EQ(test_wp(d, 0), 3 * 4096);
   CHECK_EQ(znbd_dev_read(d, got, sizeof got, 0), 0);
   for (int i = 0; i < 3; i++)
     CHECK(memcmp(got + i * 4096, a[i], 4096) == 0);
@@ -528,7 +511,7 @@ test_parked_async(void)
   CHECK_EQ(znbd_dev_zone_op(d, ZNBD_ZONE_OP_RESET, 1), 0);
   CHECK_EQ(r.calls, 1);
   CHECK_EQ(r.err, EIO);
-  CHECK_EQ(wp(d, 1), 1 << 20);
+  CHECK_EQ(test_wp(d, 1), 1 << 20);
   /* A write that jumps past a parked one fails it (EIO), and a second
    * write for the same offset runs in its place. */
   struct parked j = {0};
@@ -537,7 +520,7 @@ test_parked_async(void)
   CHECK_EQ(znbd_dev_write(d, NULL, 8192, 2 << 20, 0), 0);
   CHECK_EQ(j.calls, 1);
   CHECK_EQ(j.err, EIO);
-  CHECK_EQ(wp(d, 2), (2 << 20) + 8192);
+  CHECK_EQ(test_wp(d, 2), (2 << 20) + 8192);
   /* A bounded caller whose waiting threads are at their limit: refused
    * at once; in order it writes as usual. */
   struct znbd_req_ctx bounded;
@@ -550,7 +533,7 @@ test_parked_async(void)
         errno == EAGAIN);
   CHECK_EQ(waiting, 2);
   CHECK_EQ(znbd_req_write(&bounded, a[0], 4096, 3 << 20, 0, NULL, NULL), 0);
-  CHECK_EQ(wp(d, 3), (3 << 20) + 4096);
+  CHECK_EQ(test_wp(d, 3), (3 << 20) + 4096);
   /* NOWAIT: refused, nothing parked. */
   errno = 0;
   CHECK(znbd_req_write(&c, a[0], 4096, (3 << 20) + 8192, ZNBD_WRITE_NOWAIT,
@@ -568,7 +551,7 @@ test_parked_async(void)
    * nothing changed. */
   static const char *const kv2[] = {
       "size", "4M", "zone_size", "1M", "zone_write_timeout", "30", NULL};
-  d = make(kv2);
+  d = test_dev_kv(kv2);
   znbd_req_ctx_init(&c, d);
   struct parked t = {0};
   CHECK_EQ(znbd_req_write(&c, a[0], 4096, 4096, 0, parked_done, &t),
@@ -576,17 +559,17 @@ test_parked_async(void)
   parked_wait(&t);
   CHECK_EQ(t.calls, 1);
   CHECK_EQ(t.err, EIO);
-  CHECK_EQ(wp(d, 0), 0);
+  CHECK_EQ(test_wp(d, 0), 0);
   CHECK_EQ(cond(d, 0), ZNBD_ZONE_COND_EMPTY);
   /* Then the gap filled: the timed-out write does not run. */
   CHECK_EQ(znbd_dev_write(d, a[1], 4096, 0, 0), 0);
-  CHECK_EQ(wp(d, 0), 4096);
+  CHECK_EQ(test_wp(d, 0), 4096);
   CHECK_EQ(t.calls, 1);
   znbd_dev_free(d);
 
   /* Parking closed (a server stopping): the parked write fails now, the
    * next one ahead of the wp at once; in order still works. */
-  d = make(kv);
+  d = test_dev_kv(kv);
   znbd_req_ctx_init(&c, d);
   struct parked s = {0};
   CHECK_EQ(znbd_req_write(&c, a[0], 4096, 8192, 0, parked_done, &s),
@@ -599,7 +582,7 @@ test_parked_async(void)
         errno == EIO);
   CHECK_EQ(s.calls, 1);
   CHECK_EQ(znbd_dev_write(d, a[0], 4096, 0, 0), 0);
-  CHECK_EQ(wp(d, 0), 4096);
+  CHECK_EQ(test_wp(d, 0), 4096);
   znbd_dev_free(d);
 }
 
@@ -624,7 +607,7 @@ wp_writer(void *opaque)
 
   memset(buf[r->id], 0x40 + (int)r->id, RACE_WRITE);
   while (!*r->stop) {
-    uint64_t w = wp(r->d, 1);
+    uint64_t w = test_wp(r->d, 1);
     if (w + RACE_WRITE > 2ULL * RACE_ZONE)
       continue;
     if (znbd_dev_write(r->d, buf[r->id], RACE_WRITE, w, ZNBD_WRITE_NOWAIT) == 0)
@@ -643,7 +626,7 @@ static void
 test_reset_races_copies(void)
 {
   static const char *const kv[] = {"size", "12M", "zone_size", "4M", NULL};
-  struct znbd_dev *d = make(kv);
+  struct znbd_dev *d = test_dev_kv(kv);
   struct timespec nap = {0, 200 * 1000L};
   unsigned long writes = 0, bad_rounds = 0;
 
@@ -664,7 +647,7 @@ test_reset_races_copies(void)
     }
     struct znbd_dev_stats st;
     znbd_dev_stats(d, &st);
-    bad_rounds += st.allocated != wp(d, 1) - RACE_ZONE;
+    bad_rounds += st.allocated != test_wp(d, 1) - RACE_ZONE;
     CHECK_EQ(znbd_dev_zone_op(d, ZNBD_ZONE_OP_RESET, 1), 0);
   }
   CHECK(writes > 0);
