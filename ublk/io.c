@@ -141,11 +141,10 @@ struct fill_ctx {
   int err;
 };
 
+/* A copy's result R (0 or a negative errno) as the core wants it. */
 static int
-fill(void *opaque, void *dst, uint64_t len)
+kept(struct fill_ctx *fc, int r)
 {
-  struct fill_ctx *fc = opaque;
-  int r = fc->copy->copy_in(fc->copy->opaque, dst, (size_t)len, 0);
   if (r < 0) {
     fc->err = r;
     errno = -r;
@@ -155,16 +154,17 @@ fill(void *opaque, void *dst, uint64_t len)
 }
 
 static int
+fill(void *opaque, void *dst, uint64_t len)
+{
+  struct fill_ctx *fc = opaque;
+  return kept(fc, fc->copy->copy_in(fc->copy->opaque, dst, (size_t)len, 0));
+}
+
+static int
 drain(void *opaque, const void *src, uint64_t len, uint64_t at)
 {
   struct fill_ctx *fc = opaque;
-  int r = fc->copy->copy_out(fc->copy->opaque, src, (size_t)len, at);
-  if (r < 0) {
-    fc->err = r;
-    errno = -r;
-    return -1;
-  }
-  return 0;
+  return kept(fc, fc->copy->copy_out(fc->copy->opaque, src, (size_t)len, at));
 }
 
 /* The core's operation for a ublk zone operation. */
