@@ -411,19 +411,17 @@ struct read_ctx {
   const struct znbd_read_sink *sink;
 };
 
-/* LEN bytes of the read at OFF: from the store in place when it can
- * (znbd_store_ref(): RAM pages all allocated), else through C->buf. */
+/* LEN bytes of the read at OFF to C->sink: from the store in place when
+ * it can (znbd_store_ref(): RAM pages all allocated), else through BUF. */
 static int
 read_store(struct read_ctx *c, uint8_t *buf, uint64_t len, uint64_t off)
 {
-  if (c->sink) {
-    const void *p = znbd_store_ref(c->d->store, len, off);
-    if (p)
-      return c->sink->drain(c->sink->opaque, p, len, off - c->off);
-  }
+  const void *p = znbd_store_ref(c->d->store, len, off);
+  if (p)
+    return c->sink->drain(c->sink->opaque, p, len, off - c->off);
   if (znbd_store_read(c->d->store, buf, len, off) < 0)
     return -1;
-  return c->sink ? c->sink->drain(c->sink->opaque, buf, len, off - c->off) : 0;
+  return c->sink->drain(c->sink->opaque, buf, len, off - c->off);
 }
 
 /* ZONED: one span of a read (znbd_zones_spans; a sequential zone's lock
@@ -442,7 +440,7 @@ read_span(void *opaque, uint64_t off, uint64_t len, enum znbd_zone_span span)
   switch (span) {
   case ZNBD_SPAN_CONV:
   case ZNBD_SPAN_DATA:
-    return read_store(c, buf, len, off);
+    return znbd_store_read(c->d->store, buf, len, off);
   case ZNBD_SPAN_GAP: /* null_blk reads these never-written bytes: zeros */
   case ZNBD_SPAN_PAST_WP:
     if (past == ZNBD_READ_PAST_WP_ERROR)
@@ -451,8 +449,7 @@ read_span(void *opaque, uint64_t off, uint64_t len, enum znbd_zone_span span)
            past == ZNBD_READ_PAST_WP_ONES && span == ZNBD_SPAN_PAST_WP ? 0xff
                                                                        : 0,
            len);
-    return c->sink ? c->sink->drain(c->sink->opaque, buf, len, off - c->off)
-                   : 0;
+    return 0;
   case ZNBD_SPAN_OFFLINE:
     break;
   }
@@ -460,12 +457,30 @@ read_span(void *opaque, uint64_t off, uint64_t len, enum znbd_zone_span span)
   return -1;
 }
 
+/* read_span() for znbd_dev_read_to(): data from the store in place where
+ * it can be; zeros (or ones) past the wp as read_span() makes them, in
+ * the bounce buffer, then drained.  A callback of its own, so that a
+ * plain read's read_span() stays a tail call into the store. */
+static int
+sink_span(void *opaque, uint64_t off, uint64_t len, enum znbd_zone_span span)
+{
+  struct read_ctx *c = opaque;
+  uint8_t *buf = c->buf + (off - c->off);
+  if (span == ZNBD_SPAN_CONV || span == ZNBD_SPAN_DATA)
+    return read_store(c, buf, len, off);
+  if (read_span(opaque, off, len, span) < 0)
+    return -1;
+  return c->sink->drain(c->sink->opaque, buf, len, off - c->off);
+}
+
 static int
 zoned_read(struct znbd_dev *d, uint8_t *buf, uint64_t len, uint64_t off,
            const struct znbd_read_sink *sink)
 {
   struct read_ctx c = {d, buf, off, sink};
-  return znbd_zones_spans(&d->zs, off, len, read_span, &c) ? -1 : 0;
+  return znbd_zones_spans(&d->zs, off, len, sink ? sink_span : read_span, &c)
+             ? -1
+             : 0;
 }
 
 /* Bad blocks, null_handle_badblocks(): whether [OFF, OFF+LEN) (bytes)
