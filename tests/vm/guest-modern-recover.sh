@@ -8,6 +8,14 @@
 #   to the recovered znbd-ublk, taken there as done: dd exits 0, the wp
 #   and the data are the one write's, and the server counts one redone
 #   write;
+# - a plain disk (zoned=false) with a volatile write cache
+#   (write_cache=true), served by two queues, CPU 0's requests on one and
+#   CPU 1's on the other: after SIGKILL a read and a flushed write wait,
+#   one on each queue; --recover takes both queues over, both requests
+#   end without an error, the data flushed before the kill reads back,
+#   the 1 MiB written after the last flush reads as zeros (rolled back,
+#   as after a power cut: the man page's RECOVERY), and new writes from
+#   both CPUs read back;
 # - znbd-ublk --dev-id 0 on a dir= store (16 zones of 32 MiB, no open
 #   limit: btrfs wants at least 8 active zones) carries a zoned btrfs;
 #   --recover of a device whose server lives, or of no device, is refused;
@@ -27,8 +35,10 @@ MNT=$work/recover.mnt
 GEO=(size=512M zone_size=32M zone_nr_conv=0 dir="$RDIR" zone_control="$CTL")
 # recover_run ARG...: znbd-ublk ARG... in the background (UBLK_PID),
 # until it prints its disk (DEV: once START_DEV or END_USER_RECOVERY
-# returned), which must be /dev/ublkb0, zoned.
+# returned), which must be /dev/ublkb0, zoned (none with zoned=false).
 recover_run() {
+  local zoned=host-managed
+  case " $* " in *" zoned=false "*) zoned=none ;; esac
   rm -f "$CTL"
   "$UBLK" "$@" > "$work/ublk.out" 2> "$work/ublk.err" &
   UBLK_PID=$!
@@ -38,7 +48,7 @@ recover_run() {
   echo "${DEV:-no disk}, pid $UBLK_PID, dev_t $(cat /sys/block/ublkb0/dev 2>&1)"
   cat "$work/ublk.err"
   [ "$DEV" = /dev/ublkb0 ] && [ -b "$DEV" ] &&
-    [ "$(cat /sys/block/ublkb0/queue/zoned)" = host-managed ]
+    [ "$(cat /sys/block/ublkb0/queue/zoned)" = $zoned ]
 }
 # recover_refused WORDS ARG...: znbd-ublk ARG... exits 1 at once, saying
 # WORDS.
@@ -218,6 +228,85 @@ if check "recover: znbd-ublk --dev-id 0 on dir= (16 zones of 4 MiB), each reques
     all zone_is 8192 128 cl -- same_bytes "$z1" 65536 "$work/rand"
   check "recover: SIGTERM removes the disk, exit 0" ublk_stop
   check "recover: ... having taken one reissued write as done" redo_counted
+fi
+note "t=${SECONDS}s"
+
+# ------------------------------- a plain disk, two queues, a write cache
+PDIR=$work/plain.dir
+PLAIN=(size=64M zoned=false write_cache=true dir="$PDIR" zone_control="$CTL")
+# on_cpu CPU OFF [fsync]: 1 MiB of rand at OFF, direct, from CPU (its
+# requests go to that CPU's hardware queue); with fsync, flushed too.
+on_cpu() {
+  $T taskset -c "$1" dd if="$work/rand" of=/dev/ublkb0 bs=1M count=1 seek="$2" \
+    oflag=direct,seek_bytes conv=notrunc${3:+,$3} status=none
+}
+# Two queues, each a CPU's, and a write-back cache.
+plain_device() {
+  local q=/sys/block/ublkb0
+  echo "hardware queues: $(ls $q/mq | tr '\n' ' ')(CPUs $(cat $q/mq/0/cpu_list); $(cat $q/mq/1/cpu_list)), cache: $(cat $q/queue/write_cache)"
+  [ "$(ls $q/mq | wc -l)" = 2 ] && [ "$(cat $q/mq/0/cpu_list)" = 0 ] &&
+    [ "$(cat $q/mq/1/cpu_list)" = 1 ] && [ "$(cat $q/queue/write_cache)" = "write back" ]
+}
+# Requests wait, without a server, on the disk's requeue list
+# (__ublk_abort_rq), each still holding its tag of its hardware queue.
+# requeued OP...: each OP (READ, WRITE) is on the list;
+# tag_held N: a tag of hardware queue N is taken.
+requeued() {
+  local l=/sys/kernel/debug/block/ublkb0/requeue_list op
+  cut -c 1-100 $l
+  for op in "$@"; do grep -q "op=$op" $l || return 1; done
+}
+tag_held() {
+  local t
+  t=$(cut -d: -f2 /sys/kernel/debug/block/ublkb0/hctx$1/tags_bitmap | tr -d ' 0\n')
+  [ -n "$t" ] && echo "hctx$1: a tag taken" && return 0
+  echo "hctx$1: no tag taken"
+  return 1
+}
+flushed_pair() { on_cpu 0 0 fsync && on_cpu 1 $M fsync; }
+# SIGKILL, then a read (CPU 1) and a flushed write (CPU 0) that wait,
+# each holding a tag of its CPU's queue.
+plain_kill() {
+  kill -KILL "$UBLK_PID" && wait "$UBLK_PID"
+  echo "znbd-ublk killed (status $?)"
+  DEVT=$(cat /sys/block/ublkb0/dev)
+  $T taskset -c 1 dd if=/dev/ublkb0 of="$work/held.read" bs=1M count=1 iflag=direct \
+    status=none 2> "$work/held.read.err" &
+  HELD_READ=$!
+  on_cpu 0 $((3 * M)) fsync 2> "$work/held.write.err" &
+  HELD_WRITE=$!
+  sleep 2
+  kill -0 $HELD_READ && kill -0 $HELD_WRITE && echo "a read and a write wait" &&
+    [ -b /dev/ublkb0 ] && requeued READ WRITE && tag_held 0 && tag_held 1
+}
+held_end() {
+  local r=0 w=0
+  wait $HELD_READ || r=$?
+  wait $HELD_WRITE || w=$?
+  cat "$work/held.read.err" "$work/held.write.err"
+  echo "the read: exit status $r; the write: exit status $w"
+  [ $r = 0 ] && [ $w = 0 ] && cmp "$work/held.read" "$work/rand"
+}
+plain_recovered() {
+  recover_run --recover --dev-id 0 "${PLAIN[@]}" &&
+    [ "$(cat /sys/block/ublkb0/dev)" = "$DEVT" ] && grep -q "recovered (2 queues" "$work/ublk.err"
+}
+if check "recover: a plain disk (zoned=false, write_cache=true) on dir=, two queues" \
+  all recover_run --dev-id 0 --queues 2 "${PLAIN[@]}" -- plain_device; then
+  check "recover: 1 MiB from CPU 0 and 1 MiB from CPU 1, each flushed" \
+    all flushed_pair -- same_bytes 0 $M "$work/rand" -- same_bytes $M $M "$work/rand"
+  check "recover: 1 MiB more at 2 MiB, not flushed, reads back" \
+    all on_cpu 0 $((2 * M)) -- same_bytes $((2 * M)) $M "$work/rand"
+  check "recover: SIGKILL: a write (CPU 0) waits on queue 0, a read (CPU 1) on queue 1" plain_kill
+  check "recover: --recover takes both queues of the same disk over" plain_recovered
+  check "recover: the read and the write end without an error, the read's bytes right" held_end
+  check "recover: the flushed data reads back; the write after the last flush reads as zeros" \
+    all same_bytes 0 $M "$work/rand" -- same_bytes $M $M "$work/rand" -- \
+    zero_bytes $((2 * M)) $M -- same_bytes $((3 * M)) $M "$work/rand"
+  check "recover: new writes from both CPUs, flushed, read back" \
+    all on_cpu 1 $((2 * M)) fsync -- on_cpu 0 $((4 * M)) fsync -- \
+    same_bytes $((2 * M)) $M "$work/rand" -- same_bytes $((4 * M)) $M "$work/rand"
+  check "recover: SIGTERM removes the recovered plain disk, exit 0" ublk_stop
 fi
 note "t=${SECONDS}s"
 
