@@ -46,6 +46,9 @@ usage(FILE *f)
           "kernel picks)\n"
           "  -q, --queues N     hardware queues, one thread each (default 1)\n"
           "  -d, --depth N      tags per queue (default 64)\n"
+          "  -p, --poll-us N    poll N microseconds for the next requests "
+          "after\n"
+          "                     serving some, before sleeping (default 0)\n"
           "  -r, --recover      take over device --dev-id N, whose server "
           "died,\n"
           "                     instead of adding one (its queues and "
@@ -124,6 +127,7 @@ main(int argc, char **argv)
       {"dev-id", required_argument, NULL, 'n'},
       {"queues", required_argument, NULL, 'q'},
       {"depth", required_argument, NULL, 'd'},
+      {"poll-us", required_argument, NULL, 'p'},
       {"recover", no_argument, NULL, 'r'},
       {"foreground", no_argument, NULL, 'f'},
       {"help", no_argument, NULL, 'h'},
@@ -132,11 +136,11 @@ main(int argc, char **argv)
   static struct znbd_params p;
   static struct znbd_ublk_params up;
   char err[512];
-  long dev_id = -1, nr_queues = 1, depth = 64;
+  long dev_id = -1, nr_queues = 1, depth = 64, poll_us = 0;
   bool recover = false;
   int c;
 
-  while ((c = getopt_long(argc, argv, "n:q:d:rfh", longopts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "n:q:d:p:rfh", longopts, NULL)) != -1) {
     switch (c) {
     case 'n':
       dev_id = number("--dev-id", optarg, -1, 1 << 20);
@@ -146,6 +150,9 @@ main(int argc, char **argv)
       break;
     case 'd':
       depth = number("--depth", optarg, 1, ZNBD_UBLK_MAX_QUEUE_DEPTH);
+      break;
+    case 'p':
+      poll_us = number("--poll-us", optarg, 0, 1000000);
       break;
     case 'r':
       recover = true;
@@ -245,7 +252,8 @@ main(int argc, char **argv)
     if (!queues ||
         znbd_ublk_queue_start(&queues[started], cdev, (uint16_t)started,
                               (uint16_t)depth, dev, MAX_IO_BYTES, recover,
-                              &stopping, err, sizeof err) < 0) {
+                              (uint64_t)poll_us * 1000, &stopping, err,
+                              sizeof err) < 0) {
       warnx("%s", queues ? err : "out of memory");
       goto stop;
     }
@@ -294,20 +302,26 @@ stop:
     rc = 1;
   }
   atomic_store(&stopping, true);
-  uint64_t requests = 0, redone = 0;
+  uint64_t requests = 0, redone = 0, polled = 0;
   for (int i = 0; i < started; i++) {
     znbd_ublk_queue_join(&queues[i]);
     requests += queues[i].requests;
     redone += queues[i].io.redone;
+    polled += queues[i].polled;
     if (queues[i].failed)
       rc = 1;
   }
+  char redo_msg[96] = "", poll_msg[64] = "";
   if (recover)
-    warnx("/dev/ublkb%u: %llu requests, %llu writes redone by the kernel "
-          "that the dead server had done",
-          id, (unsigned long long)requests, (unsigned long long)redone);
-  else
-    warnx("/dev/ublkb%u: %llu requests", id, (unsigned long long)requests);
+    snprintf(redo_msg, sizeof redo_msg,
+             ", %llu writes redone by the kernel that the dead server had "
+             "done",
+             (unsigned long long)redone);
+  if (poll_us)
+    snprintf(poll_msg, sizeof poll_msg, ", %llu found by polling",
+             (unsigned long long)polled);
+  warnx("/dev/ublkb%u: %llu requests%s%s", id, (unsigned long long)requests,
+        redo_msg, poll_msg);
 del:
   /* DEL_DEV waits until /dev/ublkcN is released: the fd and every
    * queue's mmap (gone with the queues above). */

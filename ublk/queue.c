@@ -118,6 +118,37 @@ enable(struct io_uring *ring)
                       IORING_REGISTER_ENABLE_RINGS, NULL, 0);
 }
 
+static uint64_t
+now_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* --poll-us: submit the pass's commits and look for the next requests
+ * without sleeping, for up to Q's poll_ns.  With DEFER_TASKRUN a request
+ * the kernel hands over waits as task work until the thread enters
+ * io_uring_enter, so each look is one io_uring_enter(GETEVENTS) that
+ * does not wait (io_uring_get_events).  A thread that does not sleep
+ * need not be woken: the wake-up (on a virtual machine also the idle
+ * vCPU's) goes out of each request's latency, for the CPU time spent
+ * looking.  Returns true when completions are ready; false (nothing in
+ * time, or an error, which the waiting call then reports) to sleep as
+ * without polling. */
+static bool
+poll_next(struct znbd_ublk_queue *q)
+{
+  uint64_t end = now_ns() + q->poll_ns;
+  if (io_uring_submit_and_get_events(&q->ring) < 0)
+    return false;
+  while (!io_uring_cq_ready(&q->ring)) {
+    if (now_ns() >= end || io_uring_get_events(&q->ring) < 0)
+      return false;
+  }
+  return true;
+}
+
 static void *
 run(void *arg)
 {
@@ -135,13 +166,18 @@ run(void *arg)
   for (uint16_t tag = 0; tag < q->depth; tag++)
     if (prep(q, ZNBD_UBLK_U_IO_FETCH_REQ, tag, -1, 0) == 0)
       pending++;
+  bool busy = false; /* the last pass served requests */
   while (pending) {
     struct io_uring_cqe *cqe;
     struct __kernel_timespec ts = {1, 0};
     /* One system call a pass: the commits of the last pass go in and the
      * next requests come out (as the kernel's selftest server kublk.c
      * does).  The fetches of the first pass go in the same way. */
-    r = io_uring_submit_and_wait_timeout(&q->ring, &cqe, 1, &ts, NULL);
+    bool polled = busy && q->poll_ns && poll_next(q);
+    if (polled)
+      r = 0;
+    else
+      r = io_uring_submit_and_wait_timeout(&q->ring, &cqe, 1, &ts, NULL);
     if (r == -ETIME || r == -EINTR) {
       /* Nothing for a second: only a stopped device whose fetches the
        * kernel did not abort ends the loop here (closing the ring then
@@ -171,10 +207,12 @@ run(void *arg)
         q->failed = 1;
         continue;
       }
+      q->polled += polled;
       if (serve_one(q, tag) == 0)
         pending++;
     }
     io_uring_cq_advance(&q->ring, seen);
+    busy = seen != 0;
   }
   return NULL;
 }
@@ -182,8 +220,8 @@ run(void *arg)
 int
 znbd_ublk_queue_start(struct znbd_ublk_queue *q, int cdev, uint16_t q_id,
                       uint16_t depth, struct znbd_dev *d, uint32_t max_io_bytes,
-                      bool redo_writes, const atomic_bool *stopping, char *err,
-                      size_t errlen)
+                      bool redo_writes, uint64_t poll_ns,
+                      const atomic_bool *stopping, char *err, size_t errlen)
 {
   long page = sysconf(_SC_PAGESIZE);
   size_t max_len =
@@ -197,6 +235,7 @@ znbd_ublk_queue_start(struct znbd_ublk_queue *q, int cdev, uint16_t q_id,
   q->q_id = q_id;
   q->depth = depth;
   q->stopping = stopping;
+  q->poll_ns = poll_ns;
   q->descs_len =
       ((size_t)depth * sizeof(struct znbd_ublksrv_io_desc) + (size_t)page - 1) /
       (size_t)page * (size_t)page;

@@ -26,22 +26,27 @@ struct znbd_ublk_queue {
   /* Set by the caller once STOP_DEV returned (or START_DEV failed): a
    * queue whose fetches the kernel never aborts gives up waiting. */
   const atomic_bool *stopping;
-  /* Out, once joined: requests done, and whether the thread failed. */
-  uint64_t requests;
+  /* After a pass that served requests, poll this long for the next ones
+   * before sleeping (--poll-us); 0: sleep at once. */
+  uint64_t poll_ns;
+  /* Out, once joined: requests done, those of them found by polling,
+   * and whether the thread failed. */
+  uint64_t requests, polled;
   int failed;
 };
 
 /* Set queue Q_ID of DEPTH tags up on CDEV for device D (requests of at
  * most MAX_IO_BYTES bytes; REDO_WRITES: the server recovered the device,
- * io.h) and start its thread, which fetches every tag and serves until
- * the kernel aborts them (STOP_DEV) or STOPPING is set and nothing is
- * pending.  Returns 0, or -1 with errno and a message
- * in ERR (Q is then released). */
+ * io.h; POLL_NS: nanoseconds to poll after a busy pass, 0 for none) and
+ * start its thread, which fetches every tag and serves until the kernel
+ * aborts them (STOP_DEV) or STOPPING is set and nothing is pending.
+ * Returns 0, or -1 with errno and a message in ERR (Q is then
+ * released). */
 int znbd_ublk_queue_start(struct znbd_ublk_queue *q, int cdev, uint16_t q_id,
                           uint16_t depth, struct znbd_dev *d,
                           uint32_t max_io_bytes, bool redo_writes,
-                          const atomic_bool *stopping, char *err,
-                          size_t errlen);
+                          uint64_t poll_ns, const atomic_bool *stopping,
+                          char *err, size_t errlen);
 
 /* Wait for Q's thread and release its ring, buffer and descriptors (the
  * mmap holds /dev/ublkcN open as the fd does: DEL_DEV waits for both).

@@ -1,9 +1,11 @@
 # shellcheck shell=bash
 # guest-modern.sh's part fs (sourced; its functions ublk_start, ublk_stop,
 # ublk_same_zones and guest-lib.sh's): znbd-ublk under the kernel's zoned
-# file systems, on a dir= store served by two hardware queues.
+# file systems, on a dir= store served by two hardware queues whose
+# threads poll (--poll-us; the other parts run without).
 # - 512 MiB, 8 MiB zones, 4 conventional (f2fs keeps its metadata
-#   there), max open 8, --queues 2: fio's zbd mode verifies; zoned btrfs
+#   there), max open 8, --queues 2 --poll-us 100: fio's zbd mode
+#   verifies; zoned btrfs
 #   and f2fs are made, mounted, written, checked (btrfs check, fsck.f2fs)
 #   and read back after a remount; the kernel's zones stay the control
 #   socket's;
@@ -25,8 +27,8 @@ two_queues() { # the disk has 2 hardware queues (blk-mq's sysfs)
   echo "$n hardware queues"
   [ "$n" = 2 ]
 }
-if check "fs: znbd-ublk --queues 2, 64 zones of 8 MiB on dir=" \
-  ublk_start --queues 2 --depth 32 "${FSGEO[@]}" dir="$FS"; then
+if check "fs: znbd-ublk --queues 2 --poll-us 100, 64 zones of 8 MiB on dir=" \
+  ublk_start --queues 2 --depth 32 --poll-us 100 "${FSGEO[@]}" dir="$FS"; then
   check "fs: blk-mq has 2 hardware queues" two_queues
   check "fs: fio zbd, 64 MiB at QD8 over zones 4-11, crc32c verified" fio_zbd_verify 32M 64
   check "fs: the kernel's zones are the control socket's after fio" ublk_same_zones $NZ
@@ -40,6 +42,14 @@ if check "fs: znbd-ublk --queues 2, 64 zones of 8 MiB on dir=" \
   check "fs: the kernel's zones are the control socket's after f2fs" ublk_same_zones $NZ
   kernel_report_as_dir "$DEV" > "$work/blkzone.txt"
   check "fs: SIGTERM removes the disk and exits 0" ublk_stop
+  # The polling threads found some of their requests without sleeping.
+  found_polling() {
+    local n
+    n=$(sed -n 's/.* requests, \([0-9]*\) found by polling$/\1/p' "$work/ublk.err")
+    echo "${n:-no} requests found by polling"
+    [ "${n:-0}" -gt 0 ]
+  }
+  check "fs: ... after finding requests by polling (--poll-us)" found_polling
   check "fs: nbdzone report over NBD (znbd on the same dir=) equals blkzone's" \
     nbdzone_same "$FS" $NZ "$work/blkzone.txt"
   f2fs_again() {
