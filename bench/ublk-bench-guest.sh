@@ -28,7 +28,7 @@ for m in null_blk ublk_drv zloop target_core_user tcm_loop sd_mod; do
 done
 # zloop's base_dir and znbd-ublk's dir= on one tmpfs.
 FS=$work/fs
-mkdir -p $FS && mount -t tmpfs -o size=$((3 * MB))m bench $FS && mkdir $FS/zloop $FS/zloop/0 $FS/znbd ||
+mkdir -p $FS && mount -t tmpfs -o size=$((4 * MB))m bench $FS && mkdir $FS/zloop $FS/zloop/0 $FS/znbd $FS/znbd-poll ||
   die "no tmpfs"
 
 # DEV[NAME]: each disk's /dev node, by its name in the tables; PID[NAME]:
@@ -70,6 +70,12 @@ ublk_start znbd-ublk $geo
 ublk_start znbd-ublk-dir $geo dir=$FS/znbd
 # shellcheck disable=SC2086
 ublk_start znbd-ublk-q2 --queues 2 $geo
+# The same two with their queue's thread polling 100 us for the next
+# requests before it sleeps (--poll-us).
+# shellcheck disable=SC2086
+ublk_start znbd-ublk-poll --poll-us 100 $geo
+# shellcheck disable=SC2086
+ublk_start znbd-ublk-dir-poll --poll-us 100 $geo dir=$FS/znbd-poll
 
 # znbd-tcmu through tcm_loop: /dev/sdX.
 # shellcheck disable=SC2086
@@ -88,7 +94,7 @@ done
 [ -b "/dev/$d" ] || { IFS=: read -r ma mi < "/sys/block/$d/dev" && mknod "/dev/$d" b "$ma" "$mi"; }
 DEV[znbd-tcmu]=/dev/$d
 
-devs="null_blk zloop znbd-ublk znbd-ublk-dir znbd-tcmu znbd-ublk-q2"
+devs="null_blk zloop znbd-ublk znbd-ublk-dir znbd-tcmu znbd-ublk-q2 znbd-ublk-poll znbd-ublk-dir-poll"
 info "guest kernel $(uname -r), $(nproc) vCPUs, $(($(awk '/MemTotal/ { print $2 }' /proc/meminfo) / 1024)) MiB"
 info "fio $(fio --version), libaio, direct=1, --zonemode=zbd, runtime $rt s per cell (time_based)"
 for n in $devs; do
@@ -101,7 +107,8 @@ for n in $devs; do
     "hw queues $(ls /sys/block/${d#/dev/}/mq | wc -l), nr_requests $(cat $q/nr_requests)"
 done
 info "znbd-ublk: znbd-ublk $geo (RAM); znbd-ublk-dir: the same with dir= on the tmpfs of" \
-  "zloop's base_dir; znbd-ublk-q2: RAM with --queues 2; znbd-tcmu: znbd-tcmu bench0 $geo (tcm_loop);" \
+  "zloop's base_dir; znbd-ublk-q2: RAM with --queues 2; znbd-ublk-poll and znbd-ublk-dir-poll:" \
+  "the first two with --poll-us 100; znbd-tcmu: znbd-tcmu bench0 $geo (tcm_loop);" \
   "zloop: add id=0,capacity_mb=$MB,zone_size_mb=$ZMB,conv_zones=0 (other options its defaults)"
 
 cpu_ns() { # PID: ns on a CPU, all threads (NA: no server process)
@@ -150,7 +157,7 @@ for r in $(seq 1 "$rounds"); do
     break
   fi
   for j in $jobs; do
-    sched=none on="null_blk zloop znbd-ublk znbd-ublk-dir znbd-tcmu"
+    sched=none on="null_blk zloop znbd-ublk znbd-ublk-dir znbd-tcmu znbd-ublk-poll znbd-ublk-dir-poll"
     case $j in
       write-4k) a="--rw=write --bs=4k --iodepth=32" ;;
       write-128k) a="--rw=write --bs=128k --iodepth=32" ;;
@@ -159,7 +166,7 @@ for r in $(seq 1 "$rounds"); do
       randwrite-4k-8j) a="--rw=randwrite --bs=4k --iodepth=32 --numjobs=8 --max_open_zones=8 --norandommap --randrepeat=0" ;;
       randread-4k) on="$on znbd-ublk-q2"
         a="--rw=randread --bs=4k --iodepth=32 --offset=0 --size=128M --norandommap --randrepeat=0" ;;
-      write-4k-qd64-b16-*) on="null_blk znbd-ublk" sched=${j#write-4k-qd64-b16-}
+      write-4k-qd64-b16-*) on="null_blk znbd-ublk znbd-ublk-poll" sched=${j#write-4k-qd64-b16-}
         a="--rw=write --bs=4k --iodepth=64 --iodepth_batch_submit=16 --iodepth_batch_complete_min=16" ;;
     esac
     # Round r starts at the (r-1)th disk of the list (the others in turn

@@ -9,6 +9,10 @@
 #   znbd-ublk-dir  the same with dir= on zloop's tmpfs
 #   znbd-tcmu      this project's TCMU front-end (tcm_loop -> /dev/sdX), RAM
 #   znbd-ublk-q2   znbd-ublk in RAM with --queues 2 (the random read only)
+#   znbd-ublk-poll, znbd-ublk-dir-poll
+#                  znbd-ublk and znbd-ublk-dir with --poll-us 100 (their
+#                  queue's thread polls 100 us for the next requests
+#                  before it sleeps), dir= on the same tmpfs
 # Jobs (fio, libaio, direct=1, --zonemode=zbd, time_based, I/O
 # scheduler none unless named; every zone reset before each cell):
 #   write-4k, write-128k          sequential write, QD32 (rublk's zfio)
@@ -21,7 +25,8 @@
 #                                 iodepth_batch_submit=16,
 #                                 iodepth_batch_complete_min=16, with the
 #                                 none and mq-deadline schedulers, on
-#                                 null_blk and znbd-ublk only
+#                                 null_blk, znbd-ublk and
+#                                 znbd-ublk-poll only
 # Rounds run job after job, each on every disk in turn, the disk order
 # rotated by one each round.  Per job a table: median IOPS over the
 # rounds, medians of the per-round ratios to null_blk, znbd-ublk /
@@ -38,7 +43,7 @@
 # with it.
 # Targets (reported, not asserted): znbd-ublk >= 2x znbd-tcmu on every
 # row, >= 1.0x zloop on every 4 KiB row with the same backing, and >= 0.5x
-# null_blk on the 4 KiB random read.
+# null_blk on the 4 KiB random read; reported for the polling disks too.
 #   usage: bench/ublk-bench.sh [RUNTIME-S] (default 5 s per cell)
 # Environment: BUILD (build tree, default ./build), BENCH_ROUNDS (3),
 # BENCH_UBLK_OUT (result file instead of bench/results/ublk-<date>.md),
@@ -66,11 +71,11 @@ modern_kernel || { echo "ublk-bench: $MODERN_WHY" >&2; exit 1; }
 . "$top/bench/vm-lib.sh"
 vm_bench_host ublk-bench
 out=${BENCH_UBLK_OUT:-$top/bench/results/ublk-$date.md}
-# 5 disks x 5 jobs + 6 + 2 x 2: 35 cells a round, each the run time and
+# 7 disks x 5 jobs + 8 + 3 x 2: 49 cells a round, each the run time and
 # about 3 s of fio start-up and zone resets under TCG.
-cells=35
+cells=49
 echo "ublk-bench: one guest run on $MODERN_KVER, $rounds rounds of $cells fio cells of $rt s" >&2
-"$top/tests/vm/vm-run" -v -t $((300 + rounds * cells * (rt + 10))) -m 5120 --append no_timer_check \
+"$top/tests/vm/vm-run" -v -t $((300 + rounds * cells * (rt + 10))) -m 6144 --append no_timer_check \
   --qemu -cpu --qemu "$cpu" --kernel-root "$MODERN_ROOT" --kernel "$MODERN_KVER" -w "$res:/results" -e "top_builddir=$build" -e "top_srcdir=$top" \
   ${BENCH_UBLK_JOBS:+-e "BENCH_UBLK_JOBS=$BENCH_UBLK_JOBS"} -e "BENCH_UBLK_LIMIT=${BENCH_UBLK_LIMIT:-0}" \
   "$top/bench/ublk-bench-guest.sh" "$rt" "$rounds"
@@ -81,7 +86,7 @@ mkdir -p "$(dirname "$out")"
 {
   echo "# Zoned block devices on today's kernel: znbd-ublk beside null_blk, zloop and znbd-tcmu"
   echo
-  echo "One guest run (qemu TCG, -cpu $cpu, tests/vm/vm-run --kernel-root modern -m 5120), $nrounds interleaved"
+  echo "One guest run (qemu TCG, -cpu $cpu, tests/vm/vm-run --kernel-root modern -m 6144), $nrounds interleaved"
   echo "rounds (of $rounds asked for) of ${rt} s per cell, $(date -u '+%Y-%m-%d %H:%M UTC'), commit $commit, host kernel"
   echo "$(uname -r), $(nproc) host CPUs, host load $load0 -> $(cut -d' ' -f1-3 /proc/loadavg),"
   echo "whole run $((SECONDS - t0)) s.  IOPS: median over the rounds; ratios: median of the"

@@ -20,6 +20,11 @@ RATIOS = [
     ("znbd-ublk / null_blk", "znbd-ublk", ANCHOR, 0.5, "randread-4k"),
     ("znbd-ublk-q2 / null_blk", "znbd-ublk-q2", ANCHOR, 0.5, "randread-4k"),
     ("znbd-ublk-q2 / znbd-ublk", "znbd-ublk-q2", "znbd-ublk", None, None),
+    # The same targets with --poll-us 100.
+    ("znbd-ublk-poll / znbd-tcmu", "znbd-ublk-poll", "znbd-tcmu", 2.0, "all"),
+    ("znbd-ublk-poll / zloop (RAM vs tmpfs)", "znbd-ublk-poll", "zloop", 1.0, "4k"),
+    ("znbd-ublk-dir-poll / zloop (same tmpfs)", "znbd-ublk-dir-poll", "zloop", 1.0, "4k"),
+    ("znbd-ublk-poll / null_blk", "znbd-ublk-poll", ANCHOR, 0.5, "randread-4k"),
 ]
 
 
