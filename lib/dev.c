@@ -18,21 +18,15 @@
 
 #include "znbd/dev.h"
 #include "znbd/log.h"
+#include "znbd/redo.h"
 #include "dev_fenced.h"
+#include "dev_impl.h"
 #include "store.h"
 #include "store_dir.h"
 #include "wcache.h"
 #include "zone.h"
 #include "err.h"
 #include "faults.h"
-
-struct znbd_dev {
-  struct znbd_params p; /* a private copy (own strings) */
-  struct znbd_store *store;
-  struct znbd_zones zs;   /* ZONED: the zone engine (when p.zoned) */
-  struct znbd_wcache *wc; /* write_cache=true, else NULL */
-  struct znbd_faults f;   /* bad blocks, lost replies, mbps */
-};
 
 static char *
 dup_or_null(const char *s, bool *fail)
@@ -62,6 +56,7 @@ discard_how(struct znbd_dev *d, const struct znbd_zone *z, uint64_t from,
   if (r < 0)
     znbd_log(ZNBD_LOG_ERROR, "zone %" PRIu32 ": %s store: %s", zno,
              d->store->ops->name, strerror(errno));
+  znbd_redo_zone_gone(d->redo, zno);
   /* Zone management is durable when it completes (lib/wcache.c). */
   if (d->wc)
     znbd_wcache_zone_durable(d->wc, zno,
@@ -342,6 +337,7 @@ znbd_dev_free(struct znbd_dev *d)
                strerror(errno));
     znbd_wcache_free(d->wc);
   }
+  znbd_redo_free(d->redo);
   znbd_zones_destroy(&d->zs);
   znbd_store_free(d->store);
   znbd_params_free(&d->p);
@@ -550,8 +546,8 @@ znbd_dev_read_ref(struct znbd_dev *d, uint64_t len, uint64_t off)
 
 /* Store a write's data (DATA NULL: zeros, nothing allocated); the zone
  * engine's store callback (znbd_zone_store_fn). */
-static int
-store_data(void *opaque, const void *data, uint64_t len, uint64_t off)
+int
+dev_store_data(void *opaque, const void *data, uint64_t len, uint64_t off)
 {
   struct znbd_dev *d = opaque;
   if (data)
@@ -560,7 +556,7 @@ store_data(void *opaque, const void *data, uint64_t len, uint64_t off)
 }
 
 /* Store a ZNBD_WRITE_SOURCE write's data (SRC: its struct
- * znbd_write_source); the zone engine's store callback as store_data. */
+ * znbd_write_source); the zone engine's store callback as dev_store_data. */
 static int
 store_source(void *opaque, const void *src, uint64_t len, uint64_t off)
 {
@@ -570,18 +566,28 @@ store_source(void *opaque, const void *src, uint64_t len, uint64_t off)
                                off);
 }
 
-/* An append's store callback: the offset is known only here, under the
- * zone's lock, so bad blocks are checked here; a failure makes the engine
- * abort the append (nothing written, no partial append). */
+/* An append's store callback (OPAQUE: its struct append_ctx): the
+ * offset is known only here, under the zone's lock, so bad blocks are
+ * checked here, and the intent record of a server that may be recovered
+ * is written here, before the data (include/znbd/redo.h); a failure makes
+ * the engine abort the append (nothing written, no partial append). */
+struct append_ctx {
+  struct znbd_dev *d;
+  uint32_t slot; /* ZNBD_NO_SLOT: no intent record */
+};
+
 static int
 store_append(void *opaque, const void *data, uint64_t len, uint64_t off)
 {
-  struct znbd_dev *d = opaque;
+  struct append_ctx *a = opaque;
+  struct znbd_dev *d = a->d;
   if (badblock_hit(d, "append", len, off, &(uint64_t){0})) {
     errno = EIO;
     return -1;
   }
-  return store_data(opaque, data, len, off);
+  if (d->redo)
+    znbd_redo_note(d->redo, a->slot, znbd_zones_zone_no(&d->zs, off), off, len);
+  return dev_store_data(d, data, len, off);
 }
 
 /* ZONED: a parked write with a DONE callback: the engine's entry
@@ -639,7 +645,7 @@ zoned_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
       .off = off,
       .len = len,
       .data = buf,
-      .store = source ? store_source : store_data,
+      .store = source ? store_source : dev_store_data,
       .opaque = d,
       .store_may_fail = source || znbd_store_write_may_fail(d->store),
       .pipeline = d->p.pipeline_zoned_writes,
@@ -678,9 +684,9 @@ znbd_dev_write_how(struct znbd_dev *d, const void *buf, uint64_t len,
 /* write_cache: enter (a due power cut, or FENCE older than the last cut:
  * ESHUTDOWN) and keep the durable contents of [OFF, OFF+LEN) before
  * changing them. */
-static int
-wc_begin(struct znbd_dev *d, uint64_t fence, bool write, uint64_t len,
-         uint64_t off)
+int
+dev_wc_begin(struct znbd_dev *d, uint64_t fence, bool write, uint64_t len,
+             uint64_t off)
 {
   if (!d->wc)
     return 0;
@@ -696,8 +702,8 @@ wc_begin(struct znbd_dev *d, uint64_t fence, bool write, uint64_t len,
 }
 
 /* Returns R with errno kept. */
-static int
-wc_end(struct znbd_dev *d, int r)
+int
+dev_wc_end(struct znbd_dev *d, int r)
 {
   if (d->wc) {
     int e = errno;
@@ -731,14 +737,15 @@ dev_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
     errno = EINVAL;
     return -1;
   }
-  if (check_range(d, len, off) < 0 || wc_begin(d, h->fence, true, len, off) < 0)
+  if (check_range(d, len, off) < 0 ||
+      dev_wc_begin(d, h->fence, true, len, off) < 0)
     return -1;
   int r = dev_write_faults(d, buf, len, off, flags, h);
   if (r == 0 && (flags & ZNBD_WRITE_FUA)) /* ran here, not parked */
     r = sync_held(d, len, off);
   if (r < 0 && errno == EAGAIN && d->wc)
     znbd_wcache_refund(d->wc); /* not run: it counts when it is sent again */
-  return wc_end(d, r);
+  return dev_wc_end(d, r);
 }
 
 /* Bad blocks are checked before the zone rules (lib/faults.c); with
@@ -792,12 +799,13 @@ znbd_dev_append(struct znbd_dev *d, const void *buf, uint64_t len,
                 uint64_t zone_start, uint64_t *written)
 {
   return znbd_dev_append_fenced(d, ZNBD_NO_FENCE, buf, len, zone_start,
-                                written);
+                                ZNBD_NO_SLOT, written);
 }
 
 int
 znbd_dev_append_fenced(struct znbd_dev *d, uint64_t fence, const void *buf,
-                       uint64_t len, uint64_t zone_start, uint64_t *written)
+                       uint64_t len, uint64_t zone_start, uint32_t slot,
+                       uint64_t *written)
 {
   /* Not zoned: there is no zone to append to.  Only the start and the
    * alignment are checked here, not check_range()'s end of the range: a
@@ -815,15 +823,16 @@ znbd_dev_append_fenced(struct znbd_dev *d, uint64_t fence, const void *buf,
     errno = EINVAL;
     return -1;
   }
-  if (wc_begin(d, fence, true, 0, 0) < 0)
+  if (dev_wc_begin(d, fence, true, 0, 0) < 0)
     return -1;
   /* Always stored before the commit: the offset is known only then. */
+  struct append_ctx a = {d, slot};
   struct znbd_zone_write w = {
-      .len = len, .data = buf, .store = store_append, .opaque = d};
+      .len = len, .data = buf, .store = store_append, .opaque = &a};
   if (znbd_zones_append(&d->zs, zno, &w) < 0)
-    return wc_end(d, -1);
+    return dev_wc_end(d, -1);
   *written = w.off;
-  return wc_end(d, 0);
+  return dev_wc_end(d, 0);
 }
 
 /* ZONED: NBD TRIM.  Whole sequential zones are reset (failures, e.g.
@@ -862,13 +871,14 @@ int
 znbd_dev_trim_fenced(struct znbd_dev *d, uint64_t fence, uint64_t len,
                      uint64_t off, unsigned flags)
 {
-  if (check_range(d, len, off) < 0 || wc_begin(d, fence, false, len, off) < 0)
+  if (check_range(d, len, off) < 0 ||
+      dev_wc_begin(d, fence, false, len, off) < 0)
     return -1;
   int r = is_zoned(d) ? zoned_trim(d, len, off)
                       : znbd_store_zero(d->store, len, off, 0);
   if (r == 0 && (flags & ZNBD_WRITE_FUA))
     r = sync_held(d, len, off);
-  return wc_end(d, r);
+  return dev_wc_end(d, r);
 }
 
 int
@@ -1001,15 +1011,15 @@ znbd_dev_zone_op_fenced(struct znbd_dev *d, uint64_t fence,
     errno = EINVAL;
     return -1;
   }
-  if (wc_begin(d, fence, false, 0, 0) < 0)
+  if (dev_wc_begin(d, fence, false, 0, 0) < 0)
     return -1;
   if (znbd_zones_mgmt(&d->zs, op, zone, discard, d) < 0)
-    return wc_end(d, -1);
+    return dev_wc_end(d, -1);
   if (op == ZNBD_ZONE_OP_OPEN)
     znbd_store_zone_open(d->store, zone);
   if (op >= ZNBD_ZONE_OP_SET_READONLY)
-    return wc_end(d, keep_fault(d, zone));
-  return wc_end(d, 0);
+    return dev_wc_end(d, keep_fault(d, zone));
+  return dev_wc_end(d, 0);
 }
 
 uint32_t

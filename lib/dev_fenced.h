@@ -32,13 +32,14 @@ int znbd_dev_write_how(struct znbd_dev *d, const void *buf, uint64_t len,
                        uint64_t off, unsigned flags,
                        const struct znbd_park_how *h);
 
-/* znbd_dev_append(), znbd_dev_trim() (with FLAGS: ZNBD_WRITE_FUA),
+/* znbd_dev_append() (its intent noted in SLOT, znbd/redo.h;
+ * ZNBD_NO_SLOT: none), znbd_dev_trim() (with FLAGS: ZNBD_WRITE_FUA),
  * znbd_dev_flush(), znbd_dev_sync() and znbd_dev_zone_op() for a request
  * fenced at FENCE: each fails with ESHUTDOWN, changing nothing, when a
  * power cut happened after FENCE (checked under the lock the cut takes
  * exclusive, so a request runs wholly before a cut or not at all). */
 int znbd_dev_append_fenced(struct znbd_dev *d, uint64_t fence, const void *buf,
-                           uint64_t len, uint64_t zone_start,
+                           uint64_t len, uint64_t zone_start, uint32_t slot,
                            uint64_t *written);
 int znbd_dev_trim_fenced(struct znbd_dev *d, uint64_t fence, uint64_t len,
                          uint64_t off, unsigned flags);

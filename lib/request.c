@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <time.h>
 
+#include "znbd/redo.h"
 #include "znbd/request.h"
 #include "dev_fenced.h"
 
@@ -57,7 +58,8 @@ int
 znbd_req_append(const struct znbd_req_ctx *c, const void *buf, uint64_t len,
                 uint64_t zone_start, uint64_t *written)
 {
-  return znbd_dev_append_fenced(c->dev, c->gen, buf, len, zone_start, written);
+  return znbd_dev_append_fenced(c->dev, c->gen, buf, len, zone_start,
+                                ZNBD_NO_SLOT, written);
 }
 
 int

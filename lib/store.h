@@ -91,6 +91,10 @@ struct znbd_store_persist_ops {
    * Returns the descriptor, or -1 with errno (ENOENT: absent, not
    * CREATE; EIO). */
   int (*journal)(struct znbd_store *s, bool create);
+  /* The intent records' file (dir: PATH/znbd.redo, include/znbd/redo.h),
+   * opened, and made when absent, for the caller, who owns the new
+   * descriptor.  Returns it, or -1 with errno (EACCES, EIO). */
+  int (*redo)(struct znbd_store *s);
 };
 
 struct znbd_store_ops {

@@ -623,6 +623,16 @@ dir_journal(struct znbd_store *base, bool create)
   return s->jfd;
 }
 
+static int
+dir_redo(struct znbd_store *base)
+{
+  struct dir_store *s = (struct dir_store *)base;
+  int fd = openat(s->dirfd, REDO_NAME, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd >= 0)
+    (void)fsync(s->dirfd);
+  return fd;
+}
+
 static void
 dir_zone_open(struct znbd_store *base, uint32_t zno)
 {
@@ -708,6 +718,7 @@ static const struct znbd_store_zone_ops dir_zone_ops = {
 
 static const struct znbd_store_persist_ops dir_persist_ops = {
     .journal = dir_journal,
+    .redo = dir_redo,
 };
 
 static const struct znbd_store_ops dir_ops = {

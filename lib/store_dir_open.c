@@ -114,7 +114,8 @@ dir_scan(struct dir_store *s, uint32_t *nfiles, char *err, size_t errlen)
   while ((de = readdir(dp))) {
     const char *n = de->d_name;
     if (!strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, LOCK_NAME) ||
-        !strcmp(n, META_TMP) || !strcmp(n, FORMAT_MARK))
+        !strcmp(n, META_TMP) || !strcmp(n, FORMAT_MARK) ||
+        !strcmp(n, REDO_NAME))
       continue;
     if (redo && znbd_dir_zone_file_name(n) && unlinkat(s->dirfd, n, 0) == 0)
       continue;

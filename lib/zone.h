@@ -329,6 +329,25 @@ void znbd_zones_fail_parked(struct znbd_zones *zs);
 int znbd_zones_append(struct znbd_zones *zs, uint32_t zno,
                       struct znbd_zone_write *w);
 
+/* Whether the N bytes the store holds at OFF (under the zone's lock) are
+ * a redone request's, whose byte OFF is W->data's first: 1 yes, 0 no, or
+ * -1 with errno (EIO: the store could not be read). */
+typedef int (*znbd_zone_same_fn)(void *opaque, uint64_t off, uint64_t n);
+
+/* The redo of write W (W->off, W->len > 0, within one zone; W->data a
+ * byte buffer) that a server killed before it completed may have done
+ * (include/znbd/redo.h): with the zone locked, W is taken as done when
+ * the zone is sequential with a valid wp, W->off lies below the wp, W
+ * ends at or past the wp (ANYWHERE: or anywhere below it, an append whose
+ * intent record says where it went), and SAME(OPAQUE, W->off, n) says the
+ * n bytes up to the wp or W's end are W's.  The part past the wp, if any
+ * (the store was cut short), is then written at the wp as a write of its
+ * own, W->store storing it.  Returns 1 (taken as done), 0 (not a redo:
+ * nothing changed), or -1 with errno: SAME's, or the part's refusal or
+ * store error, as znbd_zones_write() (nothing changed then). */
+int znbd_zones_redo(struct znbd_zones *zs, struct znbd_zone_write *w,
+                    bool anywhere, znbd_zone_same_fn same, void *opaque);
+
 /* Copying a committed write's data outside the zone lock.  With zone Z
  * locked and the write committed, znbd_zone_copy_begin() counts one copy
  * in flight; the caller unlocks Z, stores the data and calls

@@ -353,3 +353,43 @@ znbd_zones_write_wait(struct znbd_zones *zs, const struct znbd_zone_write *w,
   errno = e;
   return r;
 }
+
+int
+znbd_zones_redo(struct znbd_zones *zs, struct znbd_zone_write *w, bool anywhere,
+                znbd_zone_same_fn same, void *opaque)
+{
+  if (w->len == 0 || w->off >= zs->size) {
+    errno = EINVAL;
+    return -1;
+  }
+  uint32_t zno = znbd_zones_zone_no(zs, w->off);
+  struct znbd_zone *z = &zs->zone[zno];
+  uint64_t end = w->off + w->len;
+  int r = 0;
+
+  if (z->type != ZNBD_ZONE_TYPE_SEQWRITE_REQ || end > z->start + z->len)
+    return 0;
+  pthread_mutex_lock(&z->lock);
+  uint64_t wp = z->wp;
+  if (wp == ZNBD_WP_INVALID || w->off >= wp || (!anywhere && end < wp))
+    goto out;
+  /* The bytes the dead server stored: all of them, or up to the wp. */
+  r = same(opaque, w->off, (end < wp ? end : wp) - w->off);
+  if (r == 1 && end > wp) {
+    /* Killed while storing it: the rest goes at the wp now, as a write
+     * of its own (the rules decide; a refusal fails the redo). */
+    struct znbd_zone_write tail = *w;
+    tail.off = wp;
+    tail.len = end - wp;
+    tail.data = (const uint8_t *)w->data + (wp - w->off);
+    if (znbd_zones_run_write(zs, &tail, zno, zno, false) < 0)
+      r = -1;
+  }
+out:;
+  int e = errno;
+  pthread_mutex_unlock(&z->lock);
+  if (r == 1 && end > wp)
+    drain(zs, zno, zno);
+  errno = e;
+  return r;
+}

@@ -1,0 +1,56 @@
+/* znbd lib-internal: the device's state (struct znbd_dev of
+ * include/znbd/dev.h), shared by lib/dev.c, which serves requests on it,
+ * and lib/redo.c, which keeps the intent records of a server that may
+ * be recovered (include/znbd/redo.h).  Offsets and lengths are bytes.
+ */
+#ifndef ZNBD_DEV_IMPL_H
+#define ZNBD_DEV_IMPL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "faults.h"
+#include "store.h"
+#include "wcache.h"
+#include "zone.h"
+#include "znbd/params.h"
+
+struct znbd_redo;
+
+struct znbd_dev {
+  struct znbd_params p; /* a private copy (own strings) */
+  struct znbd_store *store;
+  struct znbd_zones zs;   /* ZONED: the zone engine (when p.zoned) */
+  struct znbd_wcache *wc; /* write_cache=true, else NULL */
+  struct znbd_faults f;   /* bad blocks, lost replies, mbps */
+  struct znbd_redo *redo; /* intent records (lib/redo.c), or NULL */
+};
+
+/* lib/dev.c: write_cache: enter (a due power cut, or FENCE older than
+ * the last cut: ESHUTDOWN) and keep the durable contents of [OFF,
+ * OFF+LEN) before changing them; dev_wc_end() leaves, returning R with
+ * errno kept.  Without write_cache both do nothing.  Returns 0, or -1
+ * with errno (ESHUTDOWN, EIO). */
+int dev_wc_begin(struct znbd_dev *d, uint64_t fence, bool write, uint64_t len,
+                 uint64_t off);
+int dev_wc_end(struct znbd_dev *d, int r);
+
+/* lib/dev.c: the zone engine's store callback of a write (struct
+ * znbd_zone_write): LEN bytes from DATA at OFF into D's store (OPAQUE),
+ * zeros for DATA NULL.  Returns 0, or -1 with errno (ENOSPC, EIO). */
+int dev_store_data(void *opaque, const void *data, uint64_t len, uint64_t off);
+
+/* lib/redo.c: SLOT's intent record of an append of LEN bytes at OFF in
+ * zone ZNO, written before its data is stored (under the zone's lock).
+ * Nothing without records or for ZNBD_NO_SLOT.  Never fails. */
+void znbd_redo_note(struct znbd_redo *r, uint32_t slot, uint32_t zno,
+                    uint64_t off, uint64_t len);
+
+/* lib/redo.c: zone ZNO was reset or finished (its lock held): the kept
+ * records of its appends go with its data.  Never fails. */
+void znbd_redo_zone_gone(struct znbd_redo *r, uint32_t zno);
+
+/* lib/redo.c: release R (NULL: nothing); the file keeps the records. */
+void znbd_redo_free(struct znbd_redo *r);
+
+#endif
