@@ -20,33 +20,7 @@ znbd_ublk_io_init(struct znbd_ublk_io *h, struct znbd_dev *d, void *buf,
   h->buf = buf;
   h->buf_len = buf_len;
   h->redo_writes = false;
-  h->redone = 0;
-}
-
-/* Whether the WRITE of LEN bytes at OFF (bytes), its data in H->buf,
- * refused by the core, is the redo of a write already done (io.h,
- * redo_writes): a sequential zone's, ending at its wp, over the same
- * bytes. */
-static bool
-redone(struct znbd_ublk_io *h, uint64_t len, uint64_t off)
-{
-  struct znbd_zone_info z;
-  uint8_t stored[4096];
-  if (!h->redo_writes || !znbd_dev_nr_zones(h->dev) || len == 0)
-    return false;
-  if (znbd_dev_report(h->dev, znbd_dev_zone_index(h->dev, off), 1, &z) != 1 ||
-      z.type == ZNBD_ZONE_TYPE_CONVENTIONAL || z.wp == ZNBD_WP_INVALID ||
-      off < z.start || z.wp != off + len)
-    return false;
-  for (uint64_t done = 0; done < len;) {
-    size_t n =
-        len - done < sizeof stored ? (size_t)(len - done) : sizeof stored;
-    if (znbd_dev_read(h->dev, stored, n, off + done) < 0 ||
-        memcmp(stored, (const uint8_t *)h->buf + done, n) != 0)
-      return false;
-    done += n;
-  }
-  return true;
+  h->redone = h->redone_appends = 0;
 }
 
 /* The result for a core call that failed with ERR.  The core's errno is
@@ -188,9 +162,31 @@ zone_op(struct znbd_ublk_io *h, uint8_t op, uint64_t off)
   return 0;
 }
 
+/* A ZONE_APPEND of LEN bytes to the zone starting at OFF (bytes), its
+ * data in H->buf, intent noted in SLOT: a recovered server first looks
+ * for the append among the dead server's kept records (znbd/redo.h); a
+ * match was stored already and takes no space again.  *WRITTEN gets the
+ * byte offset of the data.  Returns 0 or the result to commit. */
+static int32_t
+append(struct znbd_ublk_io *h, uint64_t len, uint64_t off, uint32_t slot,
+       unsigned fua, uint64_t *written)
+{
+  int r = 0;
+  if (h->redo_writes && znbd_dev_redo_kept(h->dev) &&
+      (r = znbd_dev_redo_append(h->dev, h->buf, len, off, slot, written)) < 0)
+    return fail(errno);
+  if (r == 1)
+    h->redone_appends++;
+  else if (znbd_req_append_noted(&h->rq, h->buf, len, off, slot, written) < 0)
+    return fail(errno);
+  if (fua && znbd_req_sync(&h->rq, len, *written) < 0)
+    return fail(errno);
+  return 0;
+}
+
 int32_t
 znbd_ublk_io_exec(struct znbd_ublk_io *h,
-                  const struct znbd_ublksrv_io_desc *iod,
+                  const struct znbd_ublksrv_io_desc *iod, uint32_t slot,
                   const struct znbd_ublk_copy *copy,
                   struct znbd_ublk_done *done)
 {
@@ -236,7 +232,8 @@ znbd_ublk_io_exec(struct znbd_ublk_io *h,
         return fc.err;
       if (!h->redo_writes ||
           (r = copy->copy_in(copy->opaque, h->buf, len, 0)) < 0 ||
-          !redone(h, len, off) || (fua && znbd_req_sync(&h->rq, len, off) < 0))
+          znbd_dev_redo_write(h->dev, h->buf, len, off) != 1 ||
+          (fua && znbd_req_sync(&h->rq, len, off) < 0))
         return fail(e);
       h->redone++;
     }
@@ -279,15 +276,17 @@ znbd_ublk_io_exec(struct znbd_ublk_io *h,
   }
   case ZNBD_UBLK_IO_OP_ZONE_APPEND: {
     uint64_t written;
+    /* A failed append's completion carries its zone's start: the kernel
+     * sets the request's sector from the commit whatever the result
+     * (ublk_drv.c), and logs the error there. */
+    done->append_lba = iod->start_sector;
     if (!znbd_dev_nr_zones(h->dev) || !in_range(h, off, len, true))
       return -EINVAL;
     done->delay_nsec = znbd_req_delay(&h->rq, ZNBD_IO_WRITE, len, 0);
     if ((r = copy->copy_in(copy->opaque, h->buf, len, 0)) < 0)
       return r;
-    if (znbd_req_append(&h->rq, h->buf, len, off, &written) < 0)
-      return fail(errno);
-    if (fua && znbd_req_sync(&h->rq, len, written) < 0)
-      return fail(errno);
+    if ((r = append(h, len, off, slot, fua, &written)) < 0)
+      return r;
     done->append_lba = written / SECTOR;
     return (int32_t)len;
   }

@@ -26,6 +26,7 @@
 
 #include "uapi.h"
 #include "znbd/dev.h"
+#include "znbd/redo.h"
 #include "znbd/request.h"
 
 /* Moving a request's data: COPY_IN reads LEN bytes of the request's
@@ -48,23 +49,25 @@ struct znbd_ublk_io {
   struct znbd_req_ctx rq;
   void *buf;
   size_t buf_len;
-  /* Set by a server that recovered the device (--recover): a WRITE the
-   * core refuses that is one the dead server did but never committed,
-   * reissued by the kernel (UBLK_F_USER_RECOVERY_REISSUE), succeeds
-   * without a change (znbd_ublk_io_exec()). */
+  /* Set by a server that recovered the device (--recover): a WRITE or
+   * ZONE_APPEND that the dead server did but never committed, reissued
+   * by the kernel (UBLK_F_USER_RECOVERY_REISSUE), is taken as done
+   * without being done twice (znbd_ublk_io_exec(), znbd/redo.h). */
   bool redo_writes;
-  uint64_t redone; /* writes so taken as done */
+  uint64_t redone, redone_appends; /* requests so taken as done */
 };
 
 /* Set H up for a queue starting now on D, with BUF (BUF_LEN bytes, kept,
- * not copied), redo_writes false, redone 0.  Never fails. */
+ * not copied), redo_writes false, the counts 0.  Never fails. */
 void znbd_ublk_io_init(struct znbd_ublk_io *h, struct znbd_dev *d, void *buf,
                        size_t buf_len);
 
 /* What a request gives back besides its result. */
 struct znbd_ublk_done {
   /* A ZONE_APPEND's sector written (512-byte sectors), for the commit's
-   * zone_append_lba; 0 for every other request. */
+   * zone_append_lba; a failed append's, its zone's start sector (the
+   * kernel logs the error at the commit's sector); 0 for every other
+   * request. */
   uint64_t append_lba;
   /* The injected delay before the commit, ns (znbd_req_delay():
    * completion_nsec, mbps, zone operation latencies). */
@@ -72,7 +75,10 @@ struct znbd_ublk_done {
 };
 
 /* Execute IOD (sectors are 512 bytes whatever the block size, as in
- * ublk_drv.c's ublk_setup_iod) on H, moving data through COPY.
+ * ublk_drv.c's ublk_setup_iod) on H, moving data through COPY; SLOT is
+ * the request's intent-record slot (its tag's, queue * depth + tag;
+ * ZNBD_NO_SLOT: none), where a ZONE_APPEND notes where it goes before
+ * its data is stored (znbd_req_append_noted()).
  * READ, WRITE (UBLK_IO_F_FUA: the range is durable before it returns,
  * ZNBD_WRITE_FUA), FLUSH, DISCARD (znbd_req_trim: on a zoned device
  * whole sequential zones are reset, as an NBD TRIM), WRITE_ZEROES
@@ -87,16 +93,21 @@ struct znbd_ublk_done {
  * -EIO, as a write off the wp.  Zone operations and appends on a device
  * without zones, a request past the end, or one larger than the buffer
  * fail with -EINVAL; an unknown op with -EOPNOTSUPP; every request
- * after a power cut (znbd_req_cut()) with -EIO.  With H->redo_writes, a
- * WRITE into a sequential zone that the core refuses, but that ends at
- * the zone's wp over bytes equal to its own, is taken as done (its bytes
- * and FUA): the redo of a write a killed server did before it could
- * commit it.  Zone write plugging (block/blk-zoned.c) keeps at most one
- * write of a zone in flight, so that write is the zone's last; on a
- * conventional zone or a plain device a redone write just writes again. Returns
- * the result to commit (bytes or 0, or a negative errno) and fills DONE. */
+ * after a power cut (znbd_req_cut()) with -EIO.  With H->redo_writes
+ * (znbd/redo.h): a WRITE into a sequential zone that the core refuses,
+ * but that ends at the zone's wp (or past it: the dead server was
+ * killed while storing it) over bytes equal to its own, is taken as
+ * done (its bytes and FUA; the missing part written): the redo of a
+ * write a killed server did before it could commit it.  Zone write
+ * plugging (block/blk-zoned.c) keeps at most one write of a zone in
+ * flight, so that write is the zone's last; on a conventional zone or a
+ * plain device a redone write just writes again.  A ZONE_APPEND that
+ * matches one of the dead server's kept intent records
+ * (znbd_dev_redo_append()) is answered with the record's sector and
+ * takes no space again.  Returns the result to commit (bytes or 0, or a
+ * negative errno) and fills DONE. */
 int32_t znbd_ublk_io_exec(struct znbd_ublk_io *h,
-                          const struct znbd_ublksrv_io_desc *iod,
+                          const struct znbd_ublksrv_io_desc *iod, uint32_t slot,
                           const struct znbd_ublk_copy *copy,
                           struct znbd_ublk_done *done);
 

@@ -33,6 +33,7 @@
 #include "znbd/dev.h"
 #include "znbd/log.h"
 #include "znbd/params.h"
+#include "znbd/redo.h"
 
 /* Each request's buffer, and so the largest request (max_sectors). */
 #define MAX_IO_BYTES (512u * 1024u)
@@ -228,11 +229,25 @@ main(int argc, char **argv)
     errx(1, "ADD_DEV: %s", strerror(-r));
   uint32_t id = info.dev_id;
   int rc = 1;
+  /* A zoned dir= device notes each append's intent, so that a server
+   * recovering it after a crash takes an append the dead one did as
+   * done instead of appending it twice (znbd/redo.h); a recovering
+   * server keeps the dead one's records. */
+  int kept = 0;
+  if (p.dir && p.zoned &&
+      (kept = znbd_dev_redo_open(dev, (uint32_t)(nr_queues * depth), recover,
+                                 err, sizeof err)) < 0)
+    warnx("%s", err);
   atomic_bool stopping = false;
   struct znbd_ublk_queue *queues = calloc((size_t)nr_queues, sizeof *queues);
   int cdev = -1, started = 0;
   bool live = false;
 
+  if (kept < 0) {
+    if (recover)
+      goto stop; /* the device is not this server's to delete */
+    goto del;
+  }
   if (!recover && (r = znbd_ublk_ctrl_cmd(&ctrl, ZNBD_UBLK_U_CMD_SET_PARAMS, id,
                                           &up, sizeof up, 0)) < 0) {
     warnx("SET_PARAMS: %s", strerror(-r));
@@ -263,15 +278,16 @@ main(int argc, char **argv)
       warnx("END_USER_RECOVERY: %s", strerror(-r));
       goto stop;
     }
-    warnx("/dev/ublkb%u recovered (%ld queues of %ld tags)", id, nr_queues,
-          depth);
+    warnx("/dev/ublkb%u recovered (%ld queues of %ld tags; %d appends the "
+          "dead server may have done)",
+          id, nr_queues, depth, kept);
   } else if ((r = znbd_ublk_ctrl_cmd(&ctrl, ZNBD_UBLK_U_CMD_START_DEV, id, NULL,
                                      0, (uint64_t)getpid())) < 0) {
     warnx("START_DEV: %s", strerror(-r));
     goto stop;
   }
   live = true;
-  printf("/dev/ublkb%u", id);
+  printf("/dev/ublkb%u\n", id);
   fflush(stdout);
   int sig;
   sigwait(&set, &sig);
@@ -302,21 +318,22 @@ stop:
     rc = 1;
   }
   atomic_store(&stopping, true);
-  uint64_t requests = 0, redone = 0, polled = 0;
+  uint64_t requests = 0, redone = 0, redone_appends = 0, polled = 0;
   for (int i = 0; i < started; i++) {
     znbd_ublk_queue_join(&queues[i]);
     requests += queues[i].requests;
     redone += queues[i].io.redone;
+    redone_appends += queues[i].io.redone_appends;
     polled += queues[i].polled;
     if (queues[i].failed)
       rc = 1;
   }
-  char redo_msg[96] = "", poll_msg[64] = "";
+  char redo_msg[160] = "", poll_msg[64] = "";
   if (recover)
     snprintf(redo_msg, sizeof redo_msg,
-             ", %llu writes redone by the kernel that the dead server had "
-             "done",
-             (unsigned long long)redone);
+             ", %llu writes and %llu appends redone by the kernel that the "
+             "dead server had done",
+             (unsigned long long)redone, (unsigned long long)redone_appends);
   if (poll_us)
     snprintf(poll_msg, sizeof poll_msg, ", %llu found by polling",
              (unsigned long long)polled);

@@ -4,6 +4,7 @@
  * ublk_ch_uring_cmd(): FETCH_REQ and COMMIT_AND_FETCH_REQ),
  * include/uapi/linux/ublk_cmd.h. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "queue.h"
+#include "znbd/redo.h"
 #include "znbd/request.h"
 
 /* Where the request of TAG on Q keeps its data in /dev/ublkcN. */
@@ -82,6 +84,27 @@ prep(struct znbd_ublk_queue *q, uint32_t op, uint16_t tag, int32_t result,
   return 0;
 }
 
+/* CQEs of the confirms of intent records carry this bit and the slot;
+ * those of the tags' commands, the tag alone. */
+#define CONFIRM_CQE (1ull << 32)
+
+/* Zero the intent record of SLOT (its WORD, 4 bytes) with a read of
+ * /dev/zero, which completes inline (FMODE_NOWAIT); no CQE unless it
+ * fails (IOSQE_CQE_SKIP_SUCCESS).  The ring has room for a confirm
+ * behind each tag's commit. */
+static void
+prep_confirm(struct znbd_ublk_queue *q, uint32_t slot, void *word)
+{
+  struct io_uring_sqe *sqe = io_uring_get_sqe(&q->ring);
+  if (!sqe) {
+    znbd_dev_redo_confirm(q->io.dev, slot); /* cannot happen: room */
+    return;
+  }
+  io_uring_prep_read(sqe, q->zero_fd, word, 4, 0);
+  sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+  sqe->user_data = CONFIRM_CQE | slot;
+}
+
 /* One request of TAG, fetched: execute it, queue its commit. */
 static int
 serve_one(struct znbd_ublk_queue *q, uint16_t tag)
@@ -92,7 +115,8 @@ serve_one(struct znbd_ublk_queue *q, uint16_t tag)
   struct znbd_ublk_copy copy = {copy_in, copy_out, &ref};
 
   memcpy(&iod, (const void *)&q->descs[tag], sizeof iod);
-  int32_t res = znbd_ublk_io_exec(&q->io, &iod, &copy, &done);
+  uint32_t slot = (uint32_t)q->q_id * q->depth + tag;
+  int32_t res = znbd_ublk_io_exec(&q->io, &iod, slot, &copy, &done);
   /* The injected delay (completion_nsec, mbps, zone latencies) holds
    * this queue's thread, as null_blk's timer mode holds the request:
    * the other queues go on. */
@@ -100,12 +124,21 @@ serve_one(struct znbd_ublk_queue *q, uint16_t tag)
     znbd_sleep_ns(done.delay_nsec);
   q->requests++;
   /* The commit's addr must be 0 but for an append's sector: the kernel
-   * refuses anything else with EINVAL and the request never ends. */
-  uint64_t addr =
-      (iod.op_flags & 0xff) == ZNBD_UBLK_IO_OP_ZONE_APPEND && res >= 0
-          ? done.append_lba
-          : 0;
-  return prep(q, ZNBD_UBLK_U_IO_COMMIT_AND_FETCH_REQ, tag, res, addr);
+   * refuses anything else with EINVAL and the request never ends.  A
+   * failed append's is its zone's start (io.h). */
+  bool append = (iod.op_flags & 0xff) == ZNBD_UBLK_IO_OP_ZONE_APPEND;
+  uint64_t addr = append ? done.append_lba : 0;
+  if (prep(q, ZNBD_UBLK_U_IO_COMMIT_AND_FETCH_REQ, tag, res, addr) < 0)
+    return -EBUSY;
+  /* An append's intent record (znbd/redo.h) goes in the same
+   * io_uring_enter as its commit, right behind it: io_uring issues the
+   * two in order, and ublk_drv.c completes the request inside the
+   * COMMIT_AND_FETCH_REQ command, so a SIGKILL, which takes effect when
+   * the call returns, finds both done or neither. */
+  void *word = append ? znbd_dev_redo_word(q->io.dev, slot) : NULL;
+  if (word)
+    prep_confirm(q, slot, word);
+  return 0;
 }
 
 /* Enable RING, made with IORING_SETUP_R_DISABLED, from the calling
@@ -198,6 +231,11 @@ run(void *arg)
       uint16_t tag = (uint16_t)cqe->user_data;
       int res = cqe->res;
       seen++;
+      if (cqe->user_data & CONFIRM_CQE) {
+        /* A confirm that failed: done from here, a moment later. */
+        znbd_dev_redo_confirm(q->io.dev, (uint32_t)cqe->user_data);
+        continue;
+      }
       pending--;
       if (res == ZNBD_UBLK_IO_RES_ABORT)
         continue; /* the device stops: this tag is done */
@@ -258,6 +296,15 @@ znbd_ublk_queue_start(struct znbd_ublk_queue *q, int cdev, uint16_t q_id,
     errno = ENOMEM;
     return -1;
   }
+  q->zero_fd = open("/dev/zero", O_RDONLY | O_CLOEXEC);
+  if (q->zero_fd < 0) {
+    r = -errno;
+    free(buf);
+    munmap(q->descs, q->descs_len);
+    snprintf(err, errlen, "queue %u: /dev/zero: %s", q_id, strerror(-r));
+    errno = -r;
+    return -1;
+  }
   znbd_ublk_io_init(&q->io, d, buf, max_io_bytes);
   q->io.redo_writes = redo_writes;
   /* Task work (the kernel handing this queue a request, ublk_drv.c's
@@ -266,12 +313,12 @@ znbd_ublk_queue_start(struct znbd_ublk_queue *q, int cdev, uint16_t q_id,
    * (DEFER_TASKRUN, which wants SINGLE_ISSUER: the ring is made disabled
    * so that the queue's thread, which enables it, is its one issuer).
    * Kernels before 6.1 refuse the flags: the plain ring then. */
-  r = io_uring_queue_init(depth, &q->ring,
+  r = io_uring_queue_init(2u * depth, &q->ring,
                           IORING_SETUP_SINGLE_ISSUER |
                               IORING_SETUP_DEFER_TASKRUN |
                               IORING_SETUP_R_DISABLED);
   if (r == -EINVAL)
-    r = io_uring_queue_init(depth, &q->ring, 0);
+    r = io_uring_queue_init(2u * depth, &q->ring, 0);
   if (r < 0) {
     snprintf(err, errlen, "queue %u: io_uring_queue_init: %s", q_id,
              strerror(-r));
@@ -285,6 +332,7 @@ znbd_ublk_queue_start(struct znbd_ublk_queue *q, int cdev, uint16_t q_id,
   return 0;
 fail:
   free(buf);
+  close(q->zero_fd);
   munmap(q->descs, q->descs_len);
   errno = -r;
   return -1;
@@ -296,5 +344,6 @@ znbd_ublk_queue_join(struct znbd_ublk_queue *q)
   pthread_join(q->thread, NULL);
   io_uring_queue_exit(&q->ring);
   free(q->io.buf);
+  close(q->zero_fd);
   munmap(q->descs, q->descs_len);
 }

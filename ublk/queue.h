@@ -29,6 +29,7 @@ struct znbd_ublk_queue {
   /* After a pass that served requests, poll this long for the next ones
    * before sleeping (--poll-us); 0: sleep at once. */
   uint64_t poll_ns;
+  int zero_fd; /* /dev/zero: confirms appends' intent records */
   /* Out, once joined: requests done, those of them found by polling,
    * and whether the thread failed. */
   uint64_t requests, polled;

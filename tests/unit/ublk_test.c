@@ -44,7 +44,7 @@ static int32_t
 run(uint32_t op_flags, uint64_t sector, uint32_t nr)
 {
   struct znbd_ublksrv_io_desc iod = {op_flags, nr, sector, 0};
-  return znbd_ublk_io_exec(&h, &iod, &copy, &done);
+  return znbd_ublk_io_exec(&h, &iod, ZNBD_NO_SLOT, &copy, &done);
 }
 
 /* Zone I as the handler reports it (one REPORT_ZONES of one zone). */
@@ -166,6 +166,11 @@ zoned(void)
   struct blk_zone z2 = zone(2);
   CHECK_EQ(z2.cond, BLK_ZONE_COND_FULL);
   CHECK_EQ(z2.wp, 3 * 8192);
+  /* A refused append's commit carries its zone's start, where the
+   * kernel logs the error, never sector 0. */
+  done.append_lba = 1;
+  CHECK_EQ(run(ZNBD_UBLK_IO_OP_ZONE_APPEND, 2 * 8192, 8), -EIO);
+  CHECK_EQ(done.append_lba, 2 * 8192);
   /* A zone op on the conventional zone: EIO as null_blk. */
   CHECK_EQ(run(ZNBD_UBLK_IO_OP_ZONE_RESET, 0, 0), -EIO);
   /* Reset zone 1 alone, then all. */
@@ -553,6 +558,54 @@ recover(void)
   znbd_params_free(&p);
 }
 
+/* A recovered server on a dir= device: an append the dead server did
+ * (its intent noted in its tag's slot, never confirmed) is answered with
+ * the same sector and takes no space again; a new append still appends. */
+static void
+recover_append(void)
+{
+  char dir[] = "/tmp/ublk_test.XXXXXX", err[256];
+  struct znbd_dev *d;
+  int kept;
+  if (!mkdtemp(dir)) {
+    CHECK(!"mkdtemp");
+    return;
+  }
+  static const char *kv[] = {"size", "32M", "zone_size", "4M",
+                             "dir",  NULL,  NULL};
+  kv[5] = dir;
+  d = test_dev_kv(kv);
+  CHECK_EQ(znbd_dev_redo_open(d, 8, false, err, sizeof err), 0);
+  znbd_ublk_io_init(&h, d, bounce, sizeof bounce);
+  for (unsigned i = 0; i < 64 * KiB; i++)
+    req[i] = (uint8_t)(i * 31 + 7);
+  struct znbd_ublksrv_io_desc iod = {ZNBD_UBLK_IO_OP_ZONE_APPEND, 128, 8192, 0};
+  CHECK_EQ(znbd_ublk_io_exec(&h, &iod, 5, &copy, &done), 64 * KiB);
+  CHECK_EQ(done.append_lba, 8192);
+  znbd_dev_free(d); /* killed before the commit went in */
+
+  d = test_dev_kv(kv);
+  kept = znbd_dev_redo_open(d, 8, true, err, sizeof err);
+  CHECK_EQ(kept, 1);
+  znbd_ublk_io_init(&h, d, bounce, sizeof bounce);
+  h.redo_writes = true;
+  done.append_lba = 0;
+  CHECK_EQ(znbd_ublk_io_exec(&h, &iod, 1, &copy, &done), 64 * KiB);
+  CHECK_EQ(done.append_lba, 8192);
+  CHECK_EQ(h.redone_appends, 1);
+  CHECK_EQ(zone(1).wp, 8192 + 128);
+  CHECK_EQ(znbd_dev_redo_kept(d), 0);
+  /* The same bytes once more: a new append, at the wp. */
+  CHECK_EQ(znbd_ublk_io_exec(&h, &iod, 1, &copy, &done), 64 * KiB);
+  CHECK_EQ(done.append_lba, 8192 + 128);
+  CHECK_EQ(zone(1).wp, 8192 + 256);
+  CHECK_EQ(h.redone_appends, 1);
+  znbd_dev_free(d);
+  char cmd[64];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  CHECK(system(cmd) == 0);
+}
+
 int
 main(void)
 {
@@ -562,5 +615,6 @@ main(void)
   setup();
   redo();
   recover();
+  recover_append();
   return check_done("ublk_test");
 }
