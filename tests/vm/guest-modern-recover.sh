@@ -167,16 +167,8 @@ files_read_back() {
   [ "$bad" = 0 ] && [ "$n" -ge 1 ]
 }
 
-# The kernel log since this part began: no failed request on the disk,
-# no btrfs error, no kernel warning.
+# The kernel log since this part began (ublk_log_clean).
 LOG_FROM=$(dmesg | wc -l)
-kernel_log_clean() {
-  local bad
-  bad=$(dmesg | tail -n +$((LOG_FROM + 1)) |
-    grep -E 'I/O error, dev ublkb0|BTRFS (error|critical|warning)|WARNING:|BUG:')
-  [ -z "$bad" ] || { printf '%s\n' "$bad"; return 1; }
-  echo "$(dmesg | tail -n +$((LOG_FROM + 1)) | grep -c ublkb0) kernel lines on ublkb0, none an error"
-}
 # A write the killed server did but never completed: znbd-ublk holds
 # every request 3 s before it completes it (completion_nsec), so once
 # zone 1's file has the 64 KiB of a direct write at its wp (the write is
@@ -329,7 +321,7 @@ if check "recover: znbd-ublk --dev-id 0 on dir= (16 zones of 32 MiB)" \
     check "recover: every synced file reads back, the page cache dropped" files_read_back
     note "t=${SECONDS}s"
     check "recover: umount, btrfs check passes" umount_check
-    check "recover: no I/O error, btrfs error or kernel warning logged" kernel_log_clean
+    check "recover: no I/O error, btrfs error or kernel warning logged" ublk_log_clean "$LOG_FROM"
   fi
   check "recover: SIGTERM removes the recovered disk and exits 0" ublk_stop
 fi

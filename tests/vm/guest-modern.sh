@@ -25,7 +25,7 @@
 . "$top_srcdir/tests/vm/guest-lib.sh"
 want=${1:?usage: guest-modern.sh KVER [PART...]}
 shift
-all_parts="base fs coherence recover zcap zloop zonefs"
+all_parts="base fs coherence recover appends zcap zloop zonefs"
 parts=${*:-$all_parts}
 for part in $parts; do
   case " $all_parts " in
@@ -212,6 +212,16 @@ for k, d in zip(kernel, dev):
         print("kernel %s != device %s" % (k, d))
 sys.exit(0 if kernel == dev and len(kernel) == int(sys.argv[3]) else 1)
 PY
+}
+# ublk_log_clean SINCE: the kernel log after its line SINCE (dmesg | wc
+# -l then) has no failed request on ublkb0, no btrfs error and no kernel
+# warning.
+ublk_log_clean() {
+  local bad
+  bad=$(dmesg | tail -n +$(($1 + 1)) |
+    grep -E 'I/O error, dev ublkb0|BTRFS (error|critical|warning)|WARNING:|BUG:')
+  [ -z "$bad" ] || { printf '%s\n' "$bad"; return 1; }
+  echo "$(dmesg | tail -n +$(($1 + 1)) | grep -c ublkb0) kernel lines on ublkb0, none an error"
 }
 ublk_stop() {
   local rc=0
