@@ -84,9 +84,17 @@ prep(struct znbd_ublk_queue *q, uint32_t op, uint16_t tag, int32_t result,
   return 0;
 }
 
-/* CQEs of the confirms of intent records carry this bit and the slot;
- * those of the tags' commands, the tag alone. */
-#define CONFIRM_CQE (1ull << 32)
+/* What a CQE is for: the kind in bits 32-39 of its user_data, and the
+ * tag (or, for a confirm, the slot) below.  A tag's commands (FETCH_REQ,
+ * COMMIT_AND_FETCH_REQ) are kind 0: their user_data is the tag alone. */
+enum cqe_kind { CQE_CMD = 0, CQE_CONFIRM = 1, CQE_TIMER = 2 };
+#define CQE_KIND_SHIFT 32
+
+static uint64_t
+cqe_data(enum cqe_kind kind, uint32_t id)
+{
+  return (uint64_t)kind << CQE_KIND_SHIFT | id;
+}
 
 /* Zero the intent record of SLOT (its WORD, 4 bytes) with a read of
  * /dev/zero, which completes inline (FMODE_NOWAIT); no CQE unless it
@@ -102,43 +110,100 @@ prep_confirm(struct znbd_ublk_queue *q, uint32_t slot, void *word)
   }
   io_uring_prep_read(sqe, q->zero_fd, word, 4, 0);
   sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
-  sqe->user_data = CONFIRM_CQE | slot;
+  sqe->user_data = cqe_data(CQE_CONFIRM, slot);
 }
 
-/* One request of TAG, fetched: execute it, queue its commit. */
+/* TAG's request is done: queue its commit (the result and addr its
+ * state holds) and, for an append with an intent record, the confirm
+ * right behind it.  Returns 0, or -EBUSY (no SQE: cannot happen, the
+ * ring has room for every tag's). */
 static int
+commit(struct znbd_ublk_queue *q, uint16_t tag)
+{
+  struct znbd_ublk_tag *t = &q->tags[tag];
+  if (prep(q, ZNBD_UBLK_U_IO_COMMIT_AND_FETCH_REQ, tag, t->res, t->addr) < 0)
+    return -EBUSY;
+  q->pending++;
+  /* An append's intent record (znbd/redo.h) goes in the same
+   * io_uring_enter as its commit, right behind it: io_uring issues the
+   * two in order, and ublk_drv.c completes the request inside the
+   * COMMIT_AND_FETCH_REQ command, so a SIGKILL, which takes effect when
+   * the call returns, finds both done or neither. */
+  if (t->confirm)
+    prep_confirm(q, t->slot, t->confirm);
+  return 0;
+}
+
+/* Hold TAG's completion NS nanoseconds, on its own timer (an io_uring
+ * timeout), as null_blk's timer mode holds each request on its own
+ * hrtimer: the queue's other requests go on meanwhile.  Returns 0, or
+ * -EBUSY (no SQE). */
+static int
+hold(struct znbd_ublk_queue *q, uint16_t tag, uint64_t ns)
+{
+  struct znbd_ublk_tag *t = &q->tags[tag];
+  struct io_uring_sqe *sqe = io_uring_get_sqe(&q->ring);
+  if (!sqe)
+    return -EBUSY;
+  t->ts.tv_sec = (long long)(ns / 1000000000u);
+  t->ts.tv_nsec = (long long)(ns % 1000000000u);
+  io_uring_prep_timeout(sqe, &t->ts, 0, 0);
+  sqe->user_data = cqe_data(CQE_TIMER, tag);
+  t->waits++;
+  q->timers++;
+  return 0;
+}
+
+/* One request of TAG, fetched: execute it, then commit it, at once or
+ * when its injected delay is over. */
+static void
 serve_one(struct znbd_ublk_queue *q, uint16_t tag)
 {
   struct znbd_ublksrv_io_desc iod;
   struct znbd_ublk_done done;
   struct req_ref ref = {q, tag};
   struct znbd_ublk_copy copy = {copy_in, copy_out, &ref};
+  struct znbd_ublk_tag *t = &q->tags[tag];
 
   memcpy(&iod, (const void *)&q->descs[tag], sizeof iod);
-  uint32_t slot = (uint32_t)q->q_id * q->depth + tag;
-  int32_t res = znbd_ublk_io_exec(&q->io, &iod, slot, &copy, &done);
-  /* The injected delay (completion_nsec, mbps, zone latencies) holds
-   * this queue's thread, as null_blk's timer mode holds the request:
-   * the other queues go on. */
-  if (done.delay_nsec)
-    znbd_sleep_ns(done.delay_nsec);
+  t->slot = (uint32_t)q->q_id * q->depth + tag;
+  t->res = znbd_ublk_io_exec(&q->io, &iod, t->slot, &copy, &done);
   q->requests++;
   /* The commit's addr must be 0 but for an append's sector: the kernel
    * refuses anything else with EINVAL and the request never ends.  A
    * failed append's is its zone's start (io.h). */
   bool append = (iod.op_flags & 0xff) == ZNBD_UBLK_IO_OP_ZONE_APPEND;
-  uint64_t addr = append ? done.append_lba : 0;
-  if (prep(q, ZNBD_UBLK_U_IO_COMMIT_AND_FETCH_REQ, tag, res, addr) < 0)
-    return -EBUSY;
-  /* An append's intent record (znbd/redo.h) goes in the same
-   * io_uring_enter as its commit, right behind it: io_uring issues the
-   * two in order, and ublk_drv.c completes the request inside the
-   * COMMIT_AND_FETCH_REQ command, so a SIGKILL, which takes effect when
-   * the call returns, finds both done or neither. */
-  void *word = append ? znbd_dev_redo_word(q->io.dev, slot) : NULL;
-  if (word)
-    prep_confirm(q, slot, word);
-  return 0;
+  t->addr = append ? done.append_lba : 0;
+  t->confirm = append ? znbd_dev_redo_word(q->io.dev, t->slot) : NULL;
+  t->waits = 0;
+  /* The injected delay (completion_nsec, mbps, zone latencies); without
+   * an SQE for its timer the request is held no longer than this. */
+  if (done.delay_nsec && hold(q, tag, done.delay_nsec) < 0)
+    fprintf(stderr, "znbd-ublk: queue %u tag %u: no room for its timer\n",
+            q->q_id, tag);
+  if (t->waits == 0 && commit(q, tag) < 0)
+    q->failed = 1;
+}
+
+/* A CQE of a timer or a confirm (not a tag's command). */
+static void
+serve_other(struct znbd_ublk_queue *q, const struct io_uring_cqe *cqe)
+{
+  uint32_t id = (uint32_t)cqe->user_data;
+  switch ((enum cqe_kind)(cqe->user_data >> CQE_KIND_SHIFT)) {
+  case CQE_CONFIRM:
+    /* A confirm that failed: done from here, a moment later. */
+    znbd_dev_redo_confirm(q->io.dev, id);
+    break;
+  case CQE_TIMER:
+    /* -ETIME: the delay is over (anything else ends it too). */
+    q->timers--;
+    if (--q->tags[id].waits == 0 && commit(q, (uint16_t)id) < 0)
+      q->failed = 1;
+    break;
+  case CQE_CMD:
+    break;
+  }
 }
 
 /* Enable RING, made with IORING_SETUP_R_DISABLED, from the calling
@@ -186,7 +251,6 @@ static void *
 run(void *arg)
 {
   struct znbd_ublk_queue *q = arg;
-  unsigned pending = 0; /* commands the kernel holds */
 
   int r;
   /* A ring made disabled is this thread's from here (SINGLE_ISSUER). */
@@ -198,9 +262,9 @@ run(void *arg)
   }
   for (uint16_t tag = 0; tag < q->depth; tag++)
     if (prep(q, ZNBD_UBLK_U_IO_FETCH_REQ, tag, -1, 0) == 0)
-      pending++;
+      q->pending++;
   bool busy = false; /* the last pass served requests */
-  while (pending) {
+  while (q->pending || q->timers) {
     struct io_uring_cqe *cqe;
     struct __kernel_timespec ts = {1, 0};
     /* One system call a pass: the commits of the last pass go in and the
@@ -231,12 +295,11 @@ run(void *arg)
       uint16_t tag = (uint16_t)cqe->user_data;
       int res = cqe->res;
       seen++;
-      if (cqe->user_data & CONFIRM_CQE) {
-        /* A confirm that failed: done from here, a moment later. */
-        znbd_dev_redo_confirm(q->io.dev, (uint32_t)cqe->user_data);
+      if (cqe->user_data >> CQE_KIND_SHIFT) {
+        serve_other(q, cqe);
         continue;
       }
-      pending--;
+      q->pending--;
       if (res == ZNBD_UBLK_IO_RES_ABORT)
         continue; /* the device stops: this tag is done */
       if (res < 0) {
@@ -246,8 +309,7 @@ run(void *arg)
         continue;
       }
       q->polled += polled;
-      if (serve_one(q, tag) == 0)
-        pending++;
+      serve_one(q, tag);
     }
     io_uring_cq_advance(&q->ring, seen);
     busy = seen != 0;
@@ -296,12 +358,17 @@ znbd_ublk_queue_start(struct znbd_ublk_queue *q, int cdev, uint16_t q_id,
     errno = ENOMEM;
     return -1;
   }
+  q->tags = calloc(depth, sizeof *q->tags);
   q->zero_fd = open("/dev/zero", O_RDONLY | O_CLOEXEC);
-  if (q->zero_fd < 0) {
-    r = -errno;
+  if (!q->tags || q->zero_fd < 0) {
+    r = q->tags ? -errno : -ENOMEM;
     free(buf);
+    free(q->tags);
+    if (q->zero_fd >= 0)
+      close(q->zero_fd);
     munmap(q->descs, q->descs_len);
-    snprintf(err, errlen, "queue %u: /dev/zero: %s", q_id, strerror(-r));
+    snprintf(err, errlen, "queue %u: %s", q_id,
+             q->tags ? "/dev/zero: cannot open" : "out of memory");
     errno = -r;
     return -1;
   }
@@ -313,12 +380,13 @@ znbd_ublk_queue_start(struct znbd_ublk_queue *q, int cdev, uint16_t q_id,
    * (DEFER_TASKRUN, which wants SINGLE_ISSUER: the ring is made disabled
    * so that the queue's thread, which enables it, is its one issuer).
    * Kernels before 6.1 refuse the flags: the plain ring then. */
-  r = io_uring_queue_init(2u * depth, &q->ring,
+  /* Room for each tag's command, its timer and its confirm. */
+  r = io_uring_queue_init(3u * depth, &q->ring,
                           IORING_SETUP_SINGLE_ISSUER |
                               IORING_SETUP_DEFER_TASKRUN |
                               IORING_SETUP_R_DISABLED);
   if (r == -EINVAL)
-    r = io_uring_queue_init(2u * depth, &q->ring, 0);
+    r = io_uring_queue_init(3u * depth, &q->ring, 0);
   if (r < 0) {
     snprintf(err, errlen, "queue %u: io_uring_queue_init: %s", q_id,
              strerror(-r));
@@ -332,6 +400,7 @@ znbd_ublk_queue_start(struct znbd_ublk_queue *q, int cdev, uint16_t q_id,
   return 0;
 fail:
   free(buf);
+  free(q->tags);
   close(q->zero_fd);
   munmap(q->descs, q->descs_len);
   errno = -r;
@@ -344,6 +413,7 @@ znbd_ublk_queue_join(struct znbd_ublk_queue *q)
   pthread_join(q->thread, NULL);
   io_uring_queue_exit(&q->ring);
   free(q->io.buf);
+  free(q->tags);
   close(q->zero_fd);
   munmap(q->descs, q->descs_len);
 }

@@ -15,6 +15,16 @@
 
 #include "io.h"
 
+/* One tag's request between its fetch and its commit. */
+struct znbd_ublk_tag {
+  int32_t res;    /* the result to commit */
+  uint64_t addr;  /* the commit's addr: an append's sector, else 0 */
+  uint32_t slot;  /* its intent-record slot (queue * depth + tag) */
+  void *confirm;  /* an append's intent record to zero, or NULL */
+  unsigned waits; /* events before the commit (its timer) */
+  struct __kernel_timespec ts; /* its timer's, read at submission */
+};
+
 struct znbd_ublk_queue {
   int cdev; /* /dev/ublkcN, shared by the queues, owned by the caller */
   uint16_t q_id, depth;
@@ -29,7 +39,10 @@ struct znbd_ublk_queue {
   /* After a pass that served requests, poll this long for the next ones
    * before sleeping (--poll-us); 0: sleep at once. */
   uint64_t poll_ns;
-  int zero_fd; /* /dev/zero: confirms appends' intent records */
+  int zero_fd;                /* /dev/zero: confirms appends' intent records */
+  struct znbd_ublk_tag *tags; /* depth of them */
+  /* Commands the kernel holds (a fetch per tag), and timers running. */
+  unsigned pending, timers;
   /* Out, once joined: requests done, those of them found by polling,
    * and whether the thread failed. */
   uint64_t requests, polled;
