@@ -19,6 +19,7 @@
 #include "znbd/dev.h"
 #include "znbd/log.h"
 #include "znbd/redo.h"
+#include "busy.h"
 #include "dev_fenced.h"
 #include "dev_impl.h"
 #include "store.h"
@@ -671,7 +672,12 @@ znbd_dev_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
                unsigned flags)
 {
   struct znbd_park_how h = {.fence = ZNBD_NO_FENCE};
-  return dev_write(d, buf, len, off, flags, &h);
+  unsigned tries = 0;
+  int r;
+  while (znbd_busy_again(false, r = dev_write(d, buf, len, off, flags, &h),
+                         &tries))
+    ;
+  return r;
 }
 
 int
@@ -798,14 +804,20 @@ int
 znbd_dev_append(struct znbd_dev *d, const void *buf, uint64_t len,
                 uint64_t zone_start, uint64_t *written)
 {
-  return znbd_dev_append_fenced(d, ZNBD_NO_FENCE, buf, len, zone_start,
-                                ZNBD_NO_SLOT, written);
+  unsigned tries = 0;
+  int r;
+  while (znbd_busy_again(false,
+                         r = znbd_dev_append_fenced(d, ZNBD_NO_FENCE, buf, len,
+                                                    zone_start, ZNBD_NO_SLOT,
+                                                    written),
+                         &tries))
+    ;
+  return r;
 }
 
 int
-znbd_dev_append_fenced(struct znbd_dev *d, uint64_t fence, const void *buf,
-                       uint64_t len, uint64_t zone_start, uint32_t slot,
-                       uint64_t *written)
+dev_append_zone(const struct znbd_dev *d, uint64_t len, uint64_t zone_start,
+                uint32_t *zno)
 {
   /* Not zoned: there is no zone to append to.  Only the start and the
    * alignment are checked here, not check_range()'s end of the range: a
@@ -818,12 +830,22 @@ znbd_dev_append_fenced(struct znbd_dev *d, uint64_t fence, const void *buf,
     errno = EINVAL;
     return -1;
   }
-  uint32_t zno = znbd_zones_zone_no(&d->zs, zone_start);
-  if (d->zs.zone[zno].start != zone_start) {
+  *zno = znbd_zones_zone_no(&d->zs, zone_start);
+  if (d->zs.zone[*zno].start != zone_start) {
     errno = EINVAL;
     return -1;
   }
-  if (dev_wc_begin(d, fence, true, 0, 0) < 0)
+  return 0;
+}
+
+int
+znbd_dev_append_fenced(struct znbd_dev *d, uint64_t fence, const void *buf,
+                       uint64_t len, uint64_t zone_start, uint32_t slot,
+                       uint64_t *written)
+{
+  uint32_t zno;
+  if (dev_append_zone(d, len, zone_start, &zno) < 0 ||
+      dev_wc_begin(d, fence, true, 0, 0) < 0)
     return -1;
   /* Always stored before the commit: the offset is known only then. */
   struct append_ctx a = {d, slot};
@@ -864,7 +886,12 @@ zoned_trim(struct znbd_dev *d, uint64_t len, uint64_t off)
 int
 znbd_dev_trim(struct znbd_dev *d, uint64_t len, uint64_t off)
 {
-  return znbd_dev_trim_fenced(d, ZNBD_NO_FENCE, len, off, 0);
+  unsigned tries = 0;
+  int r;
+  while (znbd_busy_again(
+      false, r = znbd_dev_trim_fenced(d, ZNBD_NO_FENCE, len, off, 0), &tries))
+    ;
+  return r;
 }
 
 int
@@ -999,7 +1026,12 @@ znbd_dev_extents(struct znbd_dev *d, uint64_t off, uint64_t len,
 int
 znbd_dev_zone_op(struct znbd_dev *d, enum znbd_zone_op op, uint32_t zone)
 {
-  return znbd_dev_zone_op_fenced(d, ZNBD_NO_FENCE, op, zone);
+  unsigned tries = 0;
+  int r;
+  while (znbd_busy_again(
+      false, r = znbd_dev_zone_op_fenced(d, ZNBD_NO_FENCE, op, zone), &tries))
+    ;
+  return r;
 }
 
 int

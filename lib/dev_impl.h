@@ -35,6 +35,12 @@ int dev_wc_begin(struct znbd_dev *d, uint64_t fence, bool write, uint64_t len,
                  uint64_t off);
 int dev_wc_end(struct znbd_dev *d, int r);
 
+/* lib/dev.c: the zone of an append of LEN bytes to the zone starting
+ * at ZONE_START (bytes) into *ZNO.  Returns 0, or -1 with errno EINVAL
+ * (not zoned, not a zone start, LEN 0 or not whole blocks). */
+int dev_append_zone(const struct znbd_dev *d, uint64_t len, uint64_t zone_start,
+                    uint32_t *zno);
+
 /* lib/dev.c: the zone engine's store callback of a write (struct
  * znbd_zone_write): LEN bytes from DATA at OFF into D's store (OPAQUE),
  * zeros for DATA NULL.  Returns 0, or -1 with errno (ENOSPC, EIO). */

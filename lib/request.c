@@ -6,6 +6,7 @@
 
 #include "znbd/redo.h"
 #include "znbd/request.h"
+#include "busy.h"
 #include "dev_fenced.h"
 
 void
@@ -15,6 +16,7 @@ znbd_req_ctx_init(struct znbd_req_ctx *c, struct znbd_dev *d)
   c->gen = znbd_dev_generation(d);
   c->waiting = NULL;
   c->max_waiting = 0;
+  c->busy_ok = false;
 }
 
 void
@@ -38,6 +40,12 @@ znbd_req_cut(const struct znbd_req_ctx *c)
   return c->gen != ZNBD_NO_FENCE && c->gen != znbd_dev_generation(c->dev);
 }
 
+void
+znbd_req_ctx_busy_ok(struct znbd_req_ctx *c)
+{
+  c->busy_ok = true;
+}
+
 int
 znbd_req_write(const struct znbd_req_ctx *c, const void *buf, uint64_t len,
                uint64_t off, unsigned flags, znbd_write_done_fn done,
@@ -51,22 +59,41 @@ znbd_req_write(const struct znbd_req_ctx *c, const void *buf, uint64_t len,
       .waiting = done ? NULL : c->waiting,
       .max = c->max_waiting,
   };
-  return znbd_dev_write_how(c->dev, buf, len, off, flags, &h);
+  unsigned tries = 0;
+  int r;
+  while (znbd_busy_again(
+      c->busy_ok, r = znbd_dev_write_how(c->dev, buf, len, off, flags, &h),
+      &tries))
+    ;
+  return r;
 }
 
 int
 znbd_req_append(const struct znbd_req_ctx *c, const void *buf, uint64_t len,
                 uint64_t zone_start, uint64_t *written)
 {
-  return znbd_dev_append_fenced(c->dev, c->gen, buf, len, zone_start,
-                                ZNBD_NO_SLOT, written);
+  unsigned tries = 0;
+  int r;
+  while (znbd_busy_again(c->busy_ok,
+                         r = znbd_dev_append_fenced(c->dev, c->gen, buf, len,
+                                                    zone_start, ZNBD_NO_SLOT,
+                                                    written),
+                         &tries))
+    ;
+  return r;
 }
 
 int
 znbd_req_trim(const struct znbd_req_ctx *c, uint64_t len, uint64_t off,
               unsigned flags)
 {
-  return znbd_dev_trim_fenced(c->dev, c->gen, len, off, flags);
+  unsigned tries = 0;
+  int r;
+  while (znbd_busy_again(
+      c->busy_ok, r = znbd_dev_trim_fenced(c->dev, c->gen, len, off, flags),
+      &tries))
+    ;
+  return r;
 }
 
 int
@@ -85,7 +112,13 @@ int
 znbd_req_zone_op(const struct znbd_req_ctx *c, enum znbd_zone_op op,
                  uint32_t zone)
 {
-  return znbd_dev_zone_op_fenced(c->dev, c->gen, op, zone);
+  unsigned tries = 0;
+  int r;
+  while (znbd_busy_again(c->busy_ok,
+                         r = znbd_dev_zone_op_fenced(c->dev, c->gen, op, zone),
+                         &tries))
+    ;
+  return r;
 }
 
 uint64_t

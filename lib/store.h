@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "znbd/async.h"
+
 #define ZNBD_STORE_PAGE_SIZE 4096
 
 struct znbd_store;
@@ -97,6 +99,43 @@ struct znbd_store_persist_ops {
   int (*redo)(struct znbd_store *s);
 };
 
+/* The hooks of a store whose bytes a front-end may move itself, with
+ * I/O of its own (include/znbd/async.h): the store says where bytes lie
+ * in its files and keeps its books before and after.  Offsets and
+ * lengths are bytes. */
+struct znbd_store_async_ops {
+  /* [OFF, OFF+LEN) lies in one file: which, and where, in *IO; the
+   * O_DIRECT descriptor (buffered_io=false) when the range suits its
+   * alignment and ALIGNED says the caller's buffer is 4096-aligned.
+   * Returns 0, or -1 with errno EXDEV (more than one file). */
+  int (*map)(struct znbd_store *s, uint64_t len, uint64_t off, bool aligned,
+             struct znbd_file_io *io);
+  /* Before the caller writes [OFF, OFF+LEN): its blocks allocated (a
+   * conventional zone's holes, recorded in *UNDO; a sequential zone's
+   * capacity with zone_prealloc), so that a full file system refuses the
+   * write here, nothing changed.  Returns 0, or -1 with errno ENOSPC,
+   * EIO, ENOMEM. */
+  int (*write_begin)(struct znbd_store *s, uint64_t len, uint64_t off,
+                     void **undo);
+  /* After it, which succeeded (OK) or not: the file is dirty (the next
+   * FLUSH syncs it) and written back early per writeback_mb; or what the
+   * write changed is undone (a sequential zone's file cut back to OFF,
+   * the holes WRITE_BEGIN filled punched again).  Frees UNDO. */
+  void (*write_end)(struct znbd_store *s, uint64_t len, uint64_t off,
+                    void *undo, bool ok);
+  /* FLUSH: the descriptors of the files written since their last sync,
+   * or being synced by another FLUSH, into FDS and their zone numbers
+   * into ZONES (room for every file), counted in *N; from now on they are
+   * clean and being synced.  Never fails. */
+  void (*flush_begin)(struct znbd_store *s, int *fds, uint32_t *zones,
+                      unsigned *n);
+  /* Those N files' syncs ended: OK, or they are dirty again. */
+  void (*flush_end)(struct znbd_store *s, const uint32_t *zones, unsigned n,
+                    bool ok);
+  /* How many files the store has (the room flush_begin needs). */
+  uint32_t (*nr_files)(struct znbd_store *s);
+};
+
 struct znbd_store_ops {
   const char *name; /* "ram", "dir" */
   /* Writes can fail (disk full, I/O error): a zoned write must then store
@@ -144,6 +183,9 @@ struct znbd_store_ops {
   const struct znbd_store_zone_ops *zones;
   /* Persistence hooks, or NULL: not persistent (RAM). */
   const struct znbd_store_persist_ops *persist;
+  /* Asynchronous I/O hooks, or NULL: the store moves its bytes itself
+   * (RAM). */
+  const struct znbd_store_async_ops *async;
 };
 
 /* Every store starts with this. */

@@ -706,6 +706,125 @@ znbd_store_dir_kicks(const struct znbd_store *st)
   return atomic_load(&((const struct dir_store *)st)->kicks);
 }
 
+/* ---------------------------------------- asynchronous I/O (async.h) */
+
+static int
+dir_map(struct znbd_store *base, uint64_t len, uint64_t off, bool aligned,
+        struct znbd_file_io *io)
+{
+  struct dir_store *s = (struct dir_store *)base;
+  uint64_t plen;
+  struct dzone *z = piece(s, off, off + len, &plen);
+  if (plen != len) {
+    errno = EXDEV;
+    return -1;
+  }
+  io->at = off - z->start;
+  io->len = len;
+  io->direct = aligned && z->dfd >= 0 && s->mem_align <= BOUNCE_ALIGN &&
+               io->at % s->off_align == 0 && len % s->off_align == 0;
+  io->fd = io->direct ? z->dfd : z->fd;
+  return 0;
+}
+
+/* The blocks of a write the caller does, as put() allocates them before
+ * its own pwrite: prealloc for a sequential zone, the holes of a
+ * conventional one (recorded in *UNDO, a struct holes, to punch again
+ * if the write fails). */
+static int
+dir_write_begin(struct znbd_store *base, uint64_t len, uint64_t off,
+                void **undo)
+{
+  struct dir_store *s = (struct dir_store *)base;
+  uint64_t plen;
+  struct dzone *z = piece(s, off, off + len, &plen);
+  *undo = NULL;
+  if (z->seq) {
+    prealloc(s, z);
+    return 0;
+  }
+  struct holes *h = calloc(1, sizeof *h);
+  if (!h) {
+    errno = ENOMEM;
+    return -1;
+  }
+  if (allocate(h, z->fd, off - z->start, len) < 0) {
+    int e = errno == EDQUOT ? ENOSPC : errno;
+    unallocate(h);
+    free(h);
+    errno = e;
+    return -1;
+  }
+  *undo = h;
+  return 0;
+}
+
+static void
+dir_write_end(struct znbd_store *base, uint64_t len, uint64_t off, void *undo,
+              bool ok)
+{
+  struct dir_store *s = (struct dir_store *)base;
+  struct holes *h = undo;
+  uint64_t plen;
+  struct dzone *z = piece(s, off, off + len, &plen);
+  uint64_t zoff = off - z->start;
+  atomic_store(&z->dirty, true);
+  if (ok)
+    znbd_dir_kick(s, z, len, zoff + len);
+  else if (z->seq) /* its file size is the wp: back to where it was */
+    (void)ftruncate(z->fd, (off_t)zoff);
+  else if (h)
+    unallocate(h);
+  if (h)
+    free(h->v);
+  free(h);
+}
+
+static void
+dir_flush_begin(struct znbd_store *base, int *fds, uint32_t *zones, unsigned *n)
+{
+  struct dir_store *s = (struct dir_store *)base;
+  *n = 0;
+  for (uint32_t i = 0; i < s->nr_zones; i++) {
+    struct dzone *z = &s->z[i];
+    /* A file another FLUSH is syncing is synced again: that sync may
+     * have started before writes this FLUSH must cover. */
+    if (!atomic_exchange(&z->dirty, false) && !atomic_load(&z->syncing))
+      continue;
+    atomic_fetch_add(&z->syncing, 1);
+    fds[*n] = z->fd;
+    zones[(*n)++] = i;
+  }
+}
+
+static void
+dir_flush_end(struct znbd_store *base, const uint32_t *zones, unsigned n,
+              bool ok)
+{
+  struct dir_store *s = (struct dir_store *)base;
+  for (unsigned i = 0; i < n; i++) {
+    struct dzone *z = &s->z[zones[i]];
+    if (!ok)
+      atomic_store(&z->dirty, true);
+    atomic_fetch_sub(&z->syncing, 1);
+  }
+}
+
+static uint32_t
+dir_nr_files(struct znbd_store *base)
+{
+  return ((struct dir_store *)base)->nr_zones;
+}
+
+static const struct znbd_store_async_ops dir_async_ops = {
+    .map = dir_map,
+    .write_begin = dir_write_begin,
+    .write_end = dir_write_end,
+    .flush_begin = dir_flush_begin,
+    .flush_end = dir_flush_end,
+    .nr_files = dir_nr_files,
+};
+
 static const struct znbd_store_zone_ops dir_zone_ops = {
     .reset = dir_zone_reset,
     .finish = dir_zone_finish,
@@ -734,4 +853,5 @@ static const struct znbd_store_ops dir_ops = {
     .allocated = dir_allocated,
     .zones = &dir_zone_ops,
     .persist = &dir_persist_ops,
+    .async = &dir_async_ops,
 };

@@ -25,6 +25,7 @@ struct dzone {
   uint64_t start, len, cap;  /* bytes */
   uint64_t loaded;           /* file size found at open (seq: the wp) */
   _Atomic bool dirty;        /* written or truncated since the last sync */
+  _Atomic uint32_t syncing;  /* asynchronous FLUSHes syncing it now */
   pthread_mutex_t sync_lock; /* held across taking dirty and its fdatasync */
   _Atomic bool prealloc;     /* capacity fallocated since the last reset */
   _Atomic uint64_t unkicked; /* bytes written since the last writeback kick */

@@ -185,7 +185,8 @@ pick_victim(struct znbd_zones *zs, struct znbd_zone_txn *t,
         continue;
     } else if (pthread_mutex_trylock(&z->lock) != 0) {
       continue;
-    } else if (z->cond != ZNBD_ZONE_COND_IMP_OPEN) {
+    } else if (z->cond != ZNBD_ZONE_COND_IMP_OPEN || z->held) {
+      /* A held zone is being written: as if locked (rule busy-victim). */
       pthread_mutex_unlock(&z->lock);
       continue;
     }
@@ -542,13 +543,17 @@ znbd_zones_mgmt(struct znbd_zones *zs, enum znbd_zone_op op, uint32_t zno,
 
   if (zno == ZNBD_ALL_ZONES && op == ZNBD_ZONE_OP_RESET) {
     /* Rule reset-all, null_zone_mgmt(REQ_OP_ZONE_RESET_ALL): zone by zone;
-     * parked writes fail in every zone, EMPTY ones included. */
+     * parked writes fail in every zone, EMPTY ones included.  A held zone
+     * is left for the caller's next try. */
+    bool busy = false;
     for (uint32_t i = zs->nr_conv; i < zs->nr_zones; i++) {
       z = &zs->zone[i];
       pthread_mutex_lock(&z->lock);
-      if (z->cond != ZNBD_ZONE_COND_EMPTY &&
-          z->cond != ZNBD_ZONE_COND_READONLY &&
-          z->cond != ZNBD_ZONE_COND_OFFLINE) {
+      if (z->held) {
+        busy = true;
+      } else if (z->cond != ZNBD_ZONE_COND_EMPTY &&
+                 z->cond != ZNBD_ZONE_COND_READONLY &&
+                 z->cond != ZNBD_ZONE_COND_OFFLINE) {
         pthread_mutex_lock(&zs->res_lock);
         zone_op_locked(zs, z, ZNBD_ZONE_OP_RESET, &from);
         pthread_mutex_unlock(&zs->res_lock);
@@ -560,7 +565,9 @@ znbd_zones_mgmt(struct znbd_zones *zs, enum znbd_zone_op op, uint32_t zno,
       pthread_mutex_unlock(&z->lock);
     }
     call_done(&dl);
-    return 0;
+    if (busy)
+      errno = EBUSY;
+    return busy ? -1 : 0;
   }
   if (zno >= zs->nr_zones || (unsigned)op > ZNBD_ZONE_OP_ONLINE) {
     errno = EINVAL;
@@ -568,6 +575,11 @@ znbd_zones_mgmt(struct znbd_zones *zs, enum znbd_zone_op op, uint32_t zno,
   }
   z = &zs->zone[zno];
   pthread_mutex_lock(&z->lock);
+  if (z->held) {
+    pthread_mutex_unlock(&z->lock);
+    errno = EBUSY;
+    return -1;
+  }
   pthread_mutex_lock(&zs->res_lock);
   r = zone_op_locked(zs, z, op, &from);
   pthread_mutex_unlock(&zs->res_lock);

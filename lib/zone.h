@@ -57,6 +57,10 @@ struct znbd_zone {
   uint64_t wp;         /* ZNBD_WP_INVALID: conv, READONLY, OFFLINE */
   enum znbd_zone_type type;
   enum znbd_zone_cond cond;
+  /* A write whose store I/O is in flight outside the lock holds the zone
+   * (znbd_zones_hold): writes, appends and zone management get EBUSY,
+   * and no implicit close picks it, until znbd_zones_unhold(). */
+  bool held;
 };
 
 /* The geometry asked for; znbd_zones_init() applies null_blk's clamps. */
@@ -329,6 +333,36 @@ void znbd_zones_fail_parked(struct znbd_zones *zs);
 int znbd_zones_append(struct znbd_zones *zs, uint32_t zno,
                       struct znbd_zone_write *w);
 
+/* A write held across its store I/O (znbd_zones_hold()). */
+struct znbd_zone_hold {
+  bool append; /* in: a zone append to zone ZNO, else a write at OFF */
+  uint32_t zno;
+  uint64_t off, len; /* bytes; an append's OFF is set by the hold */
+  bool seq;          /* out: a sequential zone was held */
+};
+
+/* Take the write H describes (LEN > 0 bytes at OFF, or appended to zone
+ * ZNO, within one zone) as null_blk's null_zone_write() takes a write
+ * before it copies the data with the zone locked, with the copy done
+ * by the caller, outside the lock: the rules are checked
+ * (znbd_zones_write_prepare, znbd_zones_append_prepare), the condition
+ * changes now (implicit-close victims closed, an EMPTY or CLOSED zone
+ * IMP_OPEN), and the zone is held (struct znbd_zone's held) until
+ * znbd_zones_unhold() moves the wp or leaves it.  A conventional zone's
+ * write is not checked or held (H->seq false).  Returns 0, or -1 with
+ * errno: EBUSY (the zone is held by another write: nothing changed, try
+ * again once it ended), EINVAL (crosses the zone's end), or the
+ * prepare's (EIO, ETOOMANYREFS, EOVERFLOW). */
+int znbd_zones_hold(struct znbd_zones *zs, struct znbd_zone_hold *h);
+
+/* End the held write H: DONE, its data stored, moves the wp past it
+ * (FULL at the capacity, its open slot freed: rule write-full); else the
+ * wp stays where it was and the zone in the condition the hold gave it,
+ * IMP_OPEN, as null_zone_write() leaves a zone whose data copy failed.
+ * Never fails. */
+void znbd_zones_unhold(struct znbd_zones *zs, const struct znbd_zone_hold *h,
+                       bool done);
+
 /* Whether the N bytes the store holds at OFF (under the zone's lock) are
  * a redone request's, whose byte OFF is W->data's first: 1 yes, 0 no, or
  * -1 with errno (EIO: the store could not be read). */
@@ -389,8 +423,10 @@ typedef void (*znbd_zone_discard_fn)(void *opaque, const struct znbd_zone *z,
  * RESET, FINISH, SET_READONLY and SET_OFFLINE fail the zone's parked
  * writes with EIO (as Linux aborts a zone's plugged writes on a reset or
  * finish, disk_zone_wplug_abort).
+ * A held zone (znbd_zones_hold) is not changed: EBUSY; reset-all skips
+ * held zones and then fails with EBUSY (the others are reset).
  * Returns 0, or -1 with errno EINVAL (bad index or op), EIO, ETOOMANYREFS
- * (open limit), EOVERFLOW (active limit). */
+ * (open limit), EOVERFLOW (active limit), EBUSY. */
 int znbd_zones_mgmt(struct znbd_zones *zs, enum znbd_zone_op op, uint32_t zno,
                     znbd_zone_discard_fn discard, void *opaque);
 

@@ -6,6 +6,9 @@
  *                    down, each part's state by that part's function;
  *   lib/zone_park.c  the parked-write pipeline: every write and append
  *                    enters here, runs now or waits ahead of the wp;
+ *   lib/zone_hold.c  a write held across its store I/O, which the caller
+ *                    does outside the lock: checked and opened first, its
+ *                    wp moved when the I/O ended;
  *   lib/zone_txn.c   multi-zone write transactions: check every piece of
  *                    a write, then commit all of them or none;
  *   lib/zone_read.c  what a read returns: the spans of a range, zone by

@@ -370,6 +370,11 @@ znbd_zones_redo(struct znbd_zones *zs, struct znbd_zone_write *w, bool anywhere,
   if (z->type != ZNBD_ZONE_TYPE_SEQWRITE_REQ || end > z->start + z->len)
     return 0;
   pthread_mutex_lock(&z->lock);
+  if (z->held) {
+    pthread_mutex_unlock(&z->lock);
+    errno = EBUSY;
+    return -1;
+  }
   uint64_t wp = z->wp;
   if (wp == ZNBD_WP_INVALID || w->off >= wp || (!anywhere && end < wp))
     goto out;

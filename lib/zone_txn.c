@@ -47,10 +47,14 @@ znbd_zones_write_prepare(struct znbd_zones *zs, struct znbd_zone_txn *t,
     cursor = zs->imp_close_zone_no;
   }
 
-  /* Piece by piece, as separate writes in ascending order would be. */
+  /* Piece by piece, as separate writes in ascending order would be; a
+   * zone held by a write in flight takes none (znbd_zones_hold). */
   FOR_EACH_PIECE(zs, off, len, z, poff, plen)
   {
-    if (znbd_zone_write_check(zs, t, z, poff, plen, &c, &cursor) < 0) {
+    if (z->held)
+      errno = EBUSY;
+    if (z->held ||
+        znbd_zone_write_check(zs, t, z, poff, plen, &c, &cursor) < 0) {
       int e = errno;
       znbd_zones_write_abort(t);
       errno = e;

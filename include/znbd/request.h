@@ -33,6 +33,10 @@ struct znbd_req_ctx {
    * may wait (NULL: no bound). */
   _Atomic unsigned *waiting;
   unsigned max_waiting;
+  /* A front-end that makes asynchronous requests (znbd/async.h): its
+   * calls below fail with EBUSY on a zone held by an asynchronous write
+   * (which only it may be able to end) instead of waiting for it. */
+  bool busy_ok;
 };
 
 /* A context for a connection (LUN, queue) made now: fenced at the
@@ -45,6 +49,12 @@ void znbd_req_ctx_init(struct znbd_req_ctx *c, struct znbd_dev *d);
  * at once; one more gets EAGAIN.  Never fails. */
 void znbd_req_ctx_bound(struct znbd_req_ctx *c, _Atomic unsigned *waiting,
                         unsigned max);
+
+/* C's calls fail with EBUSY where a zone is held by an asynchronous
+ * write (znbd/async.h), for the front-end to try again once that write
+ * ended; without it they wait for the write, up to 60 s (then EBUSY).
+ * Never fails. */
+void znbd_req_ctx_busy_ok(struct znbd_req_ctx *c);
 
 /* A context tied to no connection (ZNBD_NO_FENCE): the control socket's.
  * Never fails. */
