@@ -85,7 +85,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(&iod, data + 1 + i * sizeof iod, sizeof iod);
     struct znbd_ublk_done done;
     rb.failed = false;
-    int32_t r = znbd_ublk_io_exec(&h, &iod, ZNBD_NO_SLOT, &copy, &done);
+    int32_t r = znbd_ublk_io_exec(&h, &iod, ZNBD_NO_SLOT, &copy, NULL, &done);
     if (r > 0 && (uint32_t)r > BUF_LEN)
       abort(); /* more bytes done than any request can hold */
     if (rb.failed && r != -EFAULT && !h.redo_writes)

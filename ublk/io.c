@@ -17,6 +17,9 @@ znbd_ublk_io_init(struct znbd_ublk_io *h, struct znbd_dev *d, void *buf,
 {
   h->dev = d;
   znbd_req_ctx_init(&h->rq, d);
+  /* A held zone may be this queue's own, whose write only this thread
+   * can end: EBUSY, and the runner tries again (ZNBD_UBLK_RETRY). */
+  znbd_req_ctx_busy_ok(&h->rq);
   h->buf = buf;
   h->buf_len = buf_len;
   h->redo_writes = false;
@@ -33,6 +36,8 @@ static int32_t
 fail(int err)
 {
   switch (err) {
+  case EBUSY:
+    return ZNBD_UBLK_RETRY;
   case EIO:
   case EINVAL:
   case ENOMEM:
@@ -165,29 +170,97 @@ zone_op(struct znbd_ublk_io *h, uint8_t op, uint64_t off)
 /* A ZONE_APPEND of LEN bytes to the zone starting at OFF (bytes), its
  * data in H->buf, intent noted in SLOT: a recovered server first looks
  * for the append among the dead server's kept records (znbd/redo.h); a
- * match was stored already and takes no space again.  *WRITTEN gets the
- * byte offset of the data.  Returns 0 or the result to commit. */
+ * match was stored already and takes no space again.  Else the append
+ * is the runner's to write (A set, when A) or done here.  *WRITTEN gets
+ * the byte offset of the data.  Returns 0 or the result to commit. */
 static int32_t
 append(struct znbd_ublk_io *h, uint64_t len, uint64_t off, uint32_t slot,
-       unsigned fua, uint64_t *written)
+       unsigned fua, struct znbd_ublk_async *a, uint64_t *written)
 {
   int r = 0;
   if (h->redo_writes && znbd_dev_redo_kept(h->dev) &&
       (r = znbd_dev_redo_append(h->dev, h->buf, len, off, slot, written)) < 0)
     return fail(errno);
-  if (r == 1)
+  if (r == 1) {
     h->redone_appends++;
-  else if (znbd_req_append_noted(&h->rq, h->buf, len, off, slot, written) < 0)
+  } else if (a && (r = znbd_req_append_begin(&h->rq, len, off, slot, true,
+                                             &a->w)) != ZNBD_ASYNC_SYNC) {
+    /* Its data already in the buffer: the runner writes it there. */
+    if (r < 0)
+      return fail(errno);
+    a->kind = ZNBD_UBLK_ASYNC_WRITE;
+    a->dsync = fua != 0;
+    a->len = len;
+    *written = a->w.off;
+    return 0;
+  } else if (znbd_req_append_noted(&h->rq, h->buf, len, off, slot, written) <
+             0) {
     return fail(errno);
+  }
   if (fua && znbd_req_sync(&h->rq, len, *written) < 0)
     return fail(errno);
   return 0;
 }
 
+/* A WRITE of LEN bytes at OFF whose file write the runner does (A), its
+ * data read from the kernel into H->buf once the rules took it.  Returns
+ * 0 (A set), ZNBD_ASYNC_SYNC (the synchronous path's), or the result to
+ * commit. */
+static int32_t
+write_async(struct znbd_ublk_io *h, uint64_t len, uint64_t off, unsigned fua,
+            const struct znbd_ublk_copy *copy, struct znbd_ublk_async *a)
+{
+  int r = znbd_req_write_begin(&h->rq, len, off, ZNBD_WRITE_NOWAIT | fua, true,
+                               &a->w);
+  if (r == ZNBD_ASYNC_SYNC)
+    return r;
+  if (r < 0)
+    return fail(errno);
+  if ((r = copy->copy_in(copy->opaque, h->buf, len, 0)) < 0) {
+    znbd_req_write_end(&h->rq, &a->w, EIO);
+    return r;
+  }
+  a->kind = ZNBD_UBLK_ASYNC_WRITE;
+  a->dsync = fua != 0;
+  a->len = len;
+  return 0;
+}
+
+int32_t
+znbd_ublk_io_finish(struct znbd_ublk_io *h, struct znbd_ublk_async *a, int err,
+                    const struct znbd_ublk_copy *copy)
+{
+  enum znbd_ublk_async_kind kind = a->kind;
+  uint8_t *buf = h->buf;
+  int r;
+  a->kind = ZNBD_UBLK_ASYNC_NONE;
+  switch (kind) {
+  case ZNBD_UBLK_ASYNC_WRITE:
+    return znbd_req_write_end(&h->rq, &a->w, err) < 0 ? fail(errno)
+                                                      : (int32_t)a->len;
+  case ZNBD_UBLK_ASYNC_READ: {
+    if (err)
+      return -EIO;
+    uint64_t at = a->r.io.len;
+    for (unsigned i = 0; i < 2; i++) {
+      memset(buf + at, a->r.fill[i], a->r.fill_len[i]);
+      at += a->r.fill_len[i];
+    }
+    r = copy->copy_out(copy->opaque, buf, a->len, 0);
+    return r < 0 ? r : (int32_t)a->len;
+  }
+  case ZNBD_UBLK_ASYNC_FLUSH:
+    return znbd_req_flush_end(&h->rq, &a->f, err) < 0 ? fail(errno) : 0;
+  case ZNBD_UBLK_ASYNC_NONE:
+    break;
+  }
+  return -EINVAL;
+}
+
 int32_t
 znbd_ublk_io_exec(struct znbd_ublk_io *h,
                   const struct znbd_ublksrv_io_desc *iod, uint32_t slot,
-                  const struct znbd_ublk_copy *copy,
+                  const struct znbd_ublk_copy *copy, struct znbd_ublk_async *a,
                   struct znbd_ublk_done *done)
 {
   uint8_t op = iod->op_flags & 0xff;
@@ -199,6 +272,10 @@ znbd_ublk_io_exec(struct znbd_ublk_io *h,
 
   done->append_lba = 0;
   done->delay_nsec = 0;
+  if (a)
+    a->kind = ZNBD_UBLK_ASYNC_NONE;
+  if (a && !znbd_dev_async(h->dev))
+    a = NULL;
   /* After a power cut the queue's requests change nothing (the contract's
    * fence) and reads, which the fence does not cover, fail too: the
    * device this queue served is gone, as znbd-tcmu's NOT READY. */
@@ -212,6 +289,15 @@ znbd_ublk_io_exec(struct znbd_ublk_io *h,
     if (!in_range(h, off, len, true))
       return -EINVAL;
     done->delay_nsec = znbd_req_delay(&h->rq, ZNBD_IO_READ, len, 0);
+    /* dir=: the runner reads the file into the buffer (znbd/async.h). */
+    if (a && (r = znbd_req_read_begin(&h->rq, len, off, true, &a->r)) !=
+                 ZNBD_ASYNC_SYNC) {
+      if (r < 0)
+        return fail(errno);
+      a->kind = ZNBD_UBLK_ASYNC_READ;
+      a->len = len;
+      return 0;
+    }
     if (znbd_dev_read_to(h->dev, &sink, len, off) < 0)
       return fc.err ? fc.err : fail(errno);
     return (int32_t)len;
@@ -224,6 +310,14 @@ znbd_ublk_io_exec(struct znbd_ublk_io *h,
     if (!in_range(h, off, len, true))
       return -EINVAL;
     done->delay_nsec = znbd_req_delay(&h->rq, ZNBD_IO_WRITE, len, 0);
+    if (a) {
+      r = write_async(h, len, off, fua, copy, a);
+      /* A recovered server's refused write may be the redo of one the
+       * dead server did: the synchronous path below refuses it again and
+       * checks. */
+      if (r != ZNBD_ASYNC_SYNC && !(r == -EIO && h->redo_writes))
+        return r;
+    }
     if (znbd_req_write(&h->rq, &src, len, off,
                        ZNBD_WRITE_SOURCE | ZNBD_WRITE_NOWAIT | fua, NULL,
                        NULL) < 0) {
@@ -231,10 +325,11 @@ znbd_ublk_io_exec(struct znbd_ublk_io *h,
       if (fc.err) /* the copy failed, not the rules */
         return fc.err;
       if (!h->redo_writes ||
-          (r = copy->copy_in(copy->opaque, h->buf, len, 0)) < 0 ||
-          znbd_dev_redo_write(h->dev, h->buf, len, off) != 1 ||
-          (fua && znbd_req_sync(&h->rq, len, off) < 0))
+          (r = copy->copy_in(copy->opaque, h->buf, len, 0)) < 0)
         return fail(e);
+      if ((r = znbd_dev_redo_write(h->dev, h->buf, len, off)) != 1 ||
+          (fua && znbd_req_sync(&h->rq, len, off) < 0))
+        return fail(r < 0 ? errno : e);
       h->redone++;
     }
     return (int32_t)len;
@@ -251,6 +346,12 @@ znbd_ublk_io_exec(struct znbd_ublk_io *h,
   }
   case ZNBD_UBLK_IO_OP_FLUSH:
     done->delay_nsec = znbd_req_delay(&h->rq, ZNBD_IO_FLUSH, 0, 0);
+    if (a) { /* the runner syncs the files */
+      if (znbd_req_flush_begin(&h->rq, &a->f) < 0)
+        return fail(errno);
+      a->kind = ZNBD_UBLK_ASYNC_FLUSH;
+      return 0;
+    }
     return znbd_req_flush(&h->rq) < 0 ? fail(errno) : 0;
   case ZNBD_UBLK_IO_OP_DISCARD:
     if (!in_range(h, off, len, false))
@@ -285,10 +386,10 @@ znbd_ublk_io_exec(struct znbd_ublk_io *h,
     done->delay_nsec = znbd_req_delay(&h->rq, ZNBD_IO_WRITE, len, 0);
     if ((r = copy->copy_in(copy->opaque, h->buf, len, 0)) < 0)
       return r;
-    if ((r = append(h, len, off, slot, fua, &written)) < 0)
+    if ((r = append(h, len, off, slot, fua, a, &written)) < 0)
       return r;
     done->append_lba = written / SECTOR;
-    return (int32_t)len;
+    return a && a->kind != ZNBD_UBLK_ASYNC_NONE ? 0 : (int32_t)len;
   }
   case ZNBD_UBLK_IO_OP_REPORT_ZONES:
     return report_zones(h, iod, copy);

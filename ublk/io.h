@@ -20,11 +20,13 @@
 #ifndef ZNBD_UBLK_IO_H
 #define ZNBD_UBLK_IO_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "uapi.h"
+#include "znbd/async.h"
 #include "znbd/dev.h"
 #include "znbd/redo.h"
 #include "znbd/request.h"
@@ -61,6 +63,32 @@ struct znbd_ublk_io {
  * not copied), redo_writes false, the counts 0.  Never fails. */
 void znbd_ublk_io_init(struct znbd_ublk_io *h, struct znbd_dev *d, void *buf,
                        size_t buf_len);
+
+/* A request whose file I/O the runner does on its ring (a dir= device
+ * without write_cache, znbd/async.h): znbd_ublk_io_exec() sets KIND and
+ * what the I/O is, the runner does it, then znbd_ublk_io_finish() ends
+ * the request.  Data sits in the ublk_io's BUF (the tag's own buffer:
+ * it must stay the request's until the finish). */
+enum znbd_ublk_async_kind {
+  ZNBD_UBLK_ASYNC_NONE,  /* done: exec's result stands */
+  ZNBD_UBLK_ASYNC_READ,  /* R.io.len bytes of R.io into BUF */
+  ZNBD_UBLK_ASYNC_WRITE, /* W.io.len bytes from BUF to W.io (DSYNC: with
+                          * RWF_DSYNC, a FUA write) */
+  ZNBD_UBLK_ASYNC_FLUSH, /* fdatasync of each of F's files */
+};
+struct znbd_ublk_async {
+  enum znbd_ublk_async_kind kind;
+  bool dsync;
+  uint64_t len; /* the request's bytes */
+  struct znbd_async_write w;
+  struct znbd_async_read r;
+  struct znbd_async_flush f;
+};
+
+/* exec's result for a request that met a zone held by another
+ * asynchronous write (EBUSY): nothing was done, nothing is committed;
+ * the runner executes it again once a write ended. */
+#define ZNBD_UBLK_RETRY (-EBUSY)
 
 /* What a request gives back besides its result. */
 struct znbd_ublk_done {
@@ -105,10 +133,26 @@ struct znbd_ublk_done {
  * matches one of the dead server's kept intent records
  * (znbd_dev_redo_append()) is answered with the record's sector and
  * takes no space again.  Returns the result to commit (bytes or 0, or a
- * negative errno) and fills DONE. */
+ * negative errno) and fills DONE.  With A (NULL: all synchronous) on a
+ * device that takes asynchronous requests (znbd_dev_async()), a READ,
+ * WRITE, ZONE_APPEND or FLUSH may instead leave its file I/O to the
+ * runner: A->kind says so, and the result is then
+ * znbd_ublk_io_finish()'s.  ZNBD_UBLK_RETRY: the request met a held
+ * zone (EBUSY) and did nothing. */
 int32_t znbd_ublk_io_exec(struct znbd_ublk_io *h,
                           const struct znbd_ublksrv_io_desc *iod, uint32_t slot,
                           const struct znbd_ublk_copy *copy,
+                          struct znbd_ublk_async *a,
                           struct znbd_ublk_done *done);
+
+/* End request A of H (A->kind not NONE) whose file I/O ended with ERR
+ * (0: every byte moved; a READ's bytes past a short read zero-filled by
+ * the runner; else an errno): a WRITE or ZONE_APPEND is ended in the
+ * core (znbd_req_write_end: its wp moves, or a failed one leaves the
+ * zone as null_blk does), a READ's fill bytes are added and the whole
+ * read copied out, a FLUSH ended.  Returns the result to commit (bytes or
+ * 0, or a negative errno); A->kind is NONE after. */
+int32_t znbd_ublk_io_finish(struct znbd_ublk_io *h, struct znbd_ublk_async *a,
+                            int err, const struct znbd_ublk_copy *copy);
 
 #endif

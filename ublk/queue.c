@@ -87,13 +87,23 @@ prep(struct znbd_ublk_queue *q, uint32_t op, uint16_t tag, int32_t result,
 /* What a CQE is for: the kind in bits 32-39 of its user_data, and the
  * tag (or, for a confirm, the slot) below.  A tag's commands (FETCH_REQ,
  * COMMIT_AND_FETCH_REQ) are kind 0: their user_data is the tag alone. */
-enum cqe_kind { CQE_CMD = 0, CQE_CONFIRM = 1, CQE_TIMER = 2 };
+enum cqe_kind { CQE_CMD = 0, CQE_CONFIRM = 1, CQE_TIMER = 2, CQE_FILE = 3 };
 #define CQE_KIND_SHIFT 32
 
 static uint64_t
 cqe_data(enum cqe_kind kind, uint32_t id)
 {
   return (uint64_t)kind << CQE_KIND_SHIFT | id;
+}
+
+/* An SQE, submitting what is queued first when the ring has room for
+ * fewer than N more. */
+static struct io_uring_sqe *
+get_sqe(struct znbd_ublk_queue *q, unsigned n)
+{
+  if (io_uring_sq_space_left(&q->ring) < n)
+    io_uring_submit(&q->ring);
+  return io_uring_get_sqe(&q->ring);
 }
 
 /* Zero the intent record of SLOT (its WORD, 4 bytes) with a read of
@@ -121,6 +131,9 @@ static int
 commit(struct znbd_ublk_queue *q, uint16_t tag)
 {
   struct znbd_ublk_tag *t = &q->tags[tag];
+  /* A commit and its confirm go into the same io_uring_enter. */
+  if (io_uring_sq_space_left(&q->ring) < 2)
+    io_uring_submit(&q->ring);
   if (prep(q, ZNBD_UBLK_U_IO_COMMIT_AND_FETCH_REQ, tag, t->res, t->addr) < 0)
     return -EBUSY;
   q->pending++;
@@ -142,7 +155,7 @@ static int
 hold(struct znbd_ublk_queue *q, uint16_t tag, uint64_t ns)
 {
   struct znbd_ublk_tag *t = &q->tags[tag];
-  struct io_uring_sqe *sqe = io_uring_get_sqe(&q->ring);
+  struct io_uring_sqe *sqe = get_sqe(q, 1);
   if (!sqe)
     return -EBUSY;
   t->ts.tv_sec = (long long)(ns / 1000000000u);
@@ -154,20 +167,168 @@ hold(struct znbd_ublk_queue *q, uint16_t tag, uint64_t ns)
   return 0;
 }
 
-/* One request of TAG, fetched: execute it, then commit it, at once or
- * when its injected delay is over. */
+/* The copy callbacks of TAG's request, its data in the tag's buffer. */
+static struct znbd_ublk_copy
+tag_copy(struct znbd_ublk_queue *q, struct req_ref *ref, uint16_t tag)
+{
+  *ref = (struct req_ref){q, tag};
+  q->io.buf = q->tags[tag].buf;
+  return (struct znbd_ublk_copy){copy_in, copy_out, ref};
+}
+
+/* One more of TAG's events done (its timer, its file I/O): commit it
+ * after the last. */
+static void
+event_done(struct znbd_ublk_queue *q, uint16_t tag)
+{
+  if (--q->tags[tag].waits == 0 && commit(q, tag) < 0)
+    q->failed = 1;
+}
+
+/* TAG's file I/O ended with ERR (0 or an errno): end the request in the
+ * core (io.h's znbd_ublk_io_finish) for its result. */
+static void
+file_done(struct znbd_ublk_queue *q, uint16_t tag, int err)
+{
+  struct req_ref ref;
+  struct znbd_ublk_copy copy = tag_copy(q, &ref, tag);
+  struct znbd_ublk_tag *t = &q->tags[tag];
+  t->res = znbd_ublk_io_finish(&q->io, &t->a, err, &copy);
+  event_done(q, tag);
+}
+
+/* The rest of TAG's read or write: from byte T->moved of the request,
+ * on the file T->a says; RWF_DSYNC for a FUA write (O_DSYNC's durability
+ * for its range and the file size that covers it). */
+static void
+file_rw(struct znbd_ublk_queue *q, uint16_t tag)
+{
+  struct znbd_ublk_tag *t = &q->tags[tag];
+  bool write = t->a.kind == ZNBD_UBLK_ASYNC_WRITE;
+  const struct znbd_file_io *io = write ? &t->a.w.io : &t->a.r.io;
+  struct io_uring_sqe *sqe = get_sqe(q, 1);
+  if (!sqe) { /* cannot happen: get_sqe() makes room */
+    file_done(q, tag, EIO);
+    return;
+  }
+  uint8_t *buf = t->buf + t->moved;
+  unsigned n = (unsigned)(io->len - t->moved);
+  off_t at = (off_t)(io->at + t->moved);
+  if (write)
+    io_uring_prep_write(sqe, io->fd, buf, n, (uint64_t)at);
+  else
+    io_uring_prep_read(sqe, io->fd, buf, n, (uint64_t)at);
+  sqe->rw_flags = write && t->a.dsync ? RWF_DSYNC : 0;
+  sqe->user_data = cqe_data(CQE_FILE, tag);
+  q->files++;
+}
+
+/* FLUSH: fdatasync the files of TAG's flush not yet begun, at most
+ * eight in flight. */
+static void
+file_syncs(struct znbd_ublk_queue *q, uint16_t tag)
+{
+  struct znbd_ublk_tag *t = &q->tags[tag];
+  while (t->next < t->a.f.n && t->busy < 8) {
+    struct io_uring_sqe *sqe = get_sqe(q, 1);
+    if (!sqe)
+      break;
+    io_uring_prep_fsync(sqe, t->a.f.fds[t->next++], IORING_FSYNC_DATASYNC);
+    sqe->user_data = cqe_data(CQE_FILE, tag);
+    t->busy++;
+    q->files++;
+  }
+}
+
+/* Begin TAG's file I/O, which the request left to the runner. */
+static void
+file_begin(struct znbd_ublk_queue *q, uint16_t tag)
+{
+  struct znbd_ublk_tag *t = &q->tags[tag];
+  t->waits++;
+  t->moved = t->next = t->busy = 0;
+  t->err = 0;
+  switch (t->a.kind) {
+  case ZNBD_UBLK_ASYNC_READ:
+    if (t->a.r.io.len == 0) { /* all of it past the data */
+      file_done(q, tag, 0);
+      return;
+    }
+    file_rw(q, tag);
+    return;
+  case ZNBD_UBLK_ASYNC_WRITE:
+    file_rw(q, tag);
+    return;
+  case ZNBD_UBLK_ASYNC_FLUSH:
+    if (t->a.f.n == 0) {
+      file_done(q, tag, 0);
+      return;
+    }
+    file_syncs(q, tag);
+    return;
+  case ZNBD_UBLK_ASYNC_NONE:
+    break;
+  }
+  file_done(q, tag, EINVAL);
+}
+
+/* A CQE of TAG's file I/O, with its result RES. */
+static void
+file_cqe(struct znbd_ublk_queue *q, uint16_t tag, int res)
+{
+  struct znbd_ublk_tag *t = &q->tags[tag];
+  q->files--;
+  if (t->a.kind == ZNBD_UBLK_ASYNC_FLUSH) {
+    t->busy--;
+    if (res < 0 && !t->err)
+      t->err = -res;
+    file_syncs(q, tag);
+    if (t->busy == 0 && t->next == t->a.f.n)
+      file_done(q, tag, t->err);
+    return;
+  }
+  bool write = t->a.kind == ZNBD_UBLK_ASYNC_WRITE;
+  uint64_t len = write ? t->a.w.io.len : t->a.r.io.len;
+  if (res < 0) {
+    file_done(q, tag, -res);
+    return;
+  }
+  if (res == 0) {
+    /* A write that moves nothing: the file system is full; a read at
+     * the end of the file: zeros from there (a zone reset meanwhile). */
+    if (write) {
+      file_done(q, tag, ENOSPC);
+      return;
+    }
+    memset(t->buf + t->moved, 0, len - t->moved);
+    t->moved = len;
+  }
+  t->moved += (uint64_t)res;
+  if (t->moved < len)
+    file_rw(q, tag); /* the rest */
+  else
+    file_done(q, tag, 0);
+}
+
+/* One request of TAG, fetched (or tried again): execute it, then commit
+ * it when its injected delay and its file I/O are over.  A request that
+ * met a zone held by another write waits in the retry list. */
 static void
 serve_one(struct znbd_ublk_queue *q, uint16_t tag)
 {
   struct znbd_ublksrv_io_desc iod;
   struct znbd_ublk_done done;
-  struct req_ref ref = {q, tag};
-  struct znbd_ublk_copy copy = {copy_in, copy_out, &ref};
+  struct req_ref ref;
+  struct znbd_ublk_copy copy = tag_copy(q, &ref, tag);
   struct znbd_ublk_tag *t = &q->tags[tag];
 
   memcpy(&iod, (const void *)&q->descs[tag], sizeof iod);
   t->slot = (uint32_t)q->q_id * q->depth + tag;
-  t->res = znbd_ublk_io_exec(&q->io, &iod, t->slot, &copy, &done);
+  t->res = znbd_ublk_io_exec(&q->io, &iod, t->slot, &copy, &t->a, &done);
+  if (t->res == ZNBD_UBLK_RETRY) {
+    q->retry[q->nretry++] = tag;
+    return;
+  }
   q->requests++;
   /* The commit's addr must be 0 but for an append's sector: the kernel
    * refuses anything else with EINVAL and the request never ends.  A
@@ -175,17 +336,31 @@ serve_one(struct znbd_ublk_queue *q, uint16_t tag)
   bool append = (iod.op_flags & 0xff) == ZNBD_UBLK_IO_OP_ZONE_APPEND;
   t->addr = append ? done.append_lba : 0;
   t->confirm = append ? znbd_dev_redo_word(q->io.dev, t->slot) : NULL;
-  t->waits = 0;
+  t->waits = 1; /* this function's own, dropped at its end */
   /* The injected delay (completion_nsec, mbps, zone latencies); without
    * an SQE for its timer the request is held no longer than this. */
   if (done.delay_nsec && hold(q, tag, done.delay_nsec) < 0)
     fprintf(stderr, "znbd-ublk: queue %u tag %u: no room for its timer\n",
             q->q_id, tag);
-  if (t->waits == 0 && commit(q, tag) < 0)
-    q->failed = 1;
+  if (t->a.kind != ZNBD_UBLK_ASYNC_NONE)
+    file_begin(q, tag);
+  event_done(q, tag);
 }
 
-/* A CQE of a timer or a confirm (not a tag's command). */
+/* The requests that met a held zone, tried again in their order (those
+ * that meet one again wait for the next time). */
+static void
+retry_all(struct znbd_ublk_queue *q)
+{
+  unsigned n = q->nretry;
+  q->nretry = 0;
+  for (unsigned i = 0; i < n; i++) {
+    uint16_t tag = q->retry[i];
+    serve_one(q, tag);
+  }
+}
+
+/* A CQE of a timer, a confirm or a file I/O (not a tag's command). */
 static void
 serve_other(struct znbd_ublk_queue *q, const struct io_uring_cqe *cqe)
 {
@@ -198,8 +373,10 @@ serve_other(struct znbd_ublk_queue *q, const struct io_uring_cqe *cqe)
   case CQE_TIMER:
     /* -ETIME: the delay is over (anything else ends it too). */
     q->timers--;
-    if (--q->tags[id].waits == 0 && commit(q, (uint16_t)id) < 0)
-      q->failed = 1;
+    event_done(q, (uint16_t)id);
+    break;
+  case CQE_FILE:
+    file_cqe(q, (uint16_t)id, cqe->res);
     break;
   case CQE_CMD:
     break;
@@ -264,9 +441,11 @@ run(void *arg)
     if (prep(q, ZNBD_UBLK_U_IO_FETCH_REQ, tag, -1, 0) == 0)
       q->pending++;
   bool busy = false; /* the last pass served requests */
-  while (q->pending || q->timers) {
+  while (q->pending || q->timers || q->files || q->nretry) {
     struct io_uring_cqe *cqe;
-    struct __kernel_timespec ts = {1, 0};
+    /* A request waiting for a held zone is tried again soon, whatever
+     * comes meanwhile (the write holding it may be another queue's). */
+    struct __kernel_timespec ts = {q->nretry ? 0 : 1, q->nretry ? 100000 : 0};
     /* One system call a pass: the commits of the last pass go in and the
      * next requests come out (as the kernel's selftest server kublk.c
      * does).  The fetches of the first pass go in the same way. */
@@ -276,10 +455,11 @@ run(void *arg)
     else
       r = io_uring_submit_and_wait_timeout(&q->ring, &cqe, 1, &ts, NULL);
     if (r == -ETIME || r == -EINTR) {
+      retry_all(q);
       /* Nothing for a second: only a stopped device whose fetches the
        * kernel did not abort ends the loop here (closing the ring then
        * cancels them). */
-      if (atomic_load(q->stopping))
+      if (atomic_load(q->stopping) && !q->files && !q->nretry)
         break;
       continue;
     }
@@ -312,6 +492,7 @@ run(void *arg)
       serve_one(q, tag);
     }
     io_uring_cq_advance(&q->ring, seen);
+    retry_all(q);
     busy = seen != 0;
   }
   return NULL;
@@ -348,31 +529,33 @@ znbd_ublk_queue_start(struct znbd_ublk_queue *q, int cdev, uint16_t q_id,
     errno = e;
     return -1;
   }
-  /* Page-aligned: a dir= store with buffered_io=false reads and writes
-   * its files with O_DIRECT straight from it (lib/store_dir.c copies an
-   * unaligned buffer to a bounce buffer of its own first). */
-  void *buf = NULL;
-  if (posix_memalign(&buf, (size_t)page, max_io_bytes)) {
-    munmap(q->descs, q->descs_len);
-    snprintf(err, errlen, "queue %u: out of memory", q_id);
-    errno = ENOMEM;
-    return -1;
-  }
+  /* A buffer per tag, each max_io_bytes, page-aligned (a dir= store
+   * with buffered_io=false reads and writes its files with O_DIRECT
+   * straight from it): a request's data stays there while its file I/O
+   * is in flight.  Memory is taken as the tags use it (NORESERVE). */
+  q->bufs_len = (size_t)depth * max_io_bytes;
+  q->bufs = mmap(NULL, q->bufs_len, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   q->tags = calloc(depth, sizeof *q->tags);
+  q->retry = calloc(depth, sizeof *q->retry);
   q->zero_fd = open("/dev/zero", O_RDONLY | O_CLOEXEC);
-  if (!q->tags || q->zero_fd < 0) {
-    r = q->tags ? -errno : -ENOMEM;
-    free(buf);
+  if (q->bufs == MAP_FAILED || !q->tags || !q->retry || q->zero_fd < 0) {
+    r = q->zero_fd < 0 ? -errno : -ENOMEM;
+    if (q->bufs != MAP_FAILED)
+      munmap(q->bufs, q->bufs_len);
     free(q->tags);
+    free(q->retry);
     if (q->zero_fd >= 0)
       close(q->zero_fd);
     munmap(q->descs, q->descs_len);
     snprintf(err, errlen, "queue %u: %s", q_id,
-             q->tags ? "/dev/zero: cannot open" : "out of memory");
+             r == -ENOMEM ? "out of memory" : "/dev/zero: cannot open");
     errno = -r;
     return -1;
   }
-  znbd_ublk_io_init(&q->io, d, buf, max_io_bytes);
+  for (uint16_t tag = 0; tag < depth; tag++)
+    q->tags[tag].buf = (uint8_t *)q->bufs + (size_t)tag * max_io_bytes;
+  znbd_ublk_io_init(&q->io, d, q->tags[0].buf, max_io_bytes);
   q->io.redo_writes = redo_writes;
   /* Task work (the kernel handing this queue a request, ublk_drv.c's
    * io_uring_cmd_complete_in_task()) runs when the thread next waits in
@@ -380,13 +563,14 @@ znbd_ublk_queue_start(struct znbd_ublk_queue *q, int cdev, uint16_t q_id,
    * (DEFER_TASKRUN, which wants SINGLE_ISSUER: the ring is made disabled
    * so that the queue's thread, which enables it, is its one issuer).
    * Kernels before 6.1 refuse the flags: the plain ring then. */
-  /* Room for each tag's command, its timer and its confirm. */
-  r = io_uring_queue_init(3u * depth, &q->ring,
+  /* Room for each tag's command, its timer, its confirm and its file
+   * I/O (a FLUSH's syncs go in batches, get_sqe() submitting between). */
+  r = io_uring_queue_init(4u * depth, &q->ring,
                           IORING_SETUP_SINGLE_ISSUER |
                               IORING_SETUP_DEFER_TASKRUN |
                               IORING_SETUP_R_DISABLED);
   if (r == -EINVAL)
-    r = io_uring_queue_init(3u * depth, &q->ring, 0);
+    r = io_uring_queue_init(4u * depth, &q->ring, 0);
   if (r < 0) {
     snprintf(err, errlen, "queue %u: io_uring_queue_init: %s", q_id,
              strerror(-r));
@@ -399,8 +583,9 @@ znbd_ublk_queue_start(struct znbd_ublk_queue *q, int cdev, uint16_t q_id,
   }
   return 0;
 fail:
-  free(buf);
+  munmap(q->bufs, q->bufs_len);
   free(q->tags);
+  free(q->retry);
   close(q->zero_fd);
   munmap(q->descs, q->descs_len);
   errno = -r;
@@ -412,8 +597,9 @@ znbd_ublk_queue_join(struct znbd_ublk_queue *q)
 {
   pthread_join(q->thread, NULL);
   io_uring_queue_exit(&q->ring);
-  free(q->io.buf);
+  munmap(q->bufs, q->bufs_len);
   free(q->tags);
+  free(q->retry);
   close(q->zero_fd);
   munmap(q->descs, q->descs_len);
 }

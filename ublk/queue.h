@@ -21,8 +21,16 @@ struct znbd_ublk_tag {
   uint64_t addr;  /* the commit's addr: an append's sector, else 0 */
   uint32_t slot;  /* its intent-record slot (queue * depth + tag) */
   void *confirm;  /* an append's intent record to zero, or NULL */
-  unsigned waits; /* events before the commit (its timer) */
+  unsigned waits; /* events before the commit: its timer, its file I/O */
   struct __kernel_timespec ts; /* its timer's, read at submission */
+  uint8_t *buf;                /* its data: max_io_bytes of its own */
+  /* A request whose file I/O the runner does (io.h): what it is, the
+   * bytes moved so far, a FLUSH's next file and syncs in flight, and the
+   * first error. */
+  struct znbd_ublk_async a;
+  uint64_t moved;
+  unsigned next, busy;
+  int err;
 };
 
 struct znbd_ublk_queue {
@@ -41,8 +49,15 @@ struct znbd_ublk_queue {
   uint64_t poll_ns;
   int zero_fd;                /* /dev/zero: confirms appends' intent records */
   struct znbd_ublk_tag *tags; /* depth of them */
-  /* Commands the kernel holds (a fetch per tag), and timers running. */
-  unsigned pending, timers;
+  void *bufs;                 /* the tags' buffers, one mapping */
+  size_t bufs_len;
+  /* Commands the kernel holds (a fetch per tag), timers running, file
+   * I/Os in flight. */
+  unsigned pending, timers, files;
+  /* Tags whose request met a zone held by another write (EBUSY), to be
+   * executed again, in order. */
+  uint16_t *retry;
+  unsigned nretry;
   /* Out, once joined: requests done, those of them found by polling,
    * and whether the thread failed. */
   uint64_t requests, polled;

@@ -203,8 +203,8 @@ redo_dd_ends() {
   [ "$rc" = 0 ]
 }
 redo_counted() {
-  grep "writes redone" "$work/ublk.err"
-  grep -q " requests, 1 writes redone" "$work/ublk.err"
+  grep "redone by the kernel" "$work/ublk.err"
+  grep -q " requests, 1 writes and 0 appends redone" "$work/ublk.err"
 }
 RDIR2=$work/redo.dir
 REDO_GEO=(size=64M zone_size=4M dir="$RDIR2" zone_control="$CTL")
