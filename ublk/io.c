@@ -24,6 +24,7 @@ znbd_ublk_io_init(struct znbd_ublk_io *h, struct znbd_dev *d, void *buf,
   h->buf_len = buf_len;
   h->redo_writes = false;
   h->redone = h->redone_appends = 0;
+  h->zero_copy = false;
 }
 
 /* The result for a core call that failed with ERR.  The core's errno is
@@ -175,27 +176,40 @@ zone_op(struct znbd_ublk_io *h, uint8_t op, uint64_t off)
  * the byte offset of the data.  Returns 0 or the result to commit. */
 static int32_t
 append(struct znbd_ublk_io *h, uint64_t len, uint64_t off, uint32_t slot,
-       unsigned fua, struct znbd_ublk_async *a, uint64_t *written)
+       unsigned fua, const struct znbd_ublk_copy *copy, bool zc,
+       struct znbd_ublk_async *a, uint64_t *written)
 {
   int r = 0;
-  if (h->redo_writes && znbd_dev_redo_kept(h->dev) &&
+  /* Its data, from the kernel into the buffer: the redo of a recovered
+   * server compares it, and the store takes it from there; with zero
+   * copy the runner writes it from the request's own pages. */
+  bool have = false, redo = h->redo_writes && znbd_dev_redo_kept(h->dev);
+  if (!zc || redo) {
+    if ((r = copy->copy_in(copy->opaque, h->buf, len, 0)) < 0)
+      return r;
+    have = true;
+  }
+  if (redo &&
       (r = znbd_dev_redo_append(h->dev, h->buf, len, off, slot, written)) < 0)
     return fail(errno);
   if (r == 1) {
     h->redone_appends++;
-  } else if (a && (r = znbd_req_append_begin(&h->rq, len, off, slot, true,
+  } else if (a && (r = znbd_req_append_begin(&h->rq, len, off, slot, !zc,
                                              &a->w)) != ZNBD_ASYNC_SYNC) {
-    /* Its data already in the buffer: the runner writes it there. */
+    /* The runner writes the data where the core put the append. */
     if (r < 0)
       return fail(errno);
     a->kind = ZNBD_UBLK_ASYNC_WRITE;
     a->dsync = fua != 0;
+    a->zc = zc;
     a->len = len;
     *written = a->w.off;
     return 0;
-  } else if (znbd_req_append_noted(&h->rq, h->buf, len, off, slot, written) <
-             0) {
-    return fail(errno);
+  } else {
+    if (!have && (r = copy->copy_in(copy->opaque, h->buf, len, 0)) < 0)
+      return r;
+    if (znbd_req_append_noted(&h->rq, h->buf, len, off, slot, written) < 0)
+      return fail(errno);
   }
   if (fua && znbd_req_sync(&h->rq, len, *written) < 0)
     return fail(errno);
@@ -208,15 +222,17 @@ append(struct znbd_ublk_io *h, uint64_t len, uint64_t off, uint32_t slot,
  * commit. */
 static int32_t
 write_async(struct znbd_ublk_io *h, uint64_t len, uint64_t off, unsigned fua,
-            const struct znbd_ublk_copy *copy, struct znbd_ublk_async *a)
+            const struct znbd_ublk_copy *copy, bool zc,
+            struct znbd_ublk_async *a)
 {
-  int r = znbd_req_write_begin(&h->rq, len, off, ZNBD_WRITE_NOWAIT | fua, true,
+  int r = znbd_req_write_begin(&h->rq, len, off, ZNBD_WRITE_NOWAIT | fua, !zc,
                                &a->w);
   if (r == ZNBD_ASYNC_SYNC)
     return r;
   if (r < 0)
     return fail(errno);
-  if ((r = copy->copy_in(copy->opaque, h->buf, len, 0)) < 0) {
+  a->zc = zc; /* zero copy: the runner writes from the request's pages */
+  if (!zc && (r = copy->copy_in(copy->opaque, h->buf, len, 0)) < 0) {
     znbd_req_write_end(&h->rq, &a->w, EIO);
     return r;
   }
@@ -243,11 +259,18 @@ znbd_ublk_io_finish(struct znbd_ublk_io *h, struct znbd_ublk_async *a, int err,
       return -EIO;
     uint64_t at = a->r.io.len;
     for (unsigned i = 0; i < 2; i++) {
-      memset(buf + at, a->r.fill[i], a->r.fill_len[i]);
+      /* Zero copy: the file's bytes are in the request's pages, the fill
+       * goes there alone. */
+      uint8_t *fill = a->zc ? buf : buf + at;
+      memset(fill, a->r.fill[i], a->r.fill_len[i]);
+      if (a->zc && a->r.fill_len[i] &&
+          (r = copy->copy_out(copy->opaque, fill, a->r.fill_len[i], at)) < 0)
+        return r;
       at += a->r.fill_len[i];
     }
-    r = copy->copy_out(copy->opaque, buf, a->len, 0);
-    return r < 0 ? r : (int32_t)a->len;
+    if (!a->zc && (r = copy->copy_out(copy->opaque, buf, a->len, 0)) < 0)
+      return r;
+    return (int32_t)a->len;
   }
   case ZNBD_UBLK_ASYNC_FLUSH:
     return znbd_req_flush_end(&h->rq, &a->f, err) < 0 ? fail(errno) : 0;
@@ -270,10 +293,16 @@ znbd_ublk_io_exec(struct znbd_ublk_io *h,
   unsigned fua = flags & ZNBD_UBLK_IO_F_FUA ? ZNBD_WRITE_FUA : 0;
   int r;
 
+  /* Zero copy, unless the kernel could not register this request's
+   * pages (UBLK_AUTO_BUF_REG_FALLBACK): then user copy, as without. */
+  bool zc = h->zero_copy && !(flags & ZNBD_UBLK_IO_F_NEED_REG_BUF);
+
   done->append_lba = 0;
   done->delay_nsec = 0;
-  if (a)
+  if (a) {
     a->kind = ZNBD_UBLK_ASYNC_NONE;
+    a->zc = false;
+  }
   if (a && !znbd_dev_async(h->dev))
     a = NULL;
   /* After a power cut the queue's requests change nothing (the contract's
@@ -290,11 +319,12 @@ znbd_ublk_io_exec(struct znbd_ublk_io *h,
       return -EINVAL;
     done->delay_nsec = znbd_req_delay(&h->rq, ZNBD_IO_READ, len, 0);
     /* dir=: the runner reads the file into the buffer (znbd/async.h). */
-    if (a && (r = znbd_req_read_begin(&h->rq, len, off, true, &a->r)) !=
+    if (a && (r = znbd_req_read_begin(&h->rq, len, off, !zc, &a->r)) !=
                  ZNBD_ASYNC_SYNC) {
       if (r < 0)
         return fail(errno);
       a->kind = ZNBD_UBLK_ASYNC_READ;
+      a->zc = zc;
       a->len = len;
       return 0;
     }
@@ -311,7 +341,7 @@ znbd_ublk_io_exec(struct znbd_ublk_io *h,
       return -EINVAL;
     done->delay_nsec = znbd_req_delay(&h->rq, ZNBD_IO_WRITE, len, 0);
     if (a) {
-      r = write_async(h, len, off, fua, copy, a);
+      r = write_async(h, len, off, fua, copy, zc, a);
       /* A recovered server's refused write may be the redo of one the
        * dead server did: the synchronous path below refuses it again and
        * checks. */
@@ -384,9 +414,7 @@ znbd_ublk_io_exec(struct znbd_ublk_io *h,
     if (!znbd_dev_nr_zones(h->dev) || !in_range(h, off, len, true))
       return -EINVAL;
     done->delay_nsec = znbd_req_delay(&h->rq, ZNBD_IO_WRITE, len, 0);
-    if ((r = copy->copy_in(copy->opaque, h->buf, len, 0)) < 0)
-      return r;
-    if ((r = append(h, len, off, slot, fua, a, &written)) < 0)
+    if ((r = append(h, len, off, slot, fua, copy, zc, a, &written)) < 0)
       return r;
     done->append_lba = written / SECTOR;
     return a && a->kind != ZNBD_UBLK_ASYNC_NONE ? 0 : (int32_t)len;

@@ -57,6 +57,10 @@ struct znbd_ublk_io {
    * without being done twice (znbd_ublk_io_exec(), znbd/redo.h). */
   bool redo_writes;
   uint64_t redone, redone_appends; /* requests so taken as done */
+  /* The device was added with UBLK_F_AUTO_BUF_REG: a request's pages are
+   * registered for the runner's fixed-buffer I/O (znbd_ublk_async's
+   * zc), unless its descriptor says UBLK_IO_F_NEED_REG_BUF. */
+  bool zero_copy;
 };
 
 /* Set H up for a queue starting now on D, with BUF (BUF_LEN bytes, kept,
@@ -79,6 +83,10 @@ enum znbd_ublk_async_kind {
 struct znbd_ublk_async {
   enum znbd_ublk_async_kind kind;
   bool dsync;
+  /* Zero copy: READ_FIXED and WRITE_FIXED on the request's own pages,
+   * which the kernel registered at the tag's index (UBLK_F_AUTO_BUF_REG);
+   * BUF is not used but for a READ's fill. */
+  bool zc;
   uint64_t len; /* the request's bytes */
   struct znbd_async_write w;
   struct znbd_async_read r;

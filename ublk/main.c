@@ -29,6 +29,7 @@
 #include "recover.h"
 #include "setup.h"
 #include "uapi.h"
+#include "znbd/async.h"
 #include "znbd/control.h"
 #include "znbd/dev.h"
 #include "znbd/log.h"
@@ -50,6 +51,12 @@ usage(FILE *f)
           "  -p, --poll-us N    poll N microseconds for the next requests "
           "after\n"
           "                     serving some, before sleeping (default 0)\n"
+          "  -z, --zero-copy M  auto, on or off: dir= data between the "
+          "request's\n"
+          "                     pages and the zone files with no copy "
+          "(Linux 6.16's\n"
+          "                     UBLK_F_AUTO_BUF_REG; default auto: when the "
+          "kernel has it)\n"
           "  -r, --recover      take over device --dev-id N, whose server "
           "died,\n"
           "                     instead of adding one (its queues and "
@@ -102,6 +109,31 @@ open_cdev(uint32_t id)
   return -1;
 }
 
+/* --zero-copy, and whether device D can have it: the kernel offers
+ * UBLK_F_AUTO_BUF_REG (GET_FEATURES; Linux 6.16) and D's requests go to
+ * files on the queue's ring (znbd/async.h).  "auto": when both hold;
+ * "on": both must, or start-up stops naming what is missing; "off".
+ * Returns whether to add the device with it. */
+static bool
+zero_copy_wanted(struct znbd_ublk_ctrl *ctrl, const char *mode,
+                 struct znbd_dev *d)
+{
+  uint64_t features = 0;
+  bool on = strcmp(mode, "on") == 0;
+  if (strcmp(mode, "off") == 0)
+    return false;
+  int r = znbd_ublk_ctrl_cmd(ctrl, ZNBD_UBLK_U_CMD_GET_FEATURES, 0, &features,
+                             sizeof features, 0);
+  bool kernel = r >= 0 && (features & ZNBD_UBLK_F_AUTO_BUF_REG);
+  if (on && !kernel)
+    errx(1, "--zero-copy on: the kernel's ublk driver has no "
+            "UBLK_F_AUTO_BUF_REG (Linux 6.16 and later)");
+  if (on && !znbd_dev_async(d))
+    errx(1, "--zero-copy on: zero copy moves data between the kernel and "
+            "files: it needs dir= with write_cache=false");
+  return kernel && znbd_dev_async(d);
+}
+
 /* znbd_ublk_ctrl_cmd() for recover.c, OPAQUE the control ring. */
 static int
 ctrl_cmd(void *opaque, uint32_t op, uint32_t dev_id, void *addr, uint16_t len,
@@ -129,6 +161,7 @@ main(int argc, char **argv)
       {"queues", required_argument, NULL, 'q'},
       {"depth", required_argument, NULL, 'd'},
       {"poll-us", required_argument, NULL, 'p'},
+      {"zero-copy", required_argument, NULL, 'z'},
       {"recover", no_argument, NULL, 'r'},
       {"foreground", no_argument, NULL, 'f'},
       {"help", no_argument, NULL, 'h'},
@@ -138,10 +171,11 @@ main(int argc, char **argv)
   static struct znbd_ublk_params up;
   char err[512];
   long dev_id = -1, nr_queues = 1, depth = 64, poll_us = 0;
+  const char *zc_mode = "auto";
   bool recover = false;
   int c;
 
-  while ((c = getopt_long(argc, argv, "n:q:d:p:rfh", longopts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "n:q:d:p:z:rfh", longopts, NULL)) != -1) {
     switch (c) {
     case 'n':
       dev_id = number("--dev-id", optarg, -1, 1 << 20);
@@ -154,6 +188,12 @@ main(int argc, char **argv)
       break;
     case 'p':
       poll_us = number("--poll-us", optarg, 0, 1000000);
+      break;
+    case 'z':
+      if (strcmp(optarg, "auto") && strcmp(optarg, "on") &&
+          strcmp(optarg, "off"))
+        errx(1, "--zero-copy %s: expected auto, on or off", optarg);
+      zc_mode = optarg;
       break;
     case 'r':
       recover = true;
@@ -193,6 +233,7 @@ main(int argc, char **argv)
   struct znbd_ublk_ctrl ctrl;
   if (znbd_ublk_ctrl_open(&ctrl, err, sizeof err) < 0)
     errx(1, "%s", err);
+  bool zero_copy = zero_copy_wanted(&ctrl, zc_mode, dev);
   struct znbd_control *ctl = NULL;
   if (p.zone_control &&
       !(ctl = znbd_control_start(dev, p.zone_control, err, sizeof err)))
@@ -210,7 +251,8 @@ main(int argc, char **argv)
       .ublksrv_pid = getpid(),
       .flags = ZNBD_UBLK_F_USER_COPY | ZNBD_UBLK_F_CMD_IOCTL_ENCODE |
                ZNBD_UBLK_F_USER_RECOVERY | ZNBD_UBLK_F_USER_RECOVERY_REISSUE |
-               (p.zoned ? ZNBD_UBLK_F_ZONED : 0),
+               (p.zoned ? ZNBD_UBLK_F_ZONED : 0) |
+               (zero_copy ? ZNBD_UBLK_F_AUTO_BUF_REG : 0),
   };
   int r;
   if (recover) {
@@ -224,6 +266,17 @@ main(int argc, char **argv)
             dev_id);
     nr_queues = info.nr_hw_queues;
     depth = info.queue_depth;
+    /* The queues take requests as the device was added to give them. */
+    bool had = info.flags & ZNBD_UBLK_F_AUTO_BUF_REG;
+    if (had != zero_copy && strcmp(zc_mode, "auto") != 0)
+      warnx("--recover: device %ld was added %s zero copy: so it stays", dev_id,
+            had ? "with" : "without");
+    if (had && !znbd_dev_async(dev))
+      errx(1,
+           "--recover: device %ld was added with zero copy, which needs "
+           "dir= with write_cache=false",
+           dev_id);
+    zero_copy = had;
   } else if ((r = znbd_ublk_ctrl_cmd(&ctrl, ZNBD_UBLK_U_CMD_ADD_DEV,
                                      info.dev_id, &info, sizeof info, 0)) < 0)
     errx(1, "ADD_DEV: %s", strerror(-r));
@@ -267,8 +320,8 @@ main(int argc, char **argv)
     if (!queues ||
         znbd_ublk_queue_start(&queues[started], cdev, (uint16_t)started,
                               (uint16_t)depth, dev, MAX_IO_BYTES, recover,
-                              (uint64_t)poll_us * 1000, &stopping, err,
-                              sizeof err) < 0) {
+                              zero_copy, (uint64_t)poll_us * 1000, &stopping,
+                              err, sizeof err) < 0) {
       warnx("%s", queues ? err : "out of memory");
       goto stop;
     }
@@ -279,14 +332,16 @@ main(int argc, char **argv)
       goto stop;
     }
     warnx("/dev/ublkb%u recovered (%ld queues of %ld tags; %d appends the "
-          "dead server may have done)",
-          id, nr_queues, depth, kept);
+          "dead server may have done)%s",
+          id, nr_queues, depth, kept, zero_copy ? ", zero copy" : "");
   } else if ((r = znbd_ublk_ctrl_cmd(&ctrl, ZNBD_UBLK_U_CMD_START_DEV, id, NULL,
                                      0, (uint64_t)getpid())) < 0) {
     warnx("START_DEV: %s", strerror(-r));
     goto stop;
   }
   live = true;
+  if (!recover && zero_copy)
+    warnx("/dev/ublkb%u: zero copy (UBLK_F_AUTO_BUF_REG)", id);
   printf("/dev/ublkb%u\n", id);
   fflush(stdout);
   int sig;

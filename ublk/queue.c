@@ -81,6 +81,10 @@ prep(struct znbd_ublk_queue *q, uint32_t op, uint16_t tag, int32_t result,
   cmd->tag = tag;
   cmd->result = result;
   cmd->addr = addr;
+  /* Zero copy: the index the kernel registers the tag's next request's
+   * pages at, with the fallback (user copy) should that fail. */
+  if (q->io.zero_copy)
+    sqe->addr = tag | (uint64_t)ZNBD_UBLK_AUTO_BUF_REG_FALLBACK << 16;
   return 0;
 }
 
@@ -214,10 +218,19 @@ file_rw(struct znbd_ublk_queue *q, uint16_t tag)
   uint8_t *buf = t->buf + t->moved;
   unsigned n = (unsigned)(io->len - t->moved);
   off_t at = (off_t)(io->at + t->moved);
-  if (write)
+  /* Zero copy: the request's own pages, registered at the tag's index,
+   * addressed from 0. */
+  if (t->a.zc) {
+    void *pos = (void *)(uintptr_t)t->moved;
+    if (write)
+      io_uring_prep_write_fixed(sqe, io->fd, pos, n, (uint64_t)at, tag);
+    else
+      io_uring_prep_read_fixed(sqe, io->fd, pos, n, (uint64_t)at, tag);
+  } else if (write) {
     io_uring_prep_write(sqe, io->fd, buf, n, (uint64_t)at);
-  else
+  } else {
     io_uring_prep_read(sqe, io->fd, buf, n, (uint64_t)at);
+  }
   sqe->rw_flags = write && t->a.dsync ? RWF_DSYNC : 0;
   sqe->user_data = cqe_data(CQE_FILE, tag);
   q->files++;
@@ -301,6 +314,16 @@ file_cqe(struct znbd_ublk_queue *q, uint16_t tag, int res)
       return;
     }
     memset(t->buf + t->moved, 0, len - t->moved);
+    if (t->a.zc) { /* into the request's pages: user copy */
+      struct req_ref ref;
+      struct znbd_ublk_copy copy = tag_copy(q, &ref, tag);
+      int r = copy.copy_out(copy.opaque, t->buf + t->moved, len - t->moved,
+                            t->moved);
+      if (r < 0) {
+        file_done(q, tag, -r);
+        return;
+      }
+    }
     t->moved = len;
   }
   t->moved += (uint64_t)res;
@@ -437,6 +460,15 @@ run(void *arg)
     q->failed = 1;
     return NULL;
   }
+  /* Zero copy: a fixed-buffer table with a slot per tag, for the kernel
+   * to register requests' pages in (from the issuer: SINGLE_ISSUER). */
+  if (q->io.zero_copy &&
+      (r = io_uring_register_buffers_sparse(&q->ring, q->depth)) < 0) {
+    fprintf(stderr, "znbd-ublk: queue %u: a fixed-buffer table: %s\n", q->q_id,
+            strerror(-r));
+    q->failed = 1;
+    return NULL;
+  }
   for (uint16_t tag = 0; tag < q->depth; tag++)
     if (prep(q, ZNBD_UBLK_U_IO_FETCH_REQ, tag, -1, 0) == 0)
       q->pending++;
@@ -501,7 +533,7 @@ run(void *arg)
 int
 znbd_ublk_queue_start(struct znbd_ublk_queue *q, int cdev, uint16_t q_id,
                       uint16_t depth, struct znbd_dev *d, uint32_t max_io_bytes,
-                      bool redo_writes, uint64_t poll_ns,
+                      bool redo_writes, bool zero_copy, uint64_t poll_ns,
                       const atomic_bool *stopping, char *err, size_t errlen)
 {
   long page = sysconf(_SC_PAGESIZE);
@@ -557,6 +589,7 @@ znbd_ublk_queue_start(struct znbd_ublk_queue *q, int cdev, uint16_t q_id,
     q->tags[tag].buf = (uint8_t *)q->bufs + (size_t)tag * max_io_bytes;
   znbd_ublk_io_init(&q->io, d, q->tags[0].buf, max_io_bytes);
   q->io.redo_writes = redo_writes;
+  q->io.zero_copy = zero_copy;
   /* Task work (the kernel handing this queue a request, ublk_drv.c's
    * io_uring_cmd_complete_in_task()) runs when the thread next waits in
    * io_uring_enter, in one batch, instead of interrupting it

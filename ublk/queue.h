@@ -66,7 +66,8 @@ struct znbd_ublk_queue {
 
 /* Set queue Q_ID of DEPTH tags up on CDEV for device D (requests of at
  * most MAX_IO_BYTES bytes; REDO_WRITES: the server recovered the device,
- * io.h; POLL_NS: nanoseconds to poll after a busy pass, 0 for none) and
+ * io.h; ZERO_COPY: the device was added with UBLK_F_AUTO_BUF_REG; POLL_NS:
+ * nanoseconds to poll after a busy pass, 0 for none) and
  * start its thread, which fetches every tag and serves until the kernel
  * aborts them (STOP_DEV) or STOPPING is set and nothing is pending.
  * Returns 0, or -1 with errno and a message in ERR (Q is then
@@ -74,8 +75,9 @@ struct znbd_ublk_queue {
 int znbd_ublk_queue_start(struct znbd_ublk_queue *q, int cdev, uint16_t q_id,
                           uint16_t depth, struct znbd_dev *d,
                           uint32_t max_io_bytes, bool redo_writes,
-                          uint64_t poll_ns, const atomic_bool *stopping,
-                          char *err, size_t errlen);
+                          bool zero_copy, uint64_t poll_ns,
+                          const atomic_bool *stopping, char *err,
+                          size_t errlen);
 
 /* Wait for Q's thread and release its ring, buffer and descriptors (the
  * mmap holds /dev/ublkcN open as the fd does: DEL_DEV waits for both).

@@ -114,6 +114,16 @@ struct znbd_ublksrv_io_cmd {
 #define ZNBD_UBLK_F_CMD_IOCTL_ENCODE (1ULL << 6)
 #define ZNBD_UBLK_F_USER_COPY (1ULL << 7)
 #define ZNBD_UBLK_F_ZONED (1ULL << 8)
+/* Linux 6.16: the kernel registers each request's pages in the fetching
+ * ring's fixed-buffer table, at the index the FETCH_REQ or
+ * COMMIT_AND_FETCH_REQ SQE carries in sqe->addr (struct
+ * ublk_auto_buf_reg: index in bits 0-15, flags in 16-23), and takes them
+ * out at the commit; READ_FIXED and WRITE_FIXED then move a request's data
+ * with no copy in user space.  With UBLK_AUTO_BUF_REG_FALLBACK a request
+ * whose pages could not be registered comes with UBLK_IO_F_NEED_REG_BUF
+ * set instead of failing (ublk_drv.c, ublk_do_auto_buf_reg()). */
+#define ZNBD_UBLK_F_AUTO_BUF_REG (1ULL << 11)
+#define ZNBD_UBLK_AUTO_BUF_REG_FALLBACK (1u << 0)
 
 /* struct ublksrv_io_desc: one request, in the mmap()ed area, by tag. */
 struct znbd_ublksrv_io_desc {
@@ -139,6 +149,7 @@ struct znbd_ublksrv_io_desc {
 
 #define ZNBD_UBLK_IO_F_FUA (1U << 13)
 #define ZNBD_UBLK_IO_F_NOUNMAP (1U << 15)
+#define ZNBD_UBLK_IO_F_NEED_REG_BUF (1U << 17)
 
 /* struct ublk_params and the parts of it used here (SET_PARAMS; len
  * covers basic, discard, devt and zoned: the kernel takes a shorter

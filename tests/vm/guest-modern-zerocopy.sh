@@ -1,0 +1,68 @@
+# shellcheck shell=bash
+# guest-modern.sh part "zerocopy": znbd-ublk --zero-copy on, off and
+# auto (UBLK_F_AUTO_BUF_REG, Linux 6.16; the guest's kernel has it, as
+# modern.test's ublk feature check shows).  Sourced by guest-modern.sh,
+# on its functions.  On a dir= disk of 16 zones of 4 MiB (one
+# conventional, 0xff past the wp):
+# - on: znbd-ublk says zero copy; fio's zbd mode writes 16 MiB at QD8 and
+#   verifies them (READ_FIXED and WRITE_FIXED on the requests' own
+#   pages); a read across a zone's wp gives the written bytes then 0xff
+#   (the fill goes to the pages by user copy); a write in the
+#   conventional zone reads back;
+# - off: no zero copy; the same fio run verifies;
+# - auto: zero copy on a dir= disk, none on a RAM disk;
+# - on refused for a RAM disk, with a message naming dir=.
+ZDIR=$work/zc.dir
+# zc_start MODE [KEY=VALUE...]: a zoned znbd-ublk --zero-copy MODE.
+zc_start() {
+  local mode=$1
+  shift
+  rm -rf "$ZDIR"
+  ublk_start --zero-copy "$mode" size=64M zone_size=4M zone_nr_conv=1 "$@"
+}
+zc_said() { # yes|no: znbd-ublk said zero copy, or did not
+  local said=no
+  grep -q "zero copy" "$work/ublk.err" && said=yes
+  echo "zero copy said: $said"
+  [ $said = "$1" ]
+}
+# 64 KiB at zone 2's wp, then a read of 128 KiB from its start: the 64
+# KiB, then 0xff bytes.
+zc_past_wp() {
+  dwrite $((8 * M)) 65536 "$work/rand" || return 1
+  cmp -n 65536 <(dread $((8 * M)) 131072) "$work/rand" &&
+    cmp <(dread $((8 * M + 65536)) 65536) <(head -c 65536 /dev/zero | tr '\0' '\377') &&
+    echo "the written bytes, then 0xff past the wp"
+}
+zc_refused() {
+  local rc=0
+  $T "$UBLK" --zero-copy on size=16M zoned=false > /dev/null 2> "$work/zc.err" || rc=$?
+  cat "$work/zc.err"
+  [ $rc = 1 ] && grep -q "dir=" "$work/zc.err"
+}
+if command -v fio > /dev/null; then
+  if check "zerocopy: --zero-copy on, dir=" zc_start on dir="$ZDIR" zone_read_past_wp=ones; then
+    check "zerocopy: znbd-ublk says zero copy" zc_said yes
+    check "zerocopy: fio zbd, 16 MiB at QD8, crc32c verified" fio_zbd_verify 16M 16
+    check "zerocopy: a read across the wp: the data, then 0xff" zc_past_wp
+    check "zerocopy: 64 KiB in the conventional zone read back" write_read $M 65536 "$work/rand"
+    check "zerocopy: SIGTERM removes the disk" ublk_stop
+  fi
+  if check "zerocopy: --zero-copy off, dir=" zc_start off dir="$ZDIR"; then
+    check "zerocopy: no zero copy" zc_said no
+    check "zerocopy: fio zbd, 16 MiB at QD8, crc32c verified" fio_zbd_verify 16M 16
+    check "zerocopy: SIGTERM removes the disk" ublk_stop
+  fi
+  if check "zerocopy: --zero-copy auto, dir=" zc_start auto dir="$ZDIR"; then
+    check "zerocopy: zero copy" zc_said yes
+    check "zerocopy: SIGTERM removes the disk" ublk_stop
+  fi
+  if check "zerocopy: --zero-copy auto, RAM" zc_start auto; then
+    check "zerocopy: no zero copy" zc_said no
+    check "zerocopy: SIGTERM removes the disk" ublk_stop
+  fi
+  check "zerocopy: --zero-copy on refused for a RAM disk" zc_refused
+else
+  skip_check "zerocopy: fio" "no fio in the guest"
+fi
+note "t=${SECONDS}s"
