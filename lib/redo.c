@@ -26,10 +26,14 @@
  * At open with keep, every noted record (live or kept) is checked
  * against its zone as restored: one whose sector is at or past the wp
  * was noted but never stored (its append runs again where it would have
- * gone), one below it is kept; the same record found twice (a server
- * killed while moving a matched record to its slot) is kept once.  A
- * kept record also goes when its zone is reset or finished (its data is
- * gone).
+ * gone); one the wp cuts (the server was killed while it stored the
+ * append, the last store of its zone) has those bytes cut off again, its
+ * zone's wp back at its sector, where it runs again (kept, a new append
+ * of other bytes would land inside its range and leave the rest of it
+ * unused, space the file system never counted); one below the wp is
+ * kept.  The same record found twice (a server killed while moving a
+ * matched record to its slot) is kept once.  A kept record also goes
+ * when its zone is reset or finished (its data is gone).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -85,8 +89,18 @@ redo_bytes(uint32_t nslots)
          2 * (size_t)nslots * sizeof(struct redo_rec);
 }
 
-/* A noted record REC of D's zones whose append reached the store (all of
- * it or its first part): its sector lies below its zone's wp. */
+/* znbd_zone_cut_fn: the store drops zone Z's bytes past KEEP. */
+static int
+cut_zone(void *opaque, uint32_t zno, const struct znbd_zone *z, uint64_t keep)
+{
+  return znbd_store_zone_truncate(opaque, zno, z->start, z->len, keep);
+}
+
+/* Whether the noted record REC of D's zones is an append that reached
+ * the store whole: its bytes lie below its zone's wp.  One the wp cuts
+ * (stored in part when the server died) has its bytes cut off: the
+ * zone's wp goes back to its sector (as after a power cycle, CLOSED or
+ * EMPTY), and it is not. */
 static bool
 stored(struct znbd_dev *d, const struct redo_rec *rec)
 {
@@ -95,8 +109,22 @@ stored(struct znbd_dev *d, const struct redo_rec *rec)
       !znbd_zones_written(&d->zs, rec->zone, &written))
     return false;
   const struct znbd_zone *z = &d->zs.zone[rec->zone];
-  return rec->off >= z->start && rec->off + rec->len <= z->start + z->len &&
-         rec->off < z->start + written;
+  if (rec->off < z->start || rec->off + rec->len > z->start + z->len)
+    return false;
+  uint64_t at = rec->off - z->start;
+  if (at + rec->len <= written)
+    return true;
+  if (at < written) {
+    znbd_log(ZNBD_LOG_NOTE,
+             "dir=%s: zone %u: an append of %llu bytes at %llu was stored "
+             "in part when its server died: cut off, to run again",
+             d->p.dir, (unsigned)rec->zone, (unsigned long long)rec->len,
+             (unsigned long long)rec->off);
+    if (znbd_zones_power_cycle(&d->zs, rec->zone, &at, cut_zone, d->store) < 0)
+      znbd_log(ZNBD_LOG_ERROR, "dir=%s: zone %u: cutting it: %s", d->p.dir,
+               (unsigned)rec->zone, strerror(errno));
+  }
+  return false;
 }
 
 /* Whether REC is among the N records of OUT (the same zone, sector and

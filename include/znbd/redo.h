@@ -22,9 +22,10 @@
  *     an io_uring read of /dev/zero into the note, right behind the
  *     commit), so a killed server leaves a note exactly for the appends
  *     the kernel will send again.  A recovering server keeps the notes it
- *     finds, and a reissued append of the same zone and length whose
- *     bytes are those stored at a kept note's sector is answered with
- *     that sector.
+ *     finds whose appends were stored whole (one the kill cut short is
+ *     cut off, to run again), and a reissued append of the same zone and
+ *     length whose bytes are those stored at a kept note's sector is
+ *     answered with that sector.
  * Only a dir= store outlives its server; a RAM store's data dies with it.
  * Offsets and lengths are bytes.  Safe from many threads at once.
  */
@@ -43,10 +44,14 @@
 /* Keep intent records for NSLOTS slots (a front-end's requests in
  * flight: ublk's queues times their depth) of D in its dir= store, file
  * PATH/znbd.redo.  KEEP (a server taking over a device whose server
- * died): the records the dead server left unconfirmed are kept to match
- * reissued appends (znbd_dev_redo_append()), and stay in the file until
- * matched, so a recovery that dies in turn loses none; without KEEP
- * every record is cleared (a new device: nothing will be reissued).
+ * died): the records the dead server left unconfirmed whose appends were
+ * stored whole are kept to match reissued appends
+ * (znbd_dev_redo_append()), and stay in the file until matched, so a
+ * recovery that dies in turn loses none; an append stored in part (the
+ * last store of its zone, cut short) is cut off again, its zone's wp back
+ * at its sector, so that nothing lands inside its range before it runs
+ * again; without KEEP every record is cleared (a new device: nothing
+ * will be reissued).  Call it before any request.
  * Returns the number of records kept (>= 0), or -1 with errno and a
  * message in ERR: EINVAL (D has no dir= store or no zones, NSLOTS 0 or
  * above 65536), ENOMEM, or the file's (EACCES, EIO, ENOSPC). */

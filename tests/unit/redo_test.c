@@ -224,8 +224,10 @@ test_append_no_match(void)
   znbd_dev_free(d);
 }
 
-/* An append whose store the kill cut short: the rest is written at the
- * wp, the answer its sector, and the zone holds it once. */
+/* An append whose store the kill cut short (the last store of its
+ * zone): its bytes are cut off at the open, the zone's wp back at its
+ * sector, so that no other append lands inside its range; it runs
+ * again there.  One stored whole before it is kept. */
 static void
 test_append_partial(void)
 {
@@ -233,23 +235,33 @@ test_append_partial(void)
   uint64_t at = 0, r = 0;
   struct znbd_req_ctx c;
   struct znbd_dev *d = fresh(&c, 5);
+  CHECK_EQ(znbd_req_append_noted(&c, b, 64 * KiB, 5 * ZS, 2, &at), 0);
   CHECK_EQ(znbd_req_append_noted(&c, a, 256 * KiB, 5 * ZS, 3, &at), 0);
-  CHECK_EQ(at, 5 * ZS);
+  CHECK_EQ(at, 5 * ZS + 64 * KiB);
   znbd_dev_free(d);
-  cut_zone_file(5, 100 * KiB);
+  cut_zone_file(5, 164 * KiB);
 
   d = open_redo(true, &kept);
-  CHECK_EQ(kept, 1);
-  CHECK_EQ(test_wp(d, 5), 5 * ZS + 100 * KiB);
-  /* Other bytes than those stored: not this append. */
-  CHECK_EQ(znbd_dev_redo_append(d, b, 256 * KiB, 5 * ZS, 3, &r), 0);
-  CHECK_EQ(test_wp(d, 5), 5 * ZS + 100 * KiB);
-  CHECK_EQ(znbd_dev_redo_append(d, a, 256 * KiB, 5 * ZS, 3, &r), 1);
-  CHECK_EQ(r, 5 * ZS);
-  CHECK_EQ(test_wp(d, 5), 5 * ZS + 256 * KiB);
+  CHECK_EQ(kept, 1); /* slot 2's, stored whole */
+  CHECK_EQ(test_wp(d, 5), 5 * ZS + 64 * KiB);
+  CHECK_EQ(test_zone(d, 5).cond, ZNBD_ZONE_COND_CLOSED);
+  /* Another append comes first: at the cut append's sector, not inside
+   * its range. */
+  znbd_req_ctx_init(&c, d);
+  CHECK_EQ(znbd_dev_redo_append(d, a + 4096, 4 * KiB, 5 * ZS, 1, &r), 0);
+  CHECK_EQ(znbd_req_append_noted(&c, a + 4096, 4 * KiB, 5 * ZS, 1, &at), 0);
+  CHECK_EQ(at, 5 * ZS + 64 * KiB);
+  /* The cut one, reissued: a new append now, after it. */
+  CHECK_EQ(znbd_dev_redo_append(d, a, 256 * KiB, 5 * ZS, 3, &r), 0);
+  CHECK_EQ(znbd_req_append_noted(&c, a, 256 * KiB, 5 * ZS, 3, &at), 0);
+  CHECK_EQ(at, 5 * ZS + 68 * KiB);
+  CHECK_EQ(test_wp(d, 5), 5 * ZS + 324 * KiB);
   memset(got, 0, sizeof got);
-  CHECK_EQ(znbd_dev_read(d, got, 256 * KiB, 5 * ZS), 0);
+  CHECK_EQ(znbd_dev_read(d, got, 256 * KiB, 5 * ZS + 68 * KiB), 0);
   CHECK(memcmp(got, a, 256 * KiB) == 0);
+  /* The whole one matches its reissue. */
+  CHECK_EQ(znbd_dev_redo_append(d, b, 64 * KiB, 5 * ZS, 2, &r), 1);
+  CHECK_EQ(r, 5 * ZS);
   znbd_dev_free(d);
 }
 
