@@ -44,6 +44,26 @@
 # Targets (reported, not asserted): znbd-ublk >= 2x znbd-tcmu on every
 # row, >= 1.0x zloop on every 4 KiB row with the same backing, and >= 0.5x
 # null_blk on the 4 KiB random read; reported for the polling disks too.
+#
+# BENCH_UBLK_SET=seed004: file-backed zones as the linux-block thread
+# that compared zloop with a user-space target measured them (rublk's
+# scripts/zfio): zloop's base_dir and znbd-ublk's dir= on XFS over a RAM
+# disk (brd) in the guest, whose buffered writes io_uring issues without
+# a worker (FOP_BUFFER_WASYNC);
+#   null_blk, zloop, znbd-ublk (RAM), znbd-ublk-dir (zero copy where the
+#   kernel has it), znbd-ublk-dir-copy (--zero-copy off), and with
+#   BENCH_UBLK_OLD=PATH (another build's znbd-ublk) znbd-ublk-old (RAM);
+#   null_blk-tT and znbd-ublk-tT: plain 64 MiB disks each request held T
+#   (completion_nsec 100 us and 1 ms; null_blk in timer mode, irqmode=2);
+# jobs: write-4k, write-128k, randwrite-4k, randwrite-128k at QD32, each
+# with 1 job and 8 (-8j: --numjobs=8 --cpus_allowed_policy=split, the
+# sequential ones an eighth of the disk each), randread-4k (with the old
+# build), lat-100us-qd1/qd32, lat-1ms-qd1/qd32 (4 KiB random reads).
+# Targets: znbd-ublk-dir >= 1.0x zloop on every write row and >= 2x on the
+# random-zone write rows; znbd-ublk-tT >= 0.8x null_blk-tT, and QD32/QD1
+# at 1 ms >= 0.8x null_blk's own; znbd-ublk >= 0.95x znbd-ublk-old;
+# moonshot: znbd-ublk >= 1.5x null_blk on randread-4k, znbd-ublk-dir >=
+# 1.5x zloop on every write row.
 #   usage: bench/ublk-bench.sh [RUNTIME-S] (default 5 s per cell)
 # Environment: BUILD (build tree, default ./build), BENCH_ROUNDS (3),
 # BENCH_UBLK_OUT (result file instead of bench/results/ublk-<date>.md),
@@ -70,14 +90,27 @@ modern_kernel || { echo "ublk-bench: $MODERN_WHY" >&2; exit 1; }
 # shellcheck source=vm-lib.sh
 . "$top/bench/vm-lib.sh"
 vm_bench_host ublk-bench
-out=${BENCH_UBLK_OUT:-$top/bench/results/ublk-$date.md}
-# 7 disks x 5 jobs + 8 + 3 x 2: 49 cells a round, each the run time and
-# about 3 s of fio start-up and zone resets under TCG.
+bset=${BENCH_UBLK_SET:-tmpfs}
+case $bset in
+  tmpfs) name=ublk ;;
+  seed004) name=ublk-seed004 ;;
+  *) echo "ublk-bench: BENCH_UBLK_SET=$bset: tmpfs or seed004" >&2 && exit 1 ;;
+esac
+if [ -n "${BENCH_UBLK_OLD:-}" ] && [ ! -x "$BENCH_UBLK_OLD" ]; then
+  echo "ublk-bench: BENCH_UBLK_OLD=$BENCH_UBLK_OLD is not a program" >&2
+  exit 1
+fi
+out=${BENCH_UBLK_OUT:-$top/bench/results/$name-$date.md}
+# tmpfs: 7 disks x 5 jobs + 8 + 3 x 2: 49 cells a round; seed004: 5 x 9 +
+# 2 + 4 x 2: 55.  Each the run time and about 3 s of fio start-up and
+# zone resets under TCG.
 cells=49
+[ "$bset" = tmpfs ] || cells=55
 echo "ublk-bench: one guest run on $MODERN_KVER, $rounds rounds of $cells fio cells of $rt s" >&2
 "$top/tests/vm/vm-run" -v -t $((300 + rounds * cells * (rt + 10))) -m 6144 --append no_timer_check \
   --qemu -cpu --qemu "$cpu" --kernel-root "$MODERN_ROOT" --kernel "$MODERN_KVER" -w "$res:/results" -e "top_builddir=$build" -e "top_srcdir=$top" \
   ${BENCH_UBLK_JOBS:+-e "BENCH_UBLK_JOBS=$BENCH_UBLK_JOBS"} -e "BENCH_UBLK_LIMIT=${BENCH_UBLK_LIMIT:-0}" \
+  -e "BENCH_UBLK_SET=$bset" ${BENCH_UBLK_OLD:+-e "BENCH_UBLK_OLD=$BENCH_UBLK_OLD"} \
   "$top/bench/ublk-bench-guest.sh" "$rt" "$rounds"
 rc=$?
 [ "$rc" = 0 ] || { echo "ublk-bench: the guest run failed (status $rc)" >&2; exit 1; }
@@ -94,7 +127,7 @@ mkdir -p "$(dirname "$out")"
   echo "/proc/PID/task/*/schedstat) over the cell, divided by fio's I/Os (user-space servers only);"
   echo "ios/req: fio's I/Os per request the disk completed (/sys/block/X/stat; above 1: merged)."
   echo
-  python3 "$top/bench/ublk-report.py" "$res/results.tsv"
+  python3 "$top/bench/ublk-report.py" "$res/results.tsv" "$bset"
   echo
   sed 's/^# /- /' "$res/info.txt"
   echo

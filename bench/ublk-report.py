@@ -12,7 +12,9 @@ import statistics
 import sys
 
 ANCHOR = "null_blk"
-# (name, numerator, denominator, target or None, rows the target is for)
+# (name, numerator, denominator, target or None, rows the target is for:
+# "all", "4k" (the 4 KiB jobs), a job's name, or "prefix:P" (the jobs
+# whose name starts with P))
 RATIOS = [
     ("znbd-ublk / znbd-tcmu", "znbd-ublk", "znbd-tcmu", 2.0, "all"),
     ("znbd-ublk / zloop (RAM vs tmpfs)", "znbd-ublk", "zloop", 1.0, "4k"),
@@ -26,6 +28,27 @@ RATIOS = [
     ("znbd-ublk-dir-poll / zloop (same tmpfs)", "znbd-ublk-dir-poll", "zloop", 1.0, "4k"),
     ("znbd-ublk-poll / null_blk", "znbd-ublk-poll", ANCHOR, 0.5, "randread-4k"),
 ]
+# BENCH_UBLK_SET=seed004 (bench/ublk-bench.sh): file-backed zones on XFS,
+# injected latency, RAM against another build.
+RATIOS_SEED004 = [
+    ("znbd-ublk-dir / zloop (XFS)", "znbd-ublk-dir", "zloop", 1.0, "prefix:write"),
+    ("znbd-ublk-dir / zloop (XFS)", "znbd-ublk-dir", "zloop", 2.0, "prefix:randwrite"),
+    ("znbd-ublk-dir-copy / zloop (XFS)", "znbd-ublk-dir-copy", "zloop", None, None),
+    ("znbd-ublk-dir / znbd-ublk-dir-copy (zero copy)", "znbd-ublk-dir",
+     "znbd-ublk-dir-copy", None, None),
+    ("znbd-ublk / znbd-ublk-old (RAM, this build / the other)", "znbd-ublk",
+     "znbd-ublk-old", 0.95, "all"),
+    ("znbd-ublk-t100us / null_blk-t100us", "znbd-ublk-t100us", "null_blk-t100us",
+     0.8, "prefix:lat-100us"),
+    ("znbd-ublk-t1ms / null_blk-t1ms", "znbd-ublk-t1ms", "null_blk-t1ms", 0.8,
+     "prefix:lat-1ms"),
+    # Moonshots.
+    ("znbd-ublk / null_blk (moonshot)", "znbd-ublk", ANCHOR, 1.5, "randread-4k"),
+    ("znbd-ublk-dir / zloop (XFS, moonshot)", "znbd-ublk-dir", "zloop", 1.5,
+     "prefix:write"),
+    ("znbd-ublk-dir / zloop (XFS, moonshot)", "znbd-ublk-dir", "zloop", 1.5,
+     "prefix:randwrite"),
+]
 
 
 def med(v):
@@ -36,7 +59,18 @@ def fmt(v, f="%.2f"):
     return "-" if v is None else f % v
 
 
-def main(path):
+def applies(rows, job):
+    if rows is None:
+        return False
+    if rows.startswith("prefix:"):
+        return job.startswith(rows[len("prefix:"):])
+    return rows == "all" or rows == job or rows == "4k" and "-4k" in job
+
+
+def main(path, bset="tmpfs"):
+    global RATIOS
+    if bset == "seed004":
+        RATIOS = RATIOS_SEED004
     data = {}
     for line in open(path):
         if not line.strip():
@@ -52,7 +86,8 @@ def main(path):
 
     # One line a job: every disk against null_blk, then the targets' ratios.
     disks = list(dict.fromkeys(d for devs in data.values() for d in devs if d != ANCHOR))
-    pairs = [r for r in RATIOS if r[2] != ANCHOR and r[0] != "znbd-ublk-q2 / znbd-ublk"]
+    pairs = list({(r[1], r[2]): r for r in RATIOS
+                  if r[2] != ANCHOR and r[0] != "znbd-ublk-q2 / znbd-ublk"}.values())
     print("### Summary: x %s (median of per-round ratios), and the same-run ratios" % ANCHOR)
     print()
     print("| job | %s IOPS | %s | %s |" % (ANCHOR, " | ".join(disks),
@@ -90,9 +125,7 @@ def main(path):
             v = ratio(job, a, b)
             if b != ANCHOR:  # the table's column has those
                 print("- %s: %s" % (name, fmt(v)))
-            applies = target is not None and (rows == "all" or rows == job or
-                                              rows == "4k" and "-4k" in job)
-            if applies:
+            if target is not None and applies(rows, job):
                 checks.append((job, name, v, target))
         print()
     none, mqd = "write-4k-qd64-b16-none", "write-4k-qd64-b16-mq-deadline"
@@ -104,6 +137,23 @@ def main(path):
             v = [iops_of(a, r) / iops_of(b, r) for r in a if iops_of(a, r) and iops_of(b, r)]
             print("- %s: mq-deadline / none %s" % (dev, fmt(med(v))))
         print()
+    # Injected latency: what queue depth buys each, at 1 ms (null_blk's
+    # timer mode holds each request on its own hrtimer).
+    q1, q32 = "lat-1ms-qd1", "lat-1ms-qd32"
+    if q1 in data and q32 in data:
+        print("### QD32 / QD1 at 1 ms")
+        print()
+        own = {}
+        for dev in data[q1]:
+            a, b = data[q32].get(dev, {}), data[q1][dev]
+            v = med([iops_of(a, r) / iops_of(b, r) for r in a
+                     if iops_of(a, r) and iops_of(b, r)])
+            own[dev] = v
+            print("- %s: %s" % (dev, fmt(v)))
+        u, n = own.get("znbd-ublk-t1ms"), own.get("null_blk-t1ms")
+        if u is not None and n:
+            checks.append((q32, "QD32/QD1 znbd-ublk-t1ms / null_blk-t1ms's", u / n, 0.8))
+        print()
     print("### Targets (reported, not asserted)")
     print()
     print("| job | ratio | value | target | |")
@@ -114,4 +164,4 @@ def main(path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "tmpfs")
