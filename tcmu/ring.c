@@ -78,7 +78,9 @@ struct tcmu_job {
   uint8_t cdb[16];   /* sd sends at most 16-byte CDBs */
   size_t cdb_len;    /* from the opcode's group: znbd_scsi_cdb_len() */
   uint64_t delay_ns; /* injected latency: znbd_scsi_delay_nsec() */
-  /* A dropped reply's result, kept until the ring stops: */
+  uint64_t due_ns;   /* taken + delay_ns, CLOCK_MONOTONIC */
+  /* A dropped reply's result, kept until the ring stops, or a delayed
+   * one's until it is due: */
   int st;
   uint32_t read_len;
   uint8_t sense[ZNBD_SCSI_SENSE_LEN];
@@ -168,8 +170,32 @@ struct worker_arg {
   struct znbd_scsi *s;
 };
 
-/* Execute job J with S, wait its injected latency, reply (DO_KICK as
- * for complete()), free it. */
+static uint64_t
+mono_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Hold executed job J (its result in it) until J->due_ns: into the
+ * timer thread's list, soonest first.  Caller holds R's lock. */
+static void
+hold(struct tcmu_ring *r, struct tcmu_job *j)
+{
+  struct tcmu_job **pp = &r->timed;
+  while (*pp && (*pp)->due_ns <= j->due_ns)
+    pp = &(*pp)->next;
+  j->next = *pp;
+  *pp = j;
+  pthread_cond_signal(&r->timer);
+}
+
+/* Execute job J with S and reply (DO_KICK as for complete()), or, with
+ * an injected latency, leave the reply to the timer thread, due that
+ * long after the command was taken, as null_blk's timer mode holds each
+ * request on its own hrtimer: the thread goes on meanwhile, and commands
+ * in flight together wait their latencies together.  Frees J. */
 static void
 run_job(struct tcmu_ring *r, struct znbd_scsi *s, struct tcmu_job *j,
         bool do_kick)
@@ -177,7 +203,15 @@ run_job(struct tcmu_ring *r, struct znbd_scsi *s, struct tcmu_job *j,
   struct znbd_scsi_cmd c = {
       .cdb = j->cdb, .cdb_len = j->cdb_len, .iov = j->iov, .iovcnt = j->iovcnt};
   int st = znbd_scsi_exec(s, &c);
-  znbd_sleep_ns(j->delay_ns);
+  if (j->delay_ns && !c.drop_reply) {
+    j->st = st;
+    j->read_len = c.read_len;
+    memcpy(j->sense, c.sense, sizeof j->sense);
+    pthread_mutex_lock(&r->lock);
+    hold(r, j);
+    pthread_mutex_unlock(&r->lock);
+    return;
+  }
   if (c.drop_reply) {
     /* Lost on its way back: the kernel hears nothing and fails the
      * command after its cmd_time_out.  The entry is completed when the
@@ -213,6 +247,39 @@ drain_dropped(struct tcmu_ring *r)
     perror("znbd-tcmu: write to the UIO device");
 }
 
+/* The timer thread: completes each held job when it is due; once the
+ * ring quits, all of them at once. */
+static void *
+timer(void *arg)
+{
+  struct tcmu_ring *r = arg;
+  pthread_mutex_lock(&r->lock);
+  for (;;) {
+    struct tcmu_job *j = r->timed;
+    if (!j && r->timer_quit)
+      break;
+    if (!j) {
+      pthread_cond_wait(&r->timer, &r->lock);
+      continue;
+    }
+    uint64_t now = mono_ns();
+    if (j->due_ns > now && !r->timer_quit) {
+      struct timespec ts = {(time_t)(j->due_ns / 1000000000u),
+                            (long)(j->due_ns % 1000000000u)};
+      pthread_cond_timedwait(&r->timer, &r->lock, &ts);
+      continue;
+    }
+    r->timed = j->next;
+    pthread_mutex_unlock(&r->lock);
+    if (complete(r, j->cmd_id, j->seq, j->st, j->sense, j->read_len, true) < 0)
+      perror("znbd-tcmu: write to the UIO device");
+    free(j);
+    pthread_mutex_lock(&r->lock);
+  }
+  pthread_mutex_unlock(&r->lock);
+  return NULL;
+}
+
 static void *
 worker(void *arg)
 {
@@ -232,16 +299,16 @@ worker(void *arg)
   }
 }
 
-/* Whether a command runs on the ring's own thread: a fast one (no
- * injected latency, not a cache flush, which may wait for the disk).
- * The slow ones go to the workers, so they hold up nothing; the fast
- * ones are done where they are read, as tcmu-runner does, since handing
- * each to a worker (two thread wake-ups) costs more than the command
- * itself. */
+/* Whether a command runs on the ring's own thread: any but a cache
+ * flush, which may wait for the disk (an injected latency waits on the
+ * timer thread, run_job()).  Flushes go to the workers, so they hold up
+ * nothing; the others are done where they are read, as tcmu-runner does,
+ * since handing each to a worker (two thread wake-ups) costs more than
+ * the command itself. */
 static bool
 run_inline(const struct tcmu_job *j)
 {
-  return j->cdb[0] != 0x35 && j->cdb[0] != 0x91 && j->delay_ns == 0;
+  return j->cdb[0] != 0x35 && j->cdb[0] != 0x91;
 }
 
 /* ---- What the kernel wrote: checked before use ---------------------
@@ -327,6 +394,7 @@ take(struct tcmu_ring *r, struct znbd_scsi *s, uint32_t off)
     j->iov[i].iov_len = e->req.iov[i].iov_len;
   }
   j->delay_ns = znbd_scsi_delay_nsec(s, j->cdb); /* once: it takes mbps */
+  j->due_ns = j->delay_ns ? mono_ns() + j->delay_ns : 0;
   if (run_inline(j)) {
     pthread_mutex_unlock(&r->lock);
     run_job(r, s, j, false); /* the ring thread kicks for its batch */
@@ -373,20 +441,34 @@ tcmu_ring_serve(struct tcmu_ring *r, struct znbd_scsi *s,
   struct tcmu_mailbox *mb = r->map;
   uint8_t *ring = (uint8_t *)r->map + mb->cmdr_off;
   struct worker_arg wa = {r, s};
-  pthread_t th[TCMU_RING_WORKERS];
+  pthread_t th[TCMU_RING_WORKERS], tth;
   int nth = 0, rc = 0, e = 0;
 
-  r->head = r->dropped = NULL;
+  r->head = r->dropped = r->timed = NULL;
   r->qtail = &r->head;
-  r->quit = 0;
+  r->quit = r->timer_quit = 0;
   r->unkicked = 0;
   r->kicking = 0;
   pthread_mutex_init(&r->lock, NULL);
   pthread_cond_init(&r->ready, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&r->timer, &ca);
+  pthread_condattr_destroy(&ca);
+  if (pthread_create(&tth, NULL, timer, r) != 0) {
+    errno = EAGAIN;
+    return -1;
+  }
   while (nth < TCMU_RING_WORKERS &&
          pthread_create(&th[nth], NULL, worker, &wa) == 0)
     nth++;
   if (!nth) {
+    pthread_mutex_lock(&r->lock);
+    r->timer_quit = 1;
+    pthread_cond_signal(&r->timer);
+    pthread_mutex_unlock(&r->lock);
+    pthread_join(tth, NULL);
     errno = EAGAIN;
     return -1;
   }
@@ -440,6 +522,14 @@ tcmu_ring_serve(struct tcmu_ring *r, struct znbd_scsi *s,
   pthread_mutex_unlock(&r->lock);
   for (int i = 0; i < nth; i++)
     pthread_join(th[i], NULL);
+  /* The workers have held their last jobs: the timer completes every
+   * held one now. */
+  pthread_mutex_lock(&r->lock);
+  r->timer_quit = 1;
+  pthread_cond_signal(&r->timer);
+  pthread_mutex_unlock(&r->lock);
+  pthread_join(tth, NULL);
+  pthread_cond_destroy(&r->timer);
   drain_dropped(r);
   errno = e;
   return rc;

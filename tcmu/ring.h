@@ -32,7 +32,11 @@ struct tcmu_ring {
   pthread_cond_t ready;
   struct tcmu_job *head, **qtail;
   struct tcmu_job *dropped; /* executed, replies dropped (drop-reply) */
-  int quit;
+  /* Executed commands held for their injected latency, soonest first,
+   * completed by the timer thread when due. */
+  struct tcmu_job *timed;
+  pthread_cond_t timer; /* CLOCK_MONOTONIC */
+  int quit, timer_quit; /* workers', then (once they ended) the timer's */
   /* Completions not yet signalled to the kernel, and whether a thread is
    * in the write(2) that signals them (see complete() in ring.c). */
   unsigned unkicked;

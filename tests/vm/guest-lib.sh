@@ -255,6 +255,19 @@ fio_zbd_verify() {
     grep -qE "READ:.*io=$want(\.0)?MiB" "$work/fio.out"
 }
 
+# held_together MS: 32 reads of 4 KiB at QD32 on $DEV, whose every
+# request an injected latency of 1 s holds: fio's run time (its start-up
+# not counted) under MS ms, so held together, not one after the other
+# (32 s).
+held_together() {
+  local ms
+  ms=$($T fio --name=held --filename="$DEV" --rw=read --bs=4k --direct=1 \
+    --ioengine=libaio --iodepth=32 --iodepth_batch_submit=32 --size=128k \
+    --minimal 2> /dev/null | awk -F';' '{ print $9 }')
+  echo "32 reads held 1 s each, at QD32: fio ran ${ms:-?} ms"
+  [ -n "$ms" ] && [ "$ms" -lt "$1" ]
+}
+
 # fs_check TYPE FSCK MKFS...: on $DEV, mkfs, mount, write $work/f8 (8 MiB
 # of random bytes, made if missing), umount, fsck, mount, the bytes read
 # back (page cache dropped), umount.

@@ -121,10 +121,21 @@ a_recover() {
   [ "$(cat /sys/block/ublkb0/dev)" = "$DEVT" ] && findmnt -n "$AMNT" > /dev/null &&
     grep -q "recovered" "$work/a.err"
 }
+# Each writer ends (at most 180 s for all: one whose I/O never completes
+# fails the check instead of hanging the guest) with status 0.
 a_writers_end() {
-  local pid rc bad=0
+  local pid rc bad=0 i
   touch "$A_DIR/stop"
   for pid in "${A_WPIDS[@]}"; do
+    for i in $(seq 1800); do
+      kill -0 "$pid" 2> /dev/null || break
+      sleep 0.1
+    done
+    if kill -0 "$pid" 2> /dev/null; then
+      echo "writer $pid has not ended after 180 s"
+      bad=1
+      continue
+    fi
     rc=0
     wait "$pid" || rc=$?
     [ "$rc" = 0 ] || bad=1

@@ -17,16 +17,6 @@ fio_iops() {
     --ioengine=libaio --iodepth="$2" --runtime=3 --time_based --minimal 2> /dev/null |
     awk -F';' '{ print $8 }'
 }
-# held_together: 32 reads at queue depth 32, each held 1 s: fio's run
-# time (its start-up not counted) under 8 s.
-held_together() {
-  local ms
-  ms=$($T fio --name=held --filename="$DEV" --rw=read --bs=4k --direct=1 \
-    --ioengine=libaio --iodepth=32 --iodepth_batch_submit=32 --size=128k \
-    --minimal 2> /dev/null | awk -F';' '{ print $9 }')
-  echo "32 reads held 1 s each, at QD32: fio ran ${ms:-?} ms"
-  [ -n "$ms" ] && [ "$ms" -lt 8000 ]
-}
 # qd_ratios NULLB UBLK: three rounds of QD1 and QD32 on both, alternated;
 # the median QD32/QD1 ratio of each.
 qd_ratios() {
@@ -52,7 +42,7 @@ PY
 if command -v fio > /dev/null; then
   if check "latency: znbd-ublk, a plain disk whose requests are each held 1 s" \
     ublk_start zoned=false size=16M completion_nsec=1000000000; then
-    check "latency: 32 reads at QD32 held together, not one after the other" held_together
+    check "latency: 32 reads at QD32 held together, not one after the other" held_together 8000
     check "latency: SIGTERM removes the disk" ublk_stop
   fi
   if check "latency: null_blk in timer mode, each request held 1 ms" \

@@ -264,6 +264,19 @@ fault_scenario scsi
 stop_tcmu faults
 check "znbd-tcmu faults stops with status 0" test "$rc" = 0
 note "t=${SECONDS}s"
+# An injected latency holds each command on its own deadline (the timer
+# thread of tcmu/ring.c), as null_blk's timer mode holds each request:
+# 32 reads at QD32, each held 1 s, end in about 1 s of fio's run time
+# (one after the other, or four at a time by the workers: 32 s or 8 s).
+if command -v fio > /dev/null; then
+  start_tcmu lat0 size=16M zoned=false completion_nsec=1000000000
+  check "32 reads at QD32 each held 1 s are held together" held_together 6000
+  stop_tcmu lat0
+  check "znbd-tcmu lat0 stops with status 0" test "$rc" = 0
+else
+  skip_check "latency: 32 reads held together" "no fio in the guest"
+fi
+note "t=${SECONDS}s"
 # shellcheck source=guest-tcmu-crash.sh
 . "$top_srcdir/tests/vm/guest-tcmu-crash.sh"
 check "no kernel WARNING, BUG or oops" sh -c '! dmesg | grep -E "WARNING:|BUG:|Oops"'
