@@ -170,8 +170,16 @@ a_files_read_back() {
 # The wp of each zone the block layer keeps a write plug for (debugfs
 # zone_wplugs: zone, flags, references, wp offset, BIOs waiting), read
 # before a report (which would resynchronise a plug that lost its wp),
-# against the device's report of that zone.
+# against the device's report of that zone, with the file system frozen
+# (fsfreeze: its writes done, no new one until it thaws).
 a_plugs_agree() {
+  local rc=0
+  $T fsfreeze -f "$AMNT" || return 1
+  a_plugs_frozen || rc=1
+  fsfreeze -u "$AMNT"
+  return $rc
+}
+a_plugs_frozen() {
   local plugs=/sys/kernel/debug/block/${DEV#/dev/}/zone_wplugs
   cp "$plugs" "$work/a.plugs" || return 1
   PYTHONPATH=$top_srcdir/tests/vm $T python3 - "$DEV" "$work/a.plugs" << 'PY'
