@@ -11,7 +11,11 @@
 #   conventional zone reads back;
 # - off: no zero copy; the same fio run verifies;
 # - auto: zero copy on a dir= disk, none on a RAM disk;
-# - on refused for a RAM disk, with a message naming dir=.
+# - on refused for a RAM disk, with a message naming dir=;
+# - on a full file system, a write whose file write fails with ENOSPC
+#   fails so and leaves its zone as null_blk leaves one whose copy failed
+#   (wp where it was, IMP_OPEN, the bytes cut off the file, the data below
+#   the wp intact).
 ZDIR=$work/zc.dir
 # zc_start MODE [KEY=VALUE...]: a zoned znbd-ublk --zero-copy MODE.
 zc_start() {
@@ -33,6 +37,21 @@ zc_past_wp() {
   cmp -n 65536 <(dread $((8 * M)) 131072) "$work/rand" &&
     cmp <(dread $((8 * M + 65536)) 65536) <(head -c 65536 /dev/zero | tr '\0' '\377') &&
     echo "the written bytes, then 0xff past the wp"
+}
+# A write of 512 KiB (one request: a split one's other part would be
+# failed by the kernel's zone write plug with EIO, which the whole write
+# would report) after zone 2's data fails with ENOSPC.
+zc_enospc() {
+  local rc=0
+  dwrite $((9 * M)) $((512 * 1024)) "$work/rand" > "$work/enospc.out" 2>&1 || rc=$?
+  cat "$work/enospc.out"
+  [ $rc != 0 ] && grep -q "No space left on device" "$work/enospc.out"
+}
+zc_file_size() { # ZONE BYTES: the zone's file is BYTES long
+  local n
+  n=$(stat -c %s "$work/small/d/seq-$(printf %06d "$1")") || return 1
+  echo "seq-$(printf %06d "$1"): $n bytes"
+  [ "$n" = "$2" ]
 }
 zc_refused() {
   local rc=0
@@ -62,6 +81,22 @@ if command -v fio > /dev/null; then
     check "zerocopy: SIGTERM removes the disk" ublk_stop
   fi
   check "zerocopy: --zero-copy on refused for a RAM disk" zc_refused
+  # A full file system under the zone files: the write whose file write
+  # fails (io_uring's ENOSPC) fails with ENOSPC and leaves its zone as
+  # null_blk leaves one whose copy failed: wp where it was, IMP_OPEN;
+  # its bytes are cut off the file, the data below the wp reads back.
+  if check "zerocopy: dir= on a tmpfs of 5.25 MiB (zone_prealloc=false), zero copy" \
+    all mkdir -p "$work/small" -- mount -t tmpfs -o size=5376k small "$work/small" -- \
+    zc_start on dir="$work/small/d" zone_prealloc=false; then
+    check "zerocopy: 4 MiB fill zone 1" dwrite $((4 * M)) $((4 * M)) <(head -c $((4 * M)) /dev/urandom)
+    check "zerocopy: 1 MiB at zone 2's wp" dwrite $((8 * M)) $M "$work/rand"
+    check "zerocopy: the next 512 KiB find the file system full: ENOSPC" zc_enospc
+    check "zerocopy: zone 2's wp where it was (2048 sectors), IMP_OPEN; its file that long" \
+      all zone_is 16384 2048 oi -- zc_file_size 2 $M
+    check "zerocopy: the data below the wp reads back" same_bytes $((8 * M)) $M "$work/rand"
+    check "zerocopy: SIGTERM removes the disk" ublk_stop
+    umount "$work/small"
+  fi
 else
   skip_check "zerocopy: fio" "no fio in the guest"
 fi
