@@ -1,11 +1,12 @@
 #!/bin/sh
 # The core stands on libc alone: configure in ${MIN_BUILD:-build-min}/
 # with no pkg-config module and no TCMU header found, so that only lib/,
-# the SCSI layer (tcmu/scsi.c) and the unit tests are built; every unit
-# test program is built and scsi_test run (the plain build runs them all;
-# this proves what they need, in as little CI time as it can).  Fails if
-# the build fails, scsi_test fails, or configure would build a component
-# whose dependency was hidden.
+# the SCSI layer (tcmu/scsi.c), znbd-ublk's request handler (ublk/io.c)
+# and the unit tests are built; every unit test program is built and
+# scsi_test and ublk_test run (the plain build runs them all; this proves
+# what they need, in as little CI time as it can).  Fails if the build
+# fails, either test fails, or configure would build a component whose
+# dependency was hidden.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${MIN_BUILD:-$top/build-min}
@@ -30,7 +31,9 @@ for c in 'plugin/' 'server/' 'NBD over TLS' 'client/' 'tcmu/' 'ublk/'; do
 done
 make -s -j"$(nproc)" -C lib
 make -s -j"$(nproc)" -C tcmu
+make -s -j"$(nproc)" -C ublk
 # `make check` builds every program of check_PROGRAMS before it runs TESTS.
-make -s -j"$(nproc)" -C tests/unit check TESTS=scsi_test
+make -s -j"$(nproc)" -C tests/unit check TESTS="scsi_test ublk_test"
 grep -q '^:test-result: PASS' tests/unit/scsi_test.trs
-echo "check-minimal: lib/ and every unit test built on libc alone; scsi_test passed"
+grep -q '^:test-result: PASS' tests/unit/ublk_test.trs
+echo "check-minimal: lib/ and every unit test built on libc alone; scsi_test and ublk_test passed"
