@@ -373,8 +373,10 @@ keep(struct znbd_wcache *wc, struct undo *u)
     /* A record the file system refused may have left part of its page
      * allocated: give it back (its header is still zero, so the record
      * reads as not made; the slot is kept for the next try). */
-    if (wc->jfd >= 0 && u->jpos + sizeof(struct rec_hdr) + PAGE == wc->jend)
-      (void)ftruncate(wc->jfd, (off_t)u->jpos);
+    if (wc->jfd >= 0 && u->jpos + sizeof(struct rec_hdr) + PAGE == wc->jend &&
+        ftruncate(wc->jfd, (off_t)u->jpos) < 0) {
+      /* best effort, as the comment says (no (void): see store_dir.c) */
+    }
     errno = e;
     return -1;
   }

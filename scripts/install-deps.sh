@@ -13,7 +13,8 @@ test="python3 python3-libnbd fio qemu-utils nbd-client util-linux
   qemu-system-x86 linux-image-amd64 busybox-static libguestfs-tools
   kmod cpio xz-utils zstd binutils valgrind strace gnutls-bin
   sg3-utils btrfs-progs f2fs-tools xfsprogs open-iscsi tcmu-runner
-  flex bison bc libelf-dev libssl-dev dwarves"
+  flex bison bc libelf-dev libssl-dev dwarves
+  debhelper lintian systemd man-db"
 clients="python3 python3-libnbd qemu-utils fio dpkg-dev"
 case ${ZNBD_DEPS:-all} in
 build) pkgs="$build" ;;

@@ -4,7 +4,12 @@
 # the formatting, runs `make check` (unit, NBD integration against every
 # front-end, server, client), the sanitizer build's tests, the unit tests
 # of a build with no front-end dependency (libc alone) and the kernel
-# client tests in a qemu guest (`make check-vm`).  The last line is
+# client tests in a qemu guest (`make check-vm`), and builds and checks
+# the Debian packages (scripts/build-debs.sh: lintian; installed with
+# dpkg -i in the guest and, in a throwaway overlay, here, where the
+# README's examples run on their programs) and the release
+# tarball (make distcheck, its make check limited to the unit tests and
+# tests/'s own: ZNBD_CHECK_DIRS=unit).  The last line is
 # "N passed, N failed[, N skipped]"; the exit status is non-zero if any
 # test failed.  ZNBD_SKIP_VM=1 leaves the guest tests out (they are then
 # counted as skipped).
@@ -37,13 +42,27 @@ step check-format make -s -C "$top/build" check-format
 # its own name, and its one check program is built first, so the two
 # makes never write the same file in tests/vm (make check passes through
 # it with no test).  Its output follows the host lane's in this log.
+# The guest lane's modern.test installs the Debian packages the host lane
+# builds first (build/debs): it waits for their build to end, which the
+# host lane says in build/debs/.status (tests/vm/modern.test).
+debs=$top/build/debs
+rm -f "$debs/.status"
+lane_start=$SECONDS
 if [ "${ZNBD_SKIP_VM:-0}" = 1 ]; then
   echo "SKIP: check-vm (ZNBD_SKIP_VM=1)" | tee -a "$steps"
   vm_pid=
 else
   make -s -C "$top/build/tests/vm" ublk-features
-  make -C "$top/build" -k check-vm TEST_SUITE_LOG=check-vm.log > "$vm_log" 2>&1 &
+  (
+    ZNBD_DEBS_WAIT=$debs/.status make -C "$top/build" -k check-vm TEST_SUITE_LOG=check-vm.log
+    echo "lane: the guest tests took $((SECONDS - lane_start)) s"
+  ) > "$vm_log" 2>&1 &
   vm_pid=$!
+fi
+if step packages env BUILD="$top/build" DEBS="$debs" "$top/scripts/build-debs.sh"; then
+  echo ok > "$debs/.status"
+else
+  mkdir -p "$debs" && echo failed > "$debs/.status"
 fi
 make -C "$top/build" -k check
 # Sanitizers: the unit tests and the NBD suite, ASan+UBSan.
@@ -55,6 +74,15 @@ fi
 # The core on libc alone: lib/ and the unit tests built, scsi_test run, with every
 # front-end's dependency hidden (scripts/check-minimal.sh).
 step build-minimal env MIN_BUILD="$top/build-min" "$top/scripts/check-minimal.sh"
+# The README's examples on the programs the packages install: dpkg -i
+# into a throwaway overlay of this machine's root (scripts/debs-installed.sh).
+step readme-installed "$top/scripts/debs-installed.sh" "$debs" tests/readme-installed.sh /
+# The release tarball builds, installs and passes its tests out of tree;
+# its make check runs tests/unit and tests/'s own tests (the full suite
+# ran above on the same sources; `make distcheck` alone runs it all).
+step distcheck make -s -C "$top/build" distcheck ZNBD_CHECK_DIRS=unit \
+  DISTCHECK_CONFIGURE_FLAGS=--enable-all-components
+echo "lane: the host tests took $((SECONDS - lane_start)) s"
 if [ -n "$vm_pid" ]; then
   wait "$vm_pid"
   echo "== the guest tests (make check-vm, run beside the host's):"
@@ -64,16 +92,19 @@ extra_pass=$(grep -c '^PASS: ' "$steps")
 extra_fail=$(grep -c '^FAIL: ' "$steps")
 extra_skip=$(grep -c '^SKIP: ' "$steps")
 
-# Count every automake test result (.trs) of both builds.
-count() { cat /dev/null $(find "$top/build" "$top/build-san" -name '*.trs' 2>/dev/null) |
-  grep -c "^:test-result: $1" ; }
+# Count every automake test result (.trs) of both builds (not of the
+# trees distcheck and the package build make inside build/: their steps
+# count once).
+trs_files() { find "$top/build" "$top/build-san" \( -path "$top/build/znbd-*" -o \
+  -path "$top/build/debs" \) -prune -o -name '*.trs' -print 2>/dev/null; }
+count() { cat /dev/null $(trs_files) | grep -c "^:test-result: $1" ; }
 pass=$(( $(count PASS) + $(count XFAIL) + extra_pass ))
 fail=$(( $(count FAIL) + $(count XPASS) + $(count ERROR) + extra_fail ))
 skip=$(( $(count SKIP) + extra_skip ))
 if [ "$fail" -gt 0 ]; then
   echo "failed tests (their logs, each with its last lines, so CI's output alone says why):"
   for log in $(grep -l -E '^:test-result: (FAIL|XPASS|ERROR)' \
-    $(find "$top/build" "$top/build-san" -name '*.trs' 2>/dev/null) /dev/null | sed 's/\.trs$/.log/'); do
+    $(trs_files) /dev/null | sed 's/\.trs$/.log/'); do
     echo "== $log"
     tail -n 40 "$log" 2>/dev/null | sed 's/^/   /'
   done

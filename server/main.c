@@ -4,8 +4,8 @@
  *
  * This file parses the options and parameters and starts and stops the
  * server; the parts live in files named for their job: sockets.c
- * (listeners), background.c (daemon, pidfile), captive.c (--run),
- * signals.c, mainloop.c (accept loop), fail.c (a thread's failure),
+ * (listeners, socket activation), background.c (daemon, pidfile), captive.c
+ * (--run), signals.c, mainloop.c (accept loop), fail.c (a thread's failure),
  * worker.c (the worker loop), conn.c (connection I/O), ring.c (io_uring
  * helpers), bio.c and mq.c (the two queue models), handshake.c,
  * proto.c and exec.c (the protocol), tls.c (TLS sessions), tag.h
@@ -102,7 +102,7 @@ warn_ineffective(const struct server *s, const struct znbd_params *p,
 struct options {
   const char *unix_path, *ipaddr, *pidfile, *run;
   int port; /* -1: not given */
-  bool foreground;
+  bool ipaddr_set, foreground;
   long nthreads;
   struct tls_opts tls;
 };
@@ -162,6 +162,7 @@ parse_options(int argc, char **argv, struct options *o, struct server *s)
       break;
     case 'i':
       o->ipaddr = optarg;
+      o->ipaddr_set = true;
       break;
     case 'f':
       o->foreground = true;
@@ -372,6 +373,18 @@ main(int argc, char **argv)
   if (rc != -1)
     return rc;
   znbd_log_set_sink(log_sink, &s.cfg.verbose);
+  /* Socket activation (systemd's znbd.socket): the sockets are the
+   * service manager's, and the server stays its child (as nbdkit). */
+  struct listeners l;
+  int activated = listeners_activated(&l, err, sizeof err);
+  if (activated == -1)
+    die("%s", err);
+  if (activated > 0) {
+    if (o.unix_path || o.port != -1 || o.ipaddr_set || o.run)
+      die("%s", "socket activation (LISTEN_FDS): -U, -p, -i and --run "
+                "cannot be used: the sockets are the service manager's");
+    o.foreground = true;
+  }
   /* Credentials first: a bad file stops start-up before any device is
    * made or socket opened. */
   if (tls_setup(&o.tls, err, sizeof err) == -1)
@@ -398,9 +411,8 @@ main(int argc, char **argv)
              (o.run && !o.unix_path && o.port == -1);
   if (!o.unix_path && !tmp && o.port == -1)
     o.port = 10809;
-  struct listeners l;
-  if (listeners_open(&l, tmp ? NULL : o.unix_path, tmp, o.ipaddr, o.port, err,
-                     sizeof err) == -1)
+  if (!activated && listeners_open(&l, tmp ? NULL : o.unix_path, tmp, o.ipaddr,
+                                   o.port, err, sizeof err) == -1)
     die("%s", err);
   if (!o.foreground && !o.run && background_start(err, sizeof err) == -1)
     die("%s", err);

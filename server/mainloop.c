@@ -73,7 +73,7 @@ struct mainloop {
   int sfd;
   struct signalfd_siginfo si;
   uint64_t fail_val;
-  struct __kernel_timespec pause_ts[2];
+  struct __kernel_timespec pause_ts[LISTENERS_MAX];
   unsigned rr; /* next worker */
 };
 
@@ -91,7 +91,7 @@ on_accept(struct mainloop *ml, unsigned i, int res)
 {
   struct server *s = ml->s;
   if (res >= 0) {
-    if ((int)i == ml->l->tcp) {
+    if (ml->l->tcp[i]) {
       int one = 1;
       setsockopt(res, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     }

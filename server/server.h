@@ -46,13 +46,17 @@ void server_fail(struct server *s, const char *fmt, ...)
 
 /* ---- process plumbing used by main.c ---- */
 
-/* sockets.c: the listening sockets. */
+/* sockets.c: the listening sockets.  At most LISTENERS_MAX: -U and -p,
+ * or the sockets a service manager passed (socket activation; nbdkit
+ * takes up to 16 too). */
+#define LISTENERS_MAX 16
 struct listeners {
-  int fd[2];
+  int fd[LISTENERS_MAX];
   unsigned n;
-  int tcp;               /* index of the TCP listener, or -1 */
-  const char *unix_path; /* the Unix socket, removed by listeners_close */
-  bool tmp;              /* unix_path is in the temporary tmpdir */
+  bool tcp[LISTENERS_MAX]; /* fd[i] is a TCP socket (TCP_NODELAY) */
+  const char *unix_path;   /* the Unix socket, removed by listeners_close */
+  bool tmp;                /* unix_path is in the temporary tmpdir */
+  bool activated;          /* the service manager's sockets */
   char tmpdir[32], tmpsock[64];
 };
 /* Listen on UNIX_PATH (NULL: none; TMP: a socket in a new temporary
@@ -60,7 +64,20 @@ struct listeners {
  * with the reason (naming -U or -i where it is theirs) in ERR. */
 int listeners_open(struct listeners *l, const char *unix_path, bool tmp,
                    const char *ipaddr, int port, char *err, size_t errlen);
-/* Close them, remove the Unix socket and the temporary directory. */
+/* Socket activation, sd_listen_fds(3)'s protocol as systemd and nbdkit
+ * (server/socket-activation.c) follow it: when LISTEN_PID is this
+ * process's id, the LISTEN_FDS (1 to LISTENERS_MAX) descriptors from 3
+ * (SD_LISTEN_FDS_START) are listening sockets passed by the service
+ * manager.  Takes them into L (close-on-exec, TCP ones marked), unsets
+ * LISTEN_PID, LISTEN_FDS and LISTEN_FDNAMES so no child sees them, and
+ * returns their number; 0 when not activated (no LISTEN_PID, or another
+ * process's: a note on stderr then); -1 with the reason in ERR when
+ * LISTEN_FDS is not a number in range (EINVAL) or a descriptor is not a
+ * listening stream socket (EBADF, ENOTSOCK, EINVAL from fcntl(2) and
+ * getsockopt(2)). */
+int listeners_activated(struct listeners *l, char *err, size_t errlen);
+/* Close them; remove the Unix socket (not an activated one: it is the
+ * service manager's) and the temporary directory. */
 void listeners_close(struct listeners *l);
 
 /* background.c: fork; the parent waits and exits 0 once the child calls

@@ -1,7 +1,10 @@
-/* znbd server: the listening sockets (-U, -p, -i; as nbdkit's sockets.c).
- * The loop that accepts on them is in mainloop.c. */
+/* znbd server: the listening sockets (-U, -p, -i; as nbdkit's sockets.c),
+ * or those a service manager passed (socket activation, as nbdkit's
+ * socket-activation.c).  The loop that accepts on them is in mainloop.c. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,7 +69,6 @@ listeners_open(struct listeners *l, const char *unix_path, bool tmp,
                const char *ipaddr, int port, char *err, size_t errlen)
 {
   memset(l, 0, sizeof *l);
-  l->tcp = -1;
   if (tmp) {
     strcpy(l->tmpdir, "/tmp/znbdXXXXXX");
     if (!mkdtemp(l->tmpdir)) {
@@ -88,7 +90,7 @@ listeners_open(struct listeners *l, const char *unix_path, bool tmp,
     int fd = listen_tcp(ipaddr, port, err, errlen);
     if (fd == -1)
       goto fail;
-    l->tcp = (int)l->n;
+    l->tcp[l->n] = true;
     l->fd[l->n++] = fd;
   }
   return 0;
@@ -96,6 +98,78 @@ listeners_open(struct listeners *l, const char *unix_path, bool tmp,
 fail:
   listeners_close(l);
   return -1;
+}
+
+/* sd_listen_fds(3): the first passed descriptor. */
+#define LISTEN_FDS_START 3
+
+/* Descriptor FD is a listening stream socket: 0, or -1 with the reason. */
+static int
+activated_socket(int fd, bool *tcp, char *err, size_t errlen)
+{
+  int type = 0, listening = 0;
+  socklen_t tlen = sizeof type, llen = sizeof listening;
+  struct sockaddr_storage a;
+  socklen_t alen = sizeof a;
+  int f = fcntl(fd, F_GETFD);
+  if (f == -1 || fcntl(fd, F_SETFD, f | FD_CLOEXEC) == -1 ||
+      getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) == -1 ||
+      getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &llen) == -1 ||
+      getsockname(fd, (struct sockaddr *)&a, &alen) == -1) {
+    snprintf(err, errlen, "socket activation: descriptor %d: %s", fd,
+             strerror(errno));
+    return -1;
+  }
+  if (type != SOCK_STREAM || !listening) {
+    snprintf(err, errlen,
+             "socket activation: descriptor %d is not a listening stream "
+             "socket (ListenStream=)",
+             fd);
+    return -1;
+  }
+  *tcp = a.ss_family == AF_INET || a.ss_family == AF_INET6;
+  return 0;
+}
+
+int
+listeners_activated(struct listeners *l, char *err, size_t errlen)
+{
+  const char *pid_s = getenv("LISTEN_PID"), *fds_s = getenv("LISTEN_FDS");
+  char *end;
+  memset(l, 0, sizeof *l);
+  if (!pid_s)
+    return 0;
+  errno = 0;
+  uintmax_t pid = strtoumax(pid_s, &end, 10);
+  if (errno || end == pid_s || *end || pid != (uintmax_t)getpid()) {
+    fprintf(stderr,
+            "znbd: note: LISTEN_PID=%s is not this process's: no "
+            "socket activation\n",
+            pid_s);
+    return 0;
+  }
+  errno = 0;
+  uintmax_t n = fds_s ? strtoumax(fds_s, &end, 10) : 0;
+  if (!fds_s || errno || end == fds_s || *end || n == 0 || n > LISTENERS_MAX) {
+    snprintf(err, errlen,
+             "socket activation: LISTEN_FDS=%s: want 1 to %d descriptors",
+             fds_s ? fds_s : "(unset)", LISTENERS_MAX);
+    return -1;
+  }
+  unsetenv("LISTEN_PID");
+  unsetenv("LISTEN_FDS");
+  unsetenv("LISTEN_FDNAMES");
+  for (unsigned i = 0; i < n; i++) {
+    if (activated_socket(LISTEN_FDS_START + (int)i, &l->tcp[i], err, errlen) ==
+        -1) {
+      l->n = 0;
+      return -1;
+    }
+    l->fd[i] = LISTEN_FDS_START + (int)i;
+  }
+  l->n = (unsigned)n;
+  l->activated = true;
+  return (int)n;
 }
 
 void

@@ -1,7 +1,10 @@
 #!/usr/bin/python3
 """Run the shell examples of README.md, in order, and check what they print.
 
-Usage: readme.py README.md TOP BUILD TMPDIR
+Usage: readme.py [--no-serve] README.md TOP BUILD TMPDIR
+
+Another Markdown file's examples run the same way (doc/ci.md, with
+--no-serve: no default disk is served for them).
 
 The README's examples are its indented code blocks.  They are meant to be
 pasted into a shell in the order they appear, against the default disk of
@@ -215,7 +218,11 @@ def main():
             print(err)
             sys.exit(1)
         return
-    readme, top, build, tmp = sys.argv[1:5]
+    args = sys.argv[1:]
+    serve_disk = args[0] != "--no-serve"
+    if not serve_disk:
+        args = args[1:]
+    readme, top, build, tmp = args[:4]
     with open(readme) as f:
         todo = blocks(f.read())
     work = os.path.join(tmp, "top")
@@ -227,7 +234,8 @@ def main():
     # The default disk, as scripts/serve.sh serves it (already built), on
     # a port the kernel had free: another process may take it before
     # serve.sh binds it (tests run in parallel), so another one then.
-    for attempt in range(5):
+    serve, err = None, None
+    for attempt in range(5 if serve_disk else 0):
         s = socket.socket()
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -259,8 +267,8 @@ def main():
         with open(log_path) as f:
             print(f.read()[-2000:])
         sys.exit(1)
-    keep = {serve.pid}
-    for pid in os.listdir("/proc"):  # serve.sh's servers
+    keep = {serve.pid} if serve else set()
+    for pid in os.listdir("/proc") if serve else []:  # serve.sh's servers
         try:
             with open("/proc/%s/stat" % pid) as f:
                 if int(f.read().rsplit(")", 1)[1].split()[3]) == serve.pid:
@@ -276,8 +284,9 @@ def main():
         t0 = time.monotonic()
         fails = run_block(n, heading, cmds, work, tmp)
         kill_leftovers(tmp + "/", keep)
-        what = "README block %d (%s, %d commands, %.1f s)" % (
-            n, heading, len(cmds), time.monotonic() - t0)
+        what = "%s block %d (%s, %d commands, %.1f s)" % (
+            os.path.basename(readme), n, heading, len(cmds),
+            time.monotonic() - t0)
         if fails:
             failed += 1
             print("FAIL: " + what)
@@ -285,13 +294,15 @@ def main():
                 print("  " + m.replace("\n", "\n  "))
         else:
             print("ok: " + what)
-    os.killpg(serve.pid, signal.SIGTERM)
-    serve.wait(timeout=30)
+    if serve:
+        os.killpg(serve.pid, signal.SIGTERM)
+        serve.wait(timeout=30)
+    name = os.path.basename(readme)
     if failed:
-        print("FAIL: %d of %d README blocks" % (failed, len(todo)))
+        print("FAIL: %d of %d %s blocks" % (failed, len(todo), name))
         sys.exit(1)
-    print("PASS: %d README blocks, every command as the README says"
-          % len(todo))
+    print("PASS: %d %s blocks, every command as %s says"
+          % (len(todo), name, name))
 
 
 if __name__ == "__main__":
