@@ -22,6 +22,7 @@
 #include "busy.h"
 #include "dev_fenced.h"
 #include "dev_impl.h"
+#include "intent.h"
 #include "store.h"
 #include "store_dir.h"
 #include "wcache.h"
@@ -57,7 +58,7 @@ discard_how(struct znbd_dev *d, const struct znbd_zone *z, uint64_t from,
   if (r < 0)
     znbd_log(ZNBD_LOG_ERROR, "zone %" PRIu32 ": %s store: %s", zno,
              d->store->ops->name, strerror(errno));
-  znbd_redo_zone_gone(d->redo, zno);
+  znbd_intent_zone_gone(d->redo, zno);
   /* Zone management is durable when it completes (lib/wcache.c). */
   if (d->wc)
     znbd_wcache_zone_durable(d->wc, zno,
@@ -338,7 +339,7 @@ znbd_dev_free(struct znbd_dev *d)
                strerror(errno));
     znbd_wcache_free(d->wc);
   }
-  znbd_redo_free(d->redo);
+  znbd_intent_free(d->redo);
   znbd_zones_destroy(&d->zs);
   znbd_store_free(d->store);
   znbd_params_free(&d->p);
@@ -587,7 +588,8 @@ store_append(void *opaque, const void *data, uint64_t len, uint64_t off)
     return -1;
   }
   if (d->redo)
-    znbd_redo_note(d->redo, a->slot, znbd_zones_zone_no(&d->zs, off), off, len);
+    znbd_intent_note(d->redo, a->slot, znbd_zones_zone_no(&d->zs, off), off,
+                     len);
   return dev_store_data(d, data, len, off);
 }
 

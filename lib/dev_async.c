@@ -10,6 +10,7 @@
 #include "znbd/async.h"
 #include "znbd/redo.h"
 #include "dev_impl.h"
+#include "intent.h"
 
 _Static_assert(sizeof(struct znbd_zone_hold) <=
                    sizeof(((struct znbd_async_write *)0)->priv),
@@ -98,7 +99,7 @@ znbd_req_append_begin(const struct znbd_req_ctx *c, uint64_t len,
   /* The zone is held and the sector chosen: the intent goes down before
    * a byte of the data does (znbd/redo.h). */
   if (d->redo)
-    znbd_redo_note(d->redo, slot, zno, w->off, len);
+    znbd_intent_note(d->redo, slot, zno, w->off, len);
   if (d->store->ops->async->map(d->store, len, w->off, aligned, &w->io) < 0) {
     znbd_zones_unhold(&d->zs, h, false);
     errno = EIO; /* a zone is one file: cannot happen */

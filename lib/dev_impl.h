@@ -1,7 +1,8 @@
 /* znbd lib-internal: the device's state (struct znbd_dev of
  * include/znbd/dev.h), shared by lib/dev.c, which serves requests on it,
- * and lib/redo.c, which keeps the intent records of a server that may
- * be recovered (include/znbd/redo.h).  Offsets and lengths are bytes.
+ * lib/intent.c, which keeps the intent records of a server that may be
+ * recovered, and lib/redo.c, which redoes its requests
+ * (include/znbd/redo.h).  Offsets and lengths are bytes.
  */
 #ifndef ZNBD_DEV_IMPL_H
 #define ZNBD_DEV_IMPL_H
@@ -23,7 +24,7 @@ struct znbd_dev {
   struct znbd_zones zs;   /* ZONED: the zone engine (when p.zoned) */
   struct znbd_wcache *wc; /* write_cache=true, else NULL */
   struct znbd_faults f;   /* bad blocks, lost replies, mbps */
-  struct znbd_redo *redo; /* intent records (lib/redo.c), or NULL */
+  struct znbd_redo *redo; /* intent records (lib/intent.c), or NULL */
 };
 
 /* lib/dev.c: write_cache: enter (a due power cut, or FENCE older than
@@ -45,18 +46,5 @@ int dev_append_zone(const struct znbd_dev *d, uint64_t len, uint64_t zone_start,
  * znbd_zone_write): LEN bytes from DATA at OFF into D's store (OPAQUE),
  * zeros for DATA NULL.  Returns 0, or -1 with errno (ENOSPC, EIO). */
 int dev_store_data(void *opaque, const void *data, uint64_t len, uint64_t off);
-
-/* lib/redo.c: SLOT's intent record of an append of LEN bytes at OFF in
- * zone ZNO, written before its data is stored (under the zone's lock).
- * Nothing without records or for ZNBD_NO_SLOT.  Never fails. */
-void znbd_redo_note(struct znbd_redo *r, uint32_t slot, uint32_t zno,
-                    uint64_t off, uint64_t len);
-
-/* lib/redo.c: zone ZNO was reset or finished (its lock held): the kept
- * records of its appends go with its data.  Never fails. */
-void znbd_redo_zone_gone(struct znbd_redo *r, uint32_t zno);
-
-/* lib/redo.c: release R (NULL: nothing); the file keeps the records. */
-void znbd_redo_free(struct znbd_redo *r);
 
 #endif

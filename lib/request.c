@@ -8,6 +8,8 @@
 #include "znbd/request.h"
 #include "busy.h"
 #include "dev_fenced.h"
+#include "dev_impl.h"
+#include "intent.h"
 
 void
 znbd_req_ctx_init(struct znbd_req_ctx *c, struct znbd_dev *d)
@@ -68,19 +70,39 @@ znbd_req_write(const struct znbd_req_ctx *c, const void *buf, uint64_t len,
   return r;
 }
 
-int
-znbd_req_append(const struct znbd_req_ctx *c, const void *buf, uint64_t len,
-                uint64_t zone_start, uint64_t *written)
+/* Both appends: SLOT's intent record noted, or none (ZNBD_NO_SLOT). */
+static int
+req_append(const struct znbd_req_ctx *c, const void *buf, uint64_t len,
+           uint64_t zone_start, uint32_t slot, uint64_t *written)
 {
   unsigned tries = 0;
   int r;
   while (znbd_busy_again(c->busy_ok,
                          r = znbd_dev_append_fenced(c->dev, c->gen, buf, len,
-                                                    zone_start, ZNBD_NO_SLOT,
-                                                    written),
+                                                    zone_start, slot, written),
                          &tries))
     ;
   return r;
+}
+
+int
+znbd_req_append(const struct znbd_req_ctx *c, const void *buf, uint64_t len,
+                uint64_t zone_start, uint64_t *written)
+{
+  return req_append(c, buf, len, zone_start, ZNBD_NO_SLOT, written);
+}
+
+int
+znbd_req_append_noted(const struct znbd_req_ctx *c, const void *buf,
+                      uint64_t len, uint64_t zone_start, uint32_t slot,
+                      uint64_t *written)
+{
+  uint32_t n = znbd_intent_slots(c->dev->redo);
+  if (slot != ZNBD_NO_SLOT && n && slot >= n) {
+    errno = EINVAL;
+    return -1;
+  }
+  return req_append(c, buf, len, zone_start, slot, written);
 }
 
 int

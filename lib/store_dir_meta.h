@@ -17,7 +17,7 @@
 #define FORMAT_MARK "znbd.formatting" /* a format under way */
 #define LOCK_NAME "znbd.lock"
 #define JOURNAL_NAME "znbd.wcache"
-#define REDO_NAME "znbd.redo" /* intent records (lib/redo.c) */
+#define REDO_NAME "znbd.redo" /* intent records (lib/intent.c) */
 
 /* What PATH/znbd.meta records. */
 struct znbd_dir_meta {
