@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/bin/bash
 # build-in-root.sh [ROOT]: build znbd for a guest root made by
 # scripts/build-root.sh (default debian13), in a chroot of it
 # (scripts/in-root.sh), so that its programs and nbdkit plugin are linked
@@ -11,15 +11,20 @@
 #
 # Every component is required, as in scripts/build.sh, except the fio
 # engine (it needs the root's fio source; the guest tests use fio itself).
-# configure is made here, outside the chroot, if it is missing or older
-# than configure.ac, so both builds share one.
+# configure and the Makefile.in files are made here, outside the chroot,
+# when missing or older than what they are made from (the root's
+# automake is another version, which the generated files do not name),
+# so both builds share them.
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
 root=${1:-debian13}
 build=${BUILD:-$top/build/$root}
-if [ ! -x "$top/configure" ] || [ "$top/configure.ac" -nt "$top/configure" ]; then
-  "$top/autogen.sh"
-fi
+stale=
+[ -x "$top/configure" ] && [ ! "$top/configure.ac" -nt "$top/configure" ] || stale=configure
+while read -r am; do
+  [ "$am" -nt "${am%.am}.in" ] && stale=$am
+done < <(cd "$top" && git ls-files '*Makefile.am' 2> /dev/null | sed "s|^|$top/|")
+[ -z "$stale" ] || "$top/autogen.sh"
 mkdir -p "$build"
 build=$(cd "$build" && pwd)
 binds="--bind $top"

@@ -50,18 +50,21 @@ fail() {
 # From trixie.  Each line says who needs it.
 pkgs=(
   # the guest's own tools (vm-stage2 runs bash; guest scripts use these)
-  bash coreutils util-linux kmod procps psmisc file xz-utils zstd gawk bc
+  bash coreutils util-linux util-linux-extra kmod procps psmisc file xz-utils zstd gawk bc
   diffutils findutils sed grep e2fsprogs python3 iproute2
   # zoned tools and file systems
   btrfs-progs f2fs-tools zonefs-tools fio sg3-utils dmsetup cryptsetup-bin
   # NBD: nbdkit 1.42 with the plugin, libnbd's tools, the kernel client,
-  # and nbd-server as blktests' nbd group's reference server
-  nbdkit libnbd-bin python3-libnbd nbd-client nbd-server
+  # nbd-server as blktests' nbd group's reference server, and what znbd's
+  # NBD suite calls (qemu-img, qemu-io, psktool)
+  nbdkit libnbd-bin python3-libnbd nbd-client nbd-server qemu-utils gnutls-bin
   # blktests: udevadm, parted and genl-ctrl-list (nbd group)
   udev systemd-standalone-sysusers parted libnl-utils
-  # fstests' run-time list (its README), less lvm2 and git
+  # fstests' run-time list (its README), less lvm2 and git, and what its
+  # tests call beyond it (column and hexdump: blktests' check too)
   acl attr bc dbench dump indent quota sqlite3 uuid-runtime libcap2-bin
-  xfsdump perl
+  xfsdump perl bsdextrautils xxd keyutils jq lz4 openssl fsverity
+  duperemove
   # building znbd (configure: nbdkit, libnbd, liburing, gnutls), blktests
   # (g++ for one helper) ...
   gcc g++ make autoconf automake libtool libtool-bin pkg-config libc6-dev
