@@ -17,6 +17,9 @@
 #   nodev   no disk: the group's tests that make their own (zbd/008-012:
 #           scsi_debug, null_blk, dm-crypt), once, to record the kernel's
 #           verdicts beside the others
+#   nbd     not zbd: the nbd group, first with Debian's nbd-server (the
+#           reference), then with znbd standing in for it
+#           (nbd-server-standin); one check per test: the same verdict
 # Environment: BLKTESTS (the suite, built for the root: blktests.test
 # does it), ZNBD_ROOT_BUILD (znbd built for the root), BLKTESTS_TIMEOUT
 # (blktests' TIMEOUT, the bound of its timed tests, default 30),
@@ -29,7 +32,7 @@
 geoms=${*:-conv4}
 disks=${BLKTESTS_DISKS:-ublk tcmu}
 for g in $geoms; do
-  case $g in conv4 | zcap | nodev) ;; *) echo "guest-blktests.sh: unknown GEOM $g" >&2 && exit 2 ;; esac
+  case $g in conv4 | zcap | nodev | nbd) ;; *) echo "guest-blktests.sh: unknown GEOM $g" >&2 && exit 2 ;; esac
 done
 UBLK=$ZNBD_ROOT_BUILD/ublk/znbd-ublk
 TCMU=$ZNBD_ROOT_BUILD/tcmu/znbd-tcmu
@@ -146,7 +149,9 @@ verdict() {
   esac
 }
 reason() { # NAME DISK TEST: why not run / what failed, from check's output
-  grep -A3 -E "^$3 => $2 " "$work/check-$1.out" | sed -n '2,4s/^ *//p' | tr '\n' ' '
+  local head="^$3 => $2 "
+  [ "$2" != nodev ] || head="^$3 "
+  grep -A3 -E "$head" "$work/check-$1.out" | sed -n '2,4s/^ *//p' | tr '\n' ' '
 }
 same_verdict() { # NAME GEOM REFDISK DISK TEST
   local ref got
@@ -154,6 +159,14 @@ same_verdict() { # NAME GEOM REFDISK DISK TEST
   echo "null_blk ($3): $ref $(reason "$1" "$3" "$5")"
   echo "${4}: $got $(reason "$1" "$4" "$5")"
   [ -d /out ] && echo "$2 $4 $5 $got" >> /out/verdicts
+  [ "$ref" != missing ] && [ "$got" = "$ref" ]
+}
+same_nbd() { # TEST: the nbd group's verdict with znbd is nbd-server's
+  local ref got
+  ref=$(verdict nbd-server nodev "$1") got=$(verdict nbd-znbd nodev "$1")
+  echo "nbd-server: $ref $(reason nbd-server nodev "$1")"
+  echo "znbd: $got $(reason nbd-znbd nodev "$1")"
+  [ -d /out ] && echo "nbd znbd $1 $got" >> /out/verdicts
   [ "$ref" != missing ] && [ "$got" = "$ref" ]
 }
 # compare NAME GEOM KIND REF DISK...: a check per test null_blk ran and
@@ -189,6 +202,21 @@ for geom in $geoms; do
       check "nodev: zbd/$t ran to a verdict ($v) $(reason nodev nodev "zbd/$t")" test "$v" != missing
     done
     modprobe null_blk
+    continue
+  fi
+  if [ "$geom" = nbd ]; then
+    echo 'TEST_DEVS=()' > "$bt/config"
+    run_check nbd-server nbd
+    mkdir -p "$work/standin"
+    cp "$top_srcdir/tests/vm/nbd-server-standin" "$work/standin/nbd-server"
+    PATH=$work/standin:$PATH ZNBD_SERVER=$ZNBD_ROOT_BUILD/server/znbd \
+      ZNBD_STANDIN_DIR=$work/standin-exe run_check nbd-znbd nbd
+    for t in $(cd "$bt/out-nbd-server/nodev" 2> /dev/null && ls nbd | grep -E '^[0-9]+$'); do
+      [ -d /out ] && echo "nbd nbd-server nbd/$t $(verdict nbd-server nodev "nbd/$t")" >> /out/verdicts
+      TODO=${explained[nbd:znbd:nbd/$t]:-} check \
+        "nbd: nbd/$t with znbd for nbd-server: nbd-server's verdict ($(verdict nbd-server nodev "nbd/$t"))" \
+        same_nbd "nbd/$t"
+    done
     continue
   fi
   cap=0
