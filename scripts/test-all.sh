@@ -55,6 +55,12 @@ fi
 # The core on libc alone: lib/ and the unit tests built, scsi_test run, with every
 # front-end's dependency hidden (scripts/check-minimal.sh).
 step build-minimal env MIN_BUILD="$top/build-min" "$top/scripts/check-minimal.sh"
+# The guests on the Debian 13 root (the peer suites' curated lists,
+# ZNBD_BLKTESTS and ZNBD_FSTESTS, skipped without them) and nbdkit 1.42,
+# here once the host's tests are done, beside the guest lane.
+if [ "${ZNBD_SKIP_VM:-0}" != 1 ]; then
+  make -C "$top/build" -k check-root TEST_SUITE_LOG=check-root.log
+fi
 if [ -n "$vm_pid" ]; then
   wait "$vm_pid"
   echo "== the guest tests (make check-vm, run beside the host's):"
