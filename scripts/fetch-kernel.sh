@@ -156,6 +156,12 @@ if [ ! -f "$kroot/boot/vmlinuz-$kver" ]; then
   done
 fi
 [ -f "$kroot/boot/vmlinuz-$kver" ] || fail "$kver: no vmlinuz in the package"
+# The same layout keeps the configuration (what blktests, build-zloop.sh
+# and people read to see what the kernel has) and System.map beside it.
+for f in config System.map; do
+  [ -f "$kroot/boot/$f-$kver" ] || [ ! -f "$kroot/lib/modules/$kver/$f" ] ||
+    cp "$kroot/lib/modules/$kver/$f" "$kroot/boot/$f-$kver" || fail "cannot copy $f"
+done
 depmod -b "$kroot" "$kver" || fail "depmod -b for $kver failed"
 echo "$pkgs $(du -sm "$kroot" | cut -f1) MiB, fetched $(date -u +%Y-%m-%dT%H:%MZ)" > "$kroot/.znbd-kernel"
 rm -rf "${root:?}/$kver"
