@@ -48,6 +48,8 @@ note "t=${SECONDS}s: the suite copied"
 declare -A explained=()
 
 note "kernel $(uname -r), $(. /etc/os-release && echo "$PRETTY_NAME"), blktests $(cat "$bt/.znbd-suite" 2> /dev/null)"
+# A blocked task's stack on the console (vm-run --console), not only its name.
+echo 7 > /proc/sys/kernel/printk
 # blktests waits on udev (udevadm settle) and looks disks up by
 # /dev/disk/by-*: the root's udevd serves the guest as it would a machine.
 /usr/lib/systemd/systemd-udevd --daemon > /dev/null 2>&1 || note "systemd-udevd did not start"
@@ -127,9 +129,12 @@ dm_make() { # NAME DEV: dm-linear over all of DEV
 run_check() {
   local name=$1 rc
   shift
-  (cd "$bt" && TIMEOUT=${BLKTESTS_TIMEOUT:-30} ./check -o "$bt/out-$name" "$@") > "$work/check-$name.out" 2>&1
-  rc=$?
-  sed 's/^/# /' "$work/check-$name.out"
+  # Its output as it comes, and bounded: a test that hangs the kernel
+  # (a task blocked in D state) must not hold the guest to its timeout.
+  (cd "$bt" && TIMEOUT=${BLKTESTS_TIMEOUT:-30} timeout -k 60 "${BLKTESTS_CHECK_TIMEOUT:-1800}" \
+    ./check -o "$bt/out-$name" "$@") 2>&1 | tee "$work/check-$name.out" | sed -u 's/^/# /'
+  rc=${PIPESTATUS[0]}
+  [ "$rc" != 124 ] || note "check $* stopped after ${BLKTESTS_CHECK_TIMEOUT:-3600} s"
   if [ -d /out ]; then
     mkdir -p "/out/$name" && cp -a "$bt/out-$name/." "/out/$name/"
     cp "$work/check-$name.out" "/out/$name/check.out"
@@ -194,12 +199,15 @@ for geom in $geoms; do
   if [ "$geom" = nodev ]; then
     # The tests that make their own devices (null_blk, scsi_debug,
     # dm-crypt over null_blk): no TEST_DEVS, null_blk unloadable.
+    # One check run each, bounded (zbd/009 hung 6.18.15: btrfs on
+    # scsi_debug's gap zones, writeback blocked for good), so that one
+    # hang leaves the others their verdicts.
     echo 'TEST_DEVS=()' > "$bt/config"
-    run_check nodev zbd/008 zbd/009 zbd/010 zbd/011 zbd/012
     for t in 008 009 010 011 012; do
-      v=$(verdict nodev nodev "zbd/$t")
+      BLKTESTS_CHECK_TIMEOUT=${BLKTESTS_NODEV_TIMEOUT:-900} run_check "nodev-$t" "zbd/$t"
+      v=$(verdict "nodev-$t" nodev "zbd/$t")
       [ -d /out ] && echo "nodev - zbd/$t $v" >> /out/verdicts
-      check "nodev: zbd/$t ran to a verdict ($v) $(reason nodev nodev "zbd/$t")" test "$v" != missing
+      check "nodev: zbd/$t ran to a verdict ($v) $(reason "nodev-$t" nodev "zbd/$t")" test "$v" != missing
     done
     modprobe null_blk
     continue
@@ -225,7 +233,7 @@ for geom in $geoms; do
   # (basename) and for explained[] (ublk, tcmu).
   devs=(/dev/zref) kinds=() makes=(nullb_make "$cap")
   for k in $disks; do makes+=(-- "${k}_make" "$cap"); done
-  if ! check "$geom: null_blk and $disks disks of the same geometry" all "${makes[@]}"; then
+  if ! check "$geom: null_blk and ${disks// /, } disks of the same geometry" all "${makes[@]}"; then
     continue
   fi
   for k in $disks; do
