@@ -6,7 +6,8 @@
 # (tests/vm/guest-modern-zloop.sh).
 #
 #   ZNBD_KERNEL_DIR   where fetch-kernel.sh put the kernels (default
-#                     /var/lib/znbd/kernels); the newest one is used
+#                     /var/lib/znbd/kernels); the modern one (DIR/modern,
+#                     else the newest) is used
 #
 # The module is built out of tree from the upstream source Debian built
 # the kernel from (the orig tarball of Debian's source package linux, the
@@ -54,6 +55,8 @@ kroot=
 for m in $(printf '%s\n' "$root"/*/.znbd-kernel | sort -V); do
   [ -f "$m" ] && kroot=${m%/.znbd-kernel}
 done
+# The modern kernel, when fetch-kernel.sh named it.
+[ ! -f "$root/modern/.znbd-kernel" ] || kroot=$(readlink -f "$root/modern")
 [ -n "$kroot" ] || fail "no kernel fetched into $root (scripts/fetch-kernel.sh)"
 kver=$(cd "$kroot/boot" 2> /dev/null && ls -1 vmlinuz-* 2> /dev/null | sed 's/^vmlinuz-//' | sort -V | tail -n 1)
 [ -n "$kver" ] || fail "no kernel in $kroot/boot"

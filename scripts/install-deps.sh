@@ -13,7 +13,7 @@ test="python3 python3-libnbd fio qemu-utils nbd-client util-linux
   qemu-system-x86 linux-image-amd64 busybox-static libguestfs-tools
   kmod cpio xz-utils zstd binutils valgrind strace gnutls-bin
   sg3-utils btrfs-progs f2fs-tools xfsprogs open-iscsi tcmu-runner
-  flex bison bc libelf-dev libssl-dev dwarves
+  flex bison bc libelf-dev libssl-dev dwarves debootstrap
   debhelper lintian systemd man-db"
 clients="python3 python3-libnbd qemu-utils fio dpkg-dev"
 case ${ZNBD_DEPS:-all} in
@@ -54,6 +54,10 @@ build | serve) ;;
   else
     echo "install-deps: the VM tests on today's kernel will skip" >&2
   fi
+  # A Debian 13 userland for the guests that run the peer suites
+  # (blktests, fstests) and nbdkit 1.42: made once, never installed.
+  "$(dirname "$0")/build-root.sh" ||
+    echo "install-deps: the tests on the Debian 13 root will skip" >&2
   ;;
 esac
 

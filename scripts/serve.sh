@@ -83,23 +83,11 @@ wait_pidfile() {
   return 1
 }
 
-# nbdkit_racy: true for the nbdkit releases with the abort above (from
-# 1.32.4 and 1.33.3, where "Give client EOF when we are done writing"
-# came in, up to 1.33.9; 1.33.10 and 1.34 carry the fix).
-nbdkit_racy() {
-  local v maj min pat
-  v=$(nbdkit --version 2>/dev/null | sed -n 's/^nbdkit \([0-9]*\.[0-9]*\.[0-9]*\).*/\1/p')
-  IFS=. read -r maj min pat <<<"${v:-0.0.0}"
-  [ "$maj" = 1 ] || return 1
-  { [ "$min" = 32 ] && [ "$pat" -ge 4 ]; } ||
-    { [ "$min" = 33 ] && [ "$pat" -ge 3 ] && [ "$pat" -le 9 ]; }
-}
-
 if [ "$fe" = plugin ]; then
   plugin=$build/zoned.so
   [ -e "$plugin" ] || { echo "serve: $plugin was not built" >&2; exit 1; }
   nbdkit_opts=()
-  if nbdkit_racy; then
+  if "$top/scripts/nbdkit-racy.sh"; then
     nbdkit_opts=(--threads=1)
     echo "serve: $(nbdkit --version) aborts when a client dies with replies pending: serving with --threads=1"
   fi

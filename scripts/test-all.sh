@@ -4,7 +4,9 @@
 # the formatting, runs `make check` (unit, NBD integration against every
 # front-end, server, client), the sanitizer build's tests, the unit tests
 # of a build with no front-end dependency (libc alone) and the kernel
-# client tests in a qemu guest (`make check-vm`), and builds and checks
+# client tests in a qemu guest (`make check-vm`), the peer suites'
+# curated lists and nbdkit 1.42 on a Debian 13 root (`make check-root`),
+# and builds and checks
 # the Debian packages (scripts/build-debs.sh: lintian; installed with
 # dpkg -i in the guest and, in a throwaway overlay, here, where the
 # README's examples run on their programs) and the release
@@ -83,6 +85,14 @@ step readme-installed "$top/scripts/debs-installed.sh" "$debs" tests/readme-inst
 step distcheck make -s -C "$top/build" distcheck ZNBD_CHECK_DIRS=unit \
   DISTCHECK_CONFIGURE_FLAGS=--enable-all-components
 echo "lane: the host tests took $((SECONDS - lane_start)) s"
+# The guests on the Debian 13 root (the peer suites' curated lists,
+# ZNBD_BLKTESTS and ZNBD_FSTESTS, skipped without them) and nbdkit 1.42,
+# here once the host's tests are done, beside the guest lane.
+if [ "${ZNBD_SKIP_VM:-0}" != 1 ]; then
+  root_start=$SECONDS
+  make -C "$top/build" -k check-root TEST_SUITE_LOG=check-root.log
+  echo "lane: the Debian 13 root's tests took $((SECONDS - root_start)) s"
+fi
 if [ -n "$vm_pid" ]; then
   wait "$vm_pid"
   echo "== the guest tests (make check-vm, run beside the host's):"

@@ -232,21 +232,26 @@ on_cpu() {
   $T taskset -c "$1" dd if="$work/rand" of=/dev/ublkb0 bs=1M count=1 seek="$2" \
     oflag=direct,seek_bytes conv=notrunc${3:+,$3} status=none
 }
-# Two queues, each a CPU's, and a write-back cache.
+# Two queues, each a CPU's, and a write-back cache.  Which queue serves
+# which CPU is blk-mq's choice (7.x maps CPU 0 to hctx1): queue_of CPU.
+queue_of() { grep -lx "$1" /sys/block/ublkb0/mq/*/cpu_list | awk -F/ '{ print $(NF - 1) }'; }
 plain_device() {
   local q=/sys/block/ublkb0
   echo "hardware queues: $(ls $q/mq | tr '\n' ' ')(CPUs $(cat $q/mq/0/cpu_list); $(cat $q/mq/1/cpu_list)), cache: $(cat $q/queue/write_cache)"
-  [ "$(ls $q/mq | wc -l)" = 2 ] && [ "$(cat $q/mq/0/cpu_list)" = 0 ] &&
-    [ "$(cat $q/mq/1/cpu_list)" = 1 ] && [ "$(cat $q/queue/write_cache)" = "write back" ]
+  [ "$(ls $q/mq | wc -l)" = 2 ] && [ -n "$(queue_of 0)" ] && [ -n "$(queue_of 1)" ] &&
+    [ "$(queue_of 0)" != "$(queue_of 1)" ] && [ "$(cat $q/queue/write_cache)" = "write back" ]
 }
-# Requests wait, without a server, on the disk's requeue list
-# (__ublk_abort_rq), each still holding its tag of its hardware queue.
-# requeued OP...: each OP (READ, WRITE) is on the list;
+# Requests wait, without a server, in the block layer, each still holding
+# its tag of its hardware queue: on 6.18 on the disk's requeue list
+# (__ublk_abort_rq); on 6.12, which quiesces the queue when the server
+# dies, in a hardware queue's dispatch list or a CPU's queue.
+# requeued OP...: each OP (READ, WRITE) is held there;
 # tag_held N: a tag of hardware queue N is taken.
 requeued() {
-  local l=/sys/kernel/debug/block/ublkb0/requeue_list op
-  cut -c 1-100 $l
-  for op in "$@"; do grep -q "op=$op" $l || return 1; done
+  local d=/sys/kernel/debug/block/ublkb0 op
+  cat $d/requeue_list $d/hctx*/dispatch $d/hctx*/cpu*/*_rq_list 2> /dev/null | cut -c 1-100 > "$work/held.lists"
+  cat "$work/held.lists"
+  for op in "$@"; do grep -q "op=$op" "$work/held.lists" || return 1; done
 }
 tag_held() {
   local t
@@ -269,7 +274,7 @@ plain_kill() {
   HELD_WRITE=$!
   sleep 2
   kill -0 $HELD_READ && kill -0 $HELD_WRITE && echo "a read and a write wait" &&
-    [ -b /dev/ublkb0 ] && requeued READ WRITE && tag_held 0 && tag_held 1
+    [ -b /dev/ublkb0 ] && requeued READ WRITE && tag_held "$(queue_of 0)" && tag_held "$(queue_of 1)"
 }
 held_end() {
   local r=0 w=0
@@ -289,7 +294,7 @@ if check "recover: a plain disk (zoned=false, write_cache=true) on dir=, two que
     all flushed_pair -- same_bytes 0 $M "$work/rand" -- same_bytes $M $M "$work/rand"
   check "recover: 1 MiB more at 2 MiB, not flushed, reads back" \
     all on_cpu 0 $((2 * M)) -- same_bytes $((2 * M)) $M "$work/rand"
-  check "recover: SIGKILL: a write (CPU 0) waits on queue 0, a read (CPU 1) on queue 1" plain_kill
+  check "recover: SIGKILL: a write (CPU 0) and a read (CPU 1) wait, each on its CPU's queue" plain_kill
   check "recover: --recover takes both queues of the same disk over" plain_recovered
   check "recover: the read and the write end without an error, the read's bytes right" held_end
   check "recover: the flushed data reads back; the write after the last flush reads as zeros" \

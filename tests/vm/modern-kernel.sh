@@ -1,19 +1,29 @@
 # shellcheck shell=bash
 # Sourced by the .test scripts that boot today's kernel: modern_kernel
 # finds the kernel root folder and version scripts/fetch-kernel.sh put
-# into $ZNBD_KERNEL_DIR (the newest one there), or $ZNBD_VM_KERNEL's
-# (a root folder, or a KVER under $ZNBD_KERNEL_DIR).  It sets
+# into $ZNBD_KERNEL_DIR (DIR/modern, else the newest one there), or
+# $ZNBD_VM_KERNEL's (a root folder, a KVER under $ZNBD_KERNEL_DIR, or a
+# series there: 6.12, 7).  It sets
 # MODERN_ROOT and MODERN_KVER and returns 0, or sets MODERN_WHY and
 # returns 1.  Found here and not left to vm-run, so that the guest's
 # uname -r can be checked against an independent answer.
 modern_kernel() {
   local kdir=${ZNBD_KERNEL_DIR:-/var/lib/znbd/kernels} m why
   MODERN_ROOT= MODERN_KVER= MODERN_WHY=
-  case ${ZNBD_VM_KERNEL:-modern} in
-    modern)
-      for m in $(printf '%s\n' "$kdir"/*/.znbd-kernel | sort -V); do
-        [ -f "$m" ] && MODERN_ROOT=${m%/.znbd-kernel}
+  local spec=${ZNBD_VM_KERNEL:-modern} series= pat=*
+  # A series (6.12, 7): the newest of it fetched.
+  [[ $spec =~ ^[0-9]+(\.[0-9]+)?$ ]] && series=$spec pat=$spec.*
+  case $spec in
+    modern | "$series")
+      for m in $(printf '%s\n' "$kdir"/$pat/.znbd-kernel | sort -V); do
+        [ -f "$m" ] && [ "${m%/modern/.znbd-kernel}" = "$m" ] && MODERN_ROOT=${m%/.znbd-kernel}
       done
+      # modern: the one fetch-kernel.sh fetches by default, if it says so.
+      [ -n "$series" ] || [ ! -f "$kdir/modern/.znbd-kernel" ] || MODERN_ROOT=$kdir/modern
+      if [ -z "$MODERN_ROOT" ] && [ -n "$series" ]; then
+        MODERN_WHY="no $series kernel fetched into $kdir (ZNBD_KERNEL_SERIES=$series scripts/fetch-kernel.sh)"
+        return 1
+      fi
       if [ -z "$MODERN_ROOT" ]; then
         why=$(cat "$kdir/.fetch-failed" 2> /dev/null)
         MODERN_WHY="no kernel fetched into $kdir (scripts/fetch-kernel.sh${why:+: $why})"
