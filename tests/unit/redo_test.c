@@ -1,9 +1,9 @@
 /* Intent records and the redo of requests a dead server may have done
- * (include/znbd/redo.h, lib/intent.c, lib/redo.c), on dir= devices: a server "dies"
- * by freeing its device without confirming (the records stay in
- * PATH/znbd.redo, as after a kill), a zone file cut short stands for a
- * store the kill interrupted, and the next device on the directory is
- * the recovering server.  Checked: sectors answered, wps, bytes read
+ * (include/znbd/redo.h, lib/intent.c, lib/redo.c), on dir= devices: a
+ * server "dies" by freeing its device without confirming (the records
+ * stay in PATH/znbd.redo, as after a kill), a zone file cut short stands
+ * for a store the kill interrupted, and the next device on the directory
+ * is the recovering server.  Checked: sectors answered, wps, bytes read
  * back, records kept and dropped. */
 #include <errno.h>
 #include <fcntl.h>
