@@ -155,9 +155,12 @@ for n in $devs $lat; do
     "hw queues $(ls /sys/block/${d#/dev/}/mq | wc -l), nr_requests $(cat $q/nr_requests)"
 done
 if [ "$bset" = seed004 ]; then
+  # Not its path, which names one machine: the results are committed.
+  old_build=none
+  [ -z "${BENCH_UBLK_OLD:-}" ] || old_build="another build of znbd-ublk (BENCH_UBLK_OLD: name its commit here)"
   info "znbd-ublk: znbd-ublk $geo (RAM); znbd-ublk-dir: the same with dir= on the XFS (brd) of" \
     "zloop's base_dir, zero copy ($(grep -c 'zero copy' "$work/znbd-ublk-dir.err") note);" \
-    "znbd-ublk-dir-copy: the same with --zero-copy off; znbd-ublk-old: $geo (RAM), ${BENCH_UBLK_OLD:-none};" \
+    "znbd-ublk-dir-copy: the same with --zero-copy off; znbd-ublk-old: $geo (RAM), $old_build;" \
     "null_blk-tT, znbd-ublk-tT: plain 64 MiB disks, completion_nsec T (null_blk irqmode=2);" \
     "zloop: add id=0,capacity_mb=$MB,zone_size_mb=$ZMB,conv_zones=0 (other options its defaults)"
 else
