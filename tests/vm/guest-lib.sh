@@ -378,6 +378,45 @@ all() {
   "${cmd[@]}"
 }
 
+# writer_stopped STOP PID FILE OUT: ask the writer PID to stop (it looks
+# for the file STOP), wait for it; true if it ended with status 0.
+writer_stopped() {
+  local rc=0
+  touch "$1"
+  wait "$2" || rc=$?
+  echo "writer: exit status $rc, $(wc -l < "$3") files"
+  cat "$4"
+  [ "$rc" = 0 ]
+}
+# files_read_back MNT SUMS FILE RAND: with the page cache dropped (read
+# from the disk again), the files of sha256sum list SUMS under MNT and
+# every writer file MNT/wI (I up to FILE's line count, each the first
+# 256 KiB of RAND) hold what was written; at least one writer file.
+files_read_back() {
+  local mnt=$1 sums=$2 i n bad=0
+  sync && echo 3 > /proc/sys/vm/drop_caches || return 1
+  (cd "$mnt" && $T sha256sum -c --quiet "$sums") || bad=1
+  n=$(wc -l < "$3")
+  for i in $(seq "$n"); do
+    cmp -s "$mnt/w$i" <(head -c 262144 "$4") || { echo "w$i differs" && bad=1; }
+  done
+  echo "$(wc -l < "$sums") synced files and $n writer files read back"
+  [ "$bad" = 0 ] && [ "$n" -ge 1 ]
+}
+# lines_reach FILE PID OUT N: wait (at most 120 s) until FILE, where a
+# writer PID appends a line per file it completed, has N lines; on
+# failure OUT (the writer's output) is shown.
+lines_reach() {
+  local file=$1 pid=$2 out=$3 n=$4 i
+  for i in $(seq 1200); do
+    [ "$(wc -l < "$file")" -ge "$n" ] && echo "the writer has $(wc -l < "$file") files" && return 0
+    kill -0 "$pid" 2> /dev/null || break
+    sleep 0.1
+  done
+  echo "the writer has $(wc -l < "$file") files, not $n"
+  cat "$out"
+  return 1
+}
 # writable_copy SRC DEST: DEST shows SRC (a read-only share, say a peer
 # suite's tree) and takes writes in a tmpfs: an overlay, not a copy,
 # which over 9p takes minutes for a tree of thousands of files.

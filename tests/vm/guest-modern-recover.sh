@@ -94,17 +94,7 @@ writer_start() {
 }
 writer_count() { wc -l < "$work/writer.done"; }
 # writer_reaches N: wait (at most 120 s) until the writer has N files.
-writer_reaches() {
-  local i
-  for i in $(seq 1200); do
-    [ "$(writer_count)" -ge "$1" ] && echo "the writer has $(writer_count) files" && return 0
-    kill -0 "$WRITER_PID" 2> /dev/null || break
-    sleep 0.1
-  done
-  echo "the writer has $(writer_count) files, not $1"
-  cat "$work/writer.out"
-  return 1
-}
+writer_reaches() { lines_reach "$work/writer.done" "$WRITER_PID" "$work/writer.out" "$1"; }
 # SIGKILL the server: the disk and the mount stay, the writer stalls.
 # The count is taken once the writer's next dd is blocked in I/O (state
 # D; at most 20 s, then as it is): a dd that finished just before the
@@ -134,14 +124,7 @@ recovered() {
     [ "$(cat /sys/block/ublkb0/dev)" = "$DEVT" ] && findmnt -n "$MNT" &&
     grep -q "recovered" "$work/ublk.err"
 }
-writer_ends() {
-  local rc=0
-  touch "$work/writer.stop"
-  wait "$WRITER_PID" || rc=$?
-  echo "writer: exit status $rc, $(writer_count) files"
-  cat "$work/writer.out"
-  [ "$rc" = 0 ]
-}
+writer_ends() { writer_stopped "$work/writer.stop" "$WRITER_PID" "$work/writer.done" "$work/writer.out"; }
 umount_check() {
   $T umount "$MNT" || return 1
   $T btrfs check "$DEV" > "$work/check.btrfs" 2>&1
@@ -149,23 +132,8 @@ umount_check() {
   tail -n 4 "$work/check.btrfs"
   [ "$rc" = 0 ]
 }
-# With the page cache dropped (the data read from the disk again): the
-# files synced before the kill, and every file the writer completed, are
-# those written.
-files_read_back() {
-  local i n bad=0
-  sync && echo 3 > /proc/sys/vm/drop_caches || return 1
-  (cd "$MNT" && $T sha256sum -c --quiet "$work/pre.sums") || bad=1
-  n=$(writer_count)
-  for i in $(seq "$n"); do
-    if ! cmp -s "$MNT/w$i" <(head -c 262144 "$work/rand"); then
-      echo "w$i differs"
-      bad=1
-    fi
-  done
-  echo "8 files from before the kill and $n writer files checked"
-  [ "$bad" = 0 ] && [ "$n" -ge 1 ]
-}
+# The files synced before the kill, and every file the writer completed.
+files_ok() { files_read_back "$MNT" "$work/pre.sums" "$work/writer.done" "$work/rand"; }
 
 # The kernel log since this part began (ublk_log_clean).
 LOG_FROM=$(dmesg | wc -l)
@@ -323,7 +291,7 @@ if check "recover: znbd-ublk --dev-id 0 on dir= (16 zones of 32 MiB)" \
     check "recover: the writer goes on (3 more files)" writer_reaches $(($(writer_count) + 3))
     check "recover: the writer ends without an error" writer_ends
     check "recover: the kernel's zones are the recovered device's" ublk_same_zones
-    check "recover: every synced file reads back, the page cache dropped" files_read_back
+    check "recover: every synced file reads back, the page cache dropped" files_ok
     note "t=${SECONDS}s"
     check "recover: umount, btrfs check passes" umount_check
     check "recover: no I/O error, btrfs error or kernel warning logged" ublk_log_clean "$LOG_FROM"

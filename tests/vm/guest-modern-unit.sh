@@ -147,17 +147,7 @@ unit_writer() {
 }
 unit_written() { wc -l < "$work/unit.done"; }
 # unit_writer_reaches N: the writer has N files (at most 120 s).
-unit_writer_reaches() {
-  local i
-  for i in $(seq 1200); do
-    [ "$(unit_written)" -ge "$1" ] && echo "the writer has $(unit_written) files" && return 0
-    kill -0 "$UW_PID" 2> /dev/null || break
-    sleep 0.1
-  done
-  echo "the writer has $(unit_written) files, not $1"
-  cat "$work/unit.writer"
-  return 1
-}
+unit_writer_reaches() { lines_reach "$work/unit.done" "$UW_PID" "$work/unit.writer" "$1"; }
 unit_kill() {
   U_DEVT=$(cat /sys/block/ublkb0/dev)
   echo "kill -9 of znbd-ublk $U_PID under $(unit_written) writer files; dev_t $U_DEVT"
@@ -177,25 +167,8 @@ unit_recovered() {
     [ "$(cat /sys/block/ublkb0/dev)" = "$U_DEVT" ] && findmnt -n "$U_MNT" > /dev/null &&
     U_PID=$pid
 }
-unit_writer_ends() {
-  local rc=0
-  touch "$work/unit.wstop"
-  wait "$UW_PID" || rc=$?
-  echo "writer: exit status $rc, $(unit_written) files"
-  cat "$work/unit.writer"
-  [ "$rc" = 0 ]
-}
-unit_read_back() {
-  local i n bad=0
-  sync && echo 3 > /proc/sys/vm/drop_caches || return 1
-  (cd "$U_MNT" && $T sha256sum -c --quiet "$work/unit.sums") || bad=1
-  n=$(unit_written)
-  for i in $(seq "$n"); do
-    cmp -s "$U_MNT/w$i" <(head -c 262144 "$work/rand") || { echo "w$i differs" && bad=1; }
-  done
-  echo "8 synced files and $n writer files read back"
-  [ "$bad" = 0 ]
-}
+unit_writer_ends() { writer_stopped "$work/unit.wstop" "$UW_PID" "$work/unit.done" "$work/unit.writer"; }
+unit_read_back() { files_read_back "$U_MNT" "$work/unit.sums" "$work/unit.done" "$work/rand"; }
 U_LOG_FROM=$(dmesg | wc -l)
 unit_log_clean() {
   local bad
