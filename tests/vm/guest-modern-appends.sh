@@ -188,7 +188,13 @@ import zonediff
 rep = zonediff.Dev(sys.argv[1]).report()
 bad = n = 0
 for line in open(sys.argv[2]):
-    zno, flags, _ref, wpo, _nbio = line.split()
+    if line.startswith("Zone no:"):
+        # 7.x: "Zone no: 1, flags: 0x0, ref: 1, cond: ACTIVE, wp ofst:
+        # 128, pending BIO: 0"
+        f = dict(kv.split(": ", 1) for kv in line.strip().split(", "))
+        zno, flags, wpo = f["Zone no"], f["flags"], f["wp ofst"]
+    else:  # 6.x: "ZONE FLAGS REF WP_OFFSET NR_BIOS"
+        zno, flags, _ref, wpo, _nbio = line.split()
     zno, flags, wpo = int(zno), int(flags, 16), int(wpo)
     start, length, wp, _type, cond, _cap = rep[zno]
     dev = length if cond == 14 else wp - start
