@@ -88,6 +88,12 @@ main(int argc, char **argv)
       die("%s", err);
     *eq = '=';
   }
+  /* Before anything needs the kernel: a parameter error comes first. */
+  if (znbd_params_refuse_unused(&p, ZNBD_PARAM_FOR_TCMU, err, sizeof err) ==
+      -1) {
+    fprintf(stderr, "%s\n", err); /* it names znbd-tcmu */
+    return 1;
+  }
   if (znbd_params_finish(&p, err, sizeof err) == -1 ||
       znbd_scsi_check_params(&p, err, sizeof err) == -1)
     die("%s", err);

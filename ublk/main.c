@@ -221,6 +221,12 @@ main(int argc, char **argv)
       errx(1, "%s", err);
     *eq = '=';
   }
+  /* Before anything needs the kernel: a parameter error comes first. */
+  if (znbd_params_refuse_unused(&p, ZNBD_PARAM_FOR_UBLK, err, sizeof err) ==
+      -1) {
+    fprintf(stderr, "%s\n", err); /* it names znbd-ublk */
+    return 1;
+  }
   if (znbd_params_finish(&p, err, sizeof err) == -1 ||
       znbd_ublk_setup_params(&p, MAX_IO_BYTES, &up, err, sizeof err) == -1)
     errx(1, "%s", err);
