@@ -122,6 +122,8 @@ zoned_get_ready(void)
     nbdkit_error("%s", err);
     return -1;
   }
+  /* The control socket refuses what the plugin cannot honour. */
+  znbd_dev_set_frontend(dev, ZNBD_PARAM_FOR_PLUGIN);
   /* nbdkit creates its connection and worker threads after this, from
    * this thread: they inherit the policy. */
   if (params.sched_batch && znbd_sched_batch() < 0)

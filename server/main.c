@@ -267,6 +267,7 @@ parse_params(int nargs, char **args, struct znbd_params *p,
   struct znbd_dev *dev = znbd_dev_new(p, err, sizeof err);
   if (!dev)
     die("%s", err);
+  znbd_dev_set_frontend(dev, frontend); /* for the control socket */
   return dev;
 }
 

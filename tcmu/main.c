@@ -100,6 +100,7 @@ main(int argc, char **argv)
   struct znbd_dev *dev = znbd_dev_new(&p, err, sizeof err);
   if (!dev)
     die("%s", err);
+  znbd_dev_set_frontend(dev, ZNBD_PARAM_FOR_TCMU); /* for the control socket */
   znbd_scsi_init(&scsi, dev, name);
 
   /* Every thread inherits the mask: only sigwait() below sees them. */

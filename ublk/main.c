@@ -233,6 +233,7 @@ main(int argc, char **argv)
   struct znbd_dev *dev = znbd_dev_new(&p, err, sizeof err);
   if (!dev)
     errx(1, "%s", err);
+  znbd_dev_set_frontend(dev, ZNBD_PARAM_FOR_UBLK); /* for the control socket */
 
   sigset_t set;
   block_stop_signals(&set);
