@@ -23,6 +23,7 @@
 #include "znbd/log.h"
 #include "znbd/params.h"
 #include "znbd/sched.h"
+#include "znbd/start.h"
 #include "mq.h"
 #include "server.h"
 #include "tls.h"
@@ -247,27 +248,15 @@ parse_params(int nargs, char **args, struct znbd_params *p,
              enum queue_mode mode)
 {
   char err[512];
-  znbd_params_init(p);
-  for (int i = 0; i < nargs; i++) {
-    char *eq = strchr(args[i], '=');
-    if (!eq)
-      die("%s: expected key=value", args[i]);
-    *eq = 0;
-    if (znbd_params_set(p, args[i], eq + 1, err, sizeof err) == -1)
-      die("%s", err);
-    *eq = '=';
-  }
-  unsigned frontend = mode == QM_BIO ? ZNBD_PARAM_FOR_BIO : ZNBD_PARAM_FOR_MQ;
-  if (znbd_params_refuse_unused(p, frontend, err, sizeof err) == -1) {
-    fprintf(stderr, "%s\n", err); /* it names the front-end */
+  const struct znbd_start start = {
+      .prog = "znbd",
+      .frontend = mode == QM_BIO ? ZNBD_PARAM_FOR_BIO : ZNBD_PARAM_FOR_MQ};
+  struct znbd_dev *dev =
+      znbd_start_device(&start, p, nargs, args, err, sizeof err);
+  if (!dev) {
+    fprintf(stderr, "%s\n", err);
     exit(EXIT_FAILURE);
   }
-  if (znbd_params_finish(p, err, sizeof err) == -1)
-    die("%s", err);
-  struct znbd_dev *dev = znbd_dev_new(p, err, sizeof err);
-  if (!dev)
-    die("%s", err);
-  znbd_dev_set_frontend(dev, frontend); /* for the control socket */
   return dev;
 }
 

@@ -1,9 +1,10 @@
 /* znbd: device parameters, parsed once for every front-end.
  *
- * The plugin (nbdkit ./zoned.so key=value ...) and the server
- * (znbd key=value ...) both feed their key=value words to
- * znbd_params_set() and call znbd_params_finish() once, so they accept
- * exactly the same words and size syntax.  Names follow Linux null_blk's
+ * Every front-end feeds its key=value words to znbd_params_set() and
+ * calls znbd_params_finish() once (the plugin as nbdkit hands it the
+ * words; znbd, znbd-tcmu and znbd-ublk through znbd_start_device(),
+ * znbd/start.h), so they accept exactly the same words and size syntax.
+ * Names follow Linux null_blk's
  * configfs attributes (Documentation/block/null_blk.rst).
  *
  * Every parameter is one entry of the table in lib/params.c (name, type,

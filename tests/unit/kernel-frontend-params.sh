@@ -2,7 +2,10 @@
 # znbd-ublk and znbd-tcmu refuse a parameter they ignore, naming the
 # front-end, the parameter and why, with exit status 1, before they need
 # the kernel (/dev/ublk-control, LIO's configfs): so this runs on any
-# host.  Skips a front-end that this build has not built.
+# host.  Their other start-up refusals (a bare word, a missing size,
+# znbd-tcmu's cmd_time_out= and SCSI checks), which lib/start.c now
+# makes for them, keep their messages.  Skips a front-end that this
+# build has not built.
 ZNBD_FRONTEND=${ZNBD_FRONTEND:-ublk+tcmu} # for the messages; none is started
 . "$(dirname "$0")/../functions.sh"
 
@@ -26,6 +29,9 @@ if [ -x "$ublk" ]; then
     size=8M zone_size=1M pipeline_zoned_writes=false
   expect_refusal "$ublk" "znbd-ublk: zone_write_plugging has no effect here: the kernel's block layer orders each zone's writes" \
     --queues 2 size=8M zone_write_plugging=true
+  # The other refusals of the shared start-up (lib/start.c) keep their words.
+  expect_refusal "$ublk" "znbd-ublk: notkv: expected key=value" size=8M notkv
+  expect_refusal "$ublk" "znbd-ublk: size: required and must not be 0 (e.g. size=4G)" zoned=false
   ran=$((ran + 1))
 fi
 tcmu=$top_builddir/tcmu/znbd-tcmu
@@ -34,6 +40,10 @@ if [ -x "$tcmu" ]; then
     refusetest size=8M zone_size=1M submit_queues=2
   expect_refusal "$tcmu" "znbd-tcmu: sched_batch has no effect here: its threads keep their scheduling class" \
     refusetest size=8M zone_size=1M sched_batch=false
+  expect_refusal "$tcmu" "znbd-tcmu: cmd_time_out=0: expected seconds from 1 to 3600" \
+    refusetest size=8M cmd_time_out=0
+  expect_refusal "$tcmu" "znbd-tcmu: zone_size=3145728: SCSI needs a power-of-two zone size (Linux sd refuses others)" \
+    refusetest size=12M zone_size=3M
   ran=$((ran + 1))
 fi
 [ "$ran" -gt 0 ] || skip "neither znbd-ublk nor znbd-tcmu is built"
