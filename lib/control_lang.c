@@ -21,6 +21,7 @@
 #include "znbd/control.h"
 #include "znbd/request.h"
 #include "znbd/dev.h"
+#include "znbd/params.h"
 #include "znbd/request.h"
 
 #define MAX_WORDS 4
@@ -591,6 +592,32 @@ cmd_power_cut(struct znbd_dev *d, int nw, char **w, FILE *out)
   return 0;
 }
 
+/* Requests a front-end cannot honour (znbd_dev_set_frontend): WORD is
+ * refused for the FRONTENDS bits, with WHY. */
+static const struct {
+  const char *word;
+  unsigned frontends;
+  const char *why;
+} not_here[] = {
+    {"drop-reply", ZNBD_PARAM_FOR_UBLK,
+     "every request is answered: a ublk device has no request timeout, so "
+     "an unanswered request would leave its writer waiting forever"},
+};
+
+/* Whether WORD is refused for D's front-end: then the reply is written. */
+static bool
+refused_here(struct znbd_dev *d, const char *word, FILE *out)
+{
+  unsigned f = znbd_dev_frontend(d);
+  for (size_t i = 0; f && i < sizeof not_here / sizeof not_here[0]; i++)
+    if ((not_here[i].frontends & f) && strcmp(word, not_here[i].word) == 0) {
+      reply_error(out, EINVAL, "%s has no effect in %s: %s", word,
+                  znbd_param_frontend_name(f), not_here[i].why);
+      return true;
+    }
+  return false;
+}
+
 int
 znbd_control_exec(struct znbd_dev *d, const char *line, FILE *out)
 {
@@ -615,6 +642,8 @@ znbd_control_exec_stats(struct znbd_dev *d, const char *line, FILE *out,
   if (nw == -1)
     return reply_error(out, EINVAL, "too many words in request");
 
+  if (refused_here(d, w[0], out))
+    return -1;
   if (strcmp(w[0], "report") == 0)
     return cmd_report(d, nw, w, out);
   if (strcmp(w[0], "stats") == 0) {

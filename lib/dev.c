@@ -1108,6 +1108,18 @@ znbd_dev_badblocks_list(struct znbd_dev *d, char *buf, size_t len)
 }
 
 void
+znbd_dev_set_frontend(struct znbd_dev *d, unsigned frontend)
+{
+  d->frontend = frontend;
+}
+
+unsigned
+znbd_dev_frontend(const struct znbd_dev *d)
+{
+  return d->frontend;
+}
+
+void
 znbd_dev_drop_reply_set(struct znbd_dev *d, uint32_t every, unsigned kinds)
 {
   atomic_store(&d->f.drop_every, 0);

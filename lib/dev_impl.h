@@ -25,6 +25,7 @@ struct znbd_dev {
   struct znbd_wcache *wc; /* write_cache=true, else NULL */
   struct znbd_faults f;   /* bad blocks, lost replies, mbps */
   struct znbd_redo *redo; /* intent records (lib/intent.c), or NULL */
+  unsigned frontend;      /* znbd_dev_set_frontend(), or 0 */
 };
 
 /* lib/dev.c: write_cache: enter (a due power cut, or FENCE older than

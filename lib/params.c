@@ -52,6 +52,10 @@ struct param {
 
 #define ALL ZNBD_PARAM_FOR_ALL
 #define MQ ZNBD_PARAM_FOR_MQ
+/* The NBD front-ends: their requests may wait (parked writes) and their
+ * threads are znbd's own; znbd-tcmu and znbd-ublk take the kernel's
+ * requests with NOWAIT writes from queue threads of their own. */
+#define NBD (ZNBD_PARAM_FOR_PLUGIN | ZNBD_PARAM_FOR_BIO | ZNBD_PARAM_FOR_MQ)
 #define P(name, type, meta, def, min, unit, users, null_blk, help)             \
   {                                                                            \
     {#name, ZNBD_PARAM_T_##type, meta, def, min, unit, users, null_blk, help}, \
@@ -90,13 +94,13 @@ static const struct param table[] = {
       "completion_nsec", "Delay before each request completes, in ns"),
     /* pipeline_zoned_writes and no_zone_write_lock: names from the
      * null_blk patches that proposed them (not in mainline Linux). */
-    P(pipeline_zoned_writes, BOOL, "BOOL", "true", 0, NULL, ALL,
+    P(pipeline_zoned_writes, BOOL, "BOOL", "true", 0, NULL, NBD,
       "pipeline_zoned_writes", "Writes ahead of the wp wait for it"),
-    P(zone_write_timeout, UINT, "MS", "500", 0, "milliseconds", ALL, NULL,
+    P(zone_write_timeout, UINT, "MS", "500", 0, "milliseconds", NBD, NULL,
       "Longest such wait, in ms"),
     P(zone_control, PATH, "PATH", NULL, 0, NULL, ALL, NULL,
       "Unix socket for zone management (report/open/close/finish/reset...)"),
-    P(sched_batch, BOOL, "BOOL", "true", 0, NULL, ALL, NULL,
+    P(sched_batch, BOOL, "BOOL", "true", 0, NULL, NBD, NULL,
       "Serve from SCHED_BATCH threads"),
     P(dir, PATH, "PATH", NULL, 0, NULL, ALL, NULL,
       "Keep the device in this directory (zloop's file per zone layout)"),
@@ -142,6 +146,7 @@ static const struct param table[] = {
 };
 
 #undef P
+#undef NBD
 #undef MQ
 #undef ALL
 
@@ -613,22 +618,124 @@ znbd_params_given(const struct znbd_params *p, const char *name)
   return e && (p->given >> (e - table) & 1);
 }
 
-/* Who uses a parameter, for its help line ("" for every front-end). */
+/* The front-ends as the help lines name them, in ZNBD_PARAM_FOR_* bit
+ * order; bio and mq together are "znbd". */
+static const char *const user_words[] = {
+    "nbdkit plugin", "znbd bio mode", "znbd mq mode", "znbd-tcmu", "znbd-ublk"};
+
+/* Who uses a parameter, for its help line, into BUF: "" for every
+ * front-end, else "znbd mq mode only", "nbdkit plugin and znbd only"... */
 static const char *
-users_text(unsigned users)
+users_text(unsigned users, char *buf, size_t len)
 {
-  static const char *const text[ZNBD_PARAM_FOR_ALL + 1] = {
-      [ZNBD_PARAM_FOR_PLUGIN] = "nbdkit plugin only",
-      [ZNBD_PARAM_FOR_BIO] = "znbd bio mode only",
-      [ZNBD_PARAM_FOR_MQ] = "znbd mq mode only",
-      [ZNBD_PARAM_FOR_BIO | ZNBD_PARAM_FOR_MQ] = "znbd only",
-      [ZNBD_PARAM_FOR_PLUGIN | ZNBD_PARAM_FOR_BIO] =
-          "nbdkit plugin and znbd bio mode only",
-      [ZNBD_PARAM_FOR_PLUGIN | ZNBD_PARAM_FOR_MQ] =
-          "nbdkit plugin and znbd mq mode only",
-  };
+  const char *w[5];
+  size_t n = 0;
   users &= ZNBD_PARAM_FOR_ALL;
-  return text[users] ? text[users] : "";
+  buf[0] = '\0';
+  if (users == ZNBD_PARAM_FOR_ALL)
+    return buf;
+  for (unsigned k = 0; k < 5; k++) {
+    unsigned bit = 1u << k;
+    if (!(users & bit))
+      continue;
+    if (bit == ZNBD_PARAM_FOR_BIO && (users & ZNBD_PARAM_FOR_MQ)) {
+      w[n++] = "znbd";
+      k++; /* mq too */
+    } else {
+      w[n++] = user_words[k];
+    }
+  }
+  size_t used = 0;
+  for (size_t k = 0; k < n && used < len; k++) {
+    int r = snprintf(buf + used, len - used, "%s%s",
+                     k == 0       ? ""
+                     : k + 1 == n ? " and "
+                                  : ", ",
+                     w[k]);
+    used += r > 0 ? (size_t)r : 0;
+  }
+  if (used < len)
+    snprintf(buf + used, len - used, " only");
+  return buf;
+}
+
+const char *
+znbd_param_frontend_name(unsigned frontend)
+{
+  switch (frontend) {
+  case ZNBD_PARAM_FOR_PLUGIN:
+    return "nbdkit-zoned-plugin";
+  case ZNBD_PARAM_FOR_BIO:
+    return "znbd --queue-mode=bio";
+  case ZNBD_PARAM_FOR_MQ:
+    return "znbd --queue-mode=mq";
+  case ZNBD_PARAM_FOR_TCMU:
+    return "znbd-tcmu";
+  case ZNBD_PARAM_FOR_UBLK:
+    return "znbd-ublk";
+  default:
+    return "znbd";
+  }
+}
+
+/* Why a parameter has no effect in a front-end, where more can be said
+ * than who uses it (the fallback): the first entry naming both. */
+static const struct {
+  const char *name; /* a parameter, or NULL: every one of the front-ends */
+  unsigned frontends;
+  const char *why;
+} unused_why[] = {
+    {"hw_queue_depth", ZNBD_PARAM_FOR_UBLK,
+     "the queues are the kernel's; use --queues/--depth"},
+    {"submit_queues", ZNBD_PARAM_FOR_UBLK,
+     "the queues are the kernel's; use --queues/--depth"},
+    {"hw_queue_depth", ZNBD_PARAM_FOR_TCMU,
+     "the queues are the kernel's (tcm_loop's and the SCSI disk's)"},
+    {"submit_queues", ZNBD_PARAM_FOR_TCMU,
+     "the queues are the kernel's (tcm_loop's and the SCSI disk's)"},
+    {"no_zone_write_lock", ZNBD_PARAM_FOR_TCMU | ZNBD_PARAM_FOR_UBLK,
+     "the kernel's block layer orders each zone's writes"},
+    {"zone_write_plugging", ZNBD_PARAM_FOR_TCMU | ZNBD_PARAM_FOR_UBLK,
+     "the kernel's block layer orders each zone's writes"},
+    {"pipeline_zoned_writes", ZNBD_PARAM_FOR_TCMU | ZNBD_PARAM_FOR_UBLK,
+     "writes never wait for the wp: one ahead of it fails at once"},
+    {"zone_write_timeout", ZNBD_PARAM_FOR_TCMU | ZNBD_PARAM_FOR_UBLK,
+     "writes never wait for the wp: one ahead of it fails at once"},
+    {"sched_batch", ZNBD_PARAM_FOR_TCMU | ZNBD_PARAM_FOR_UBLK,
+     "its threads keep their scheduling class"},
+    {NULL, ZNBD_PARAM_FOR_BIO,
+     "bio mode has no queues or scheduler (--queue-mode=mq has them)"},
+    {NULL, ZNBD_PARAM_FOR_PLUGIN,
+     "nbdkit's threads serve the requests, with no queues or scheduler"},
+};
+
+int
+znbd_params_refuse_unused(const struct znbd_params *p, unsigned frontend,
+                          char *err, size_t errlen)
+{
+  if (errlen)
+    err[0] = '\0';
+  for (size_t k = 0; k < NR_PARAMS; k++) {
+    const struct znbd_param_info *i = &table[k].i;
+    if (!(p->given >> k & 1) || (i->users & frontend))
+      continue;
+    char who[128];
+    const char *why = NULL;
+    for (size_t r = 0; !why && r < sizeof unused_why / sizeof unused_why[0];
+         r++)
+      if ((unused_why[r].frontends & frontend) &&
+          (!unused_why[r].name || strcmp(unused_why[r].name, i->name) == 0))
+        why = unused_why[r].why;
+    if (!why) {
+      users_text(i->users, who, sizeof who);
+      why = who;
+    }
+    set_err(err, errlen, "%s: %s has no effect here: %s",
+            znbd_param_frontend_name(frontend), i->name, why);
+    errno = EINVAL;
+    return -1;
+  }
+  return 0;
 }
 
 /* "key=META" padded to this width, then the help line. */
@@ -640,11 +747,12 @@ static int
 help_line(const struct param *e, char *buf, size_t len)
 {
   const struct znbd_param_info *i = &e->i;
-  char usage[128], extra[128] = "";
+  char usage[128], extra[256] = "";
   int n = snprintf(usage, sizeof usage, "%s=%s", i->name, i->meta);
   int pad = n < HELP_COLUMN ? HELP_COLUMN - n : 2;
 
-  const char *who = users_text(i->users);
+  char whobuf[128];
+  const char *who = users_text(i->users, whobuf, sizeof whobuf);
 
   if (i->def || *who)
     snprintf(extra, sizeof extra, " (%s%s%s%s)", i->def ? "default " : "",

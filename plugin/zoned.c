@@ -91,13 +91,6 @@ zoned_config(const char *key, const char *value)
     nbdkit_error("%s", err);
     return -1;
   }
-  /* Accepted so both front-ends share one parameter list (lib/params.c
-   * says who uses what), but say so when it changes nothing here. */
-  if (!znbd_param_used_by(key, ZNBD_PARAM_FOR_PLUGIN)) {
-    snprintf(err, sizeof err,
-             "%s has no effect in the plugin, only in znbd (see --help)", key);
-    note(err);
-  }
   return 0;
 }
 
@@ -105,6 +98,13 @@ static int
 zoned_config_complete(void)
 {
   char err[256];
+  /* Every front-end shares one parameter list (lib/params.c says who
+   * uses what); one that changes nothing here is refused. */
+  if (znbd_params_refuse_unused(&params, ZNBD_PARAM_FOR_PLUGIN, err,
+                                sizeof err) < 0) {
+    nbdkit_error("%s", err);
+    return -1;
+  }
   if (znbd_params_finish(&params, err, sizeof err) < 0) {
     nbdkit_error("%s", err);
     return -1;
@@ -122,6 +122,8 @@ zoned_get_ready(void)
     nbdkit_error("%s", err);
     return -1;
   }
+  /* The control socket refuses what the plugin cannot honour. */
+  znbd_dev_set_frontend(dev, ZNBD_PARAM_FOR_PLUGIN);
   /* nbdkit creates its connection and worker threads after this, from
    * this thread: they inherit the policy. */
   if (params.sched_batch && znbd_sched_batch() < 0)

@@ -23,6 +23,7 @@
 #include "znbd/log.h"
 #include "znbd/params.h"
 #include "znbd/sched.h"
+#include "znbd/start.h"
 #include "mq.h"
 #include "server.h"
 #include "tls.h"
@@ -74,21 +75,17 @@ die(const char *fmt, const char *arg)
   exit(EXIT_FAILURE);
 }
 
-/* Say so when a knob given on the command line has no effect in the
- * chosen queue model, rather than ignoring it silently.  ARGS are the
- * key=value words. */
+/* Say so when an option given on the command line has no effect in the
+ * chosen queue model, rather than ignoring it silently (the key=value
+ * words that have none are refused by parse_params). */
 static void
 warn_ineffective(const struct server *s, const struct znbd_params *p,
-                 bool zoned, int nargs, char **args)
+                 bool zoned)
 {
   if (s->mode == QM_BIO) {
     if (s->sched_deadline)
       note("--scheduler=mq-deadline has no effect with --queue-mode=bio "
            "(no queues, nothing to schedule)");
-    for (int i = 0; i < nargs; i++)
-      if (!znbd_param_used_by(args[i], ZNBD_PARAM_FOR_BIO))
-        fprintf(stderr, "znbd: %s has no effect with --queue-mode=bio\n",
-                args[i]);
     return;
   }
   if (s->sched_deadline && zoned && !p->zone_write_plugging &&
@@ -245,26 +242,21 @@ parse_options(int argc, char **argv, struct options *o, struct server *s)
 }
 
 /* The key=value words into P and the device they describe (stops with a
- * message naming a bad parameter). */
+ * message naming a bad parameter, or one that queue model MODE ignores). */
 static struct znbd_dev *
-parse_params(int nargs, char **args, struct znbd_params *p)
+parse_params(int nargs, char **args, struct znbd_params *p,
+             enum queue_mode mode)
 {
   char err[512];
-  znbd_params_init(p);
-  for (int i = 0; i < nargs; i++) {
-    char *eq = strchr(args[i], '=');
-    if (!eq)
-      die("%s: expected key=value", args[i]);
-    *eq = 0;
-    if (znbd_params_set(p, args[i], eq + 1, err, sizeof err) == -1)
-      die("%s", err);
-    *eq = '=';
+  const struct znbd_start start = {
+      .prog = "znbd",
+      .frontend = mode == QM_BIO ? ZNBD_PARAM_FOR_BIO : ZNBD_PARAM_FOR_MQ};
+  struct znbd_dev *dev =
+      znbd_start_device(&start, p, nargs, args, err, sizeof err);
+  if (!dev) {
+    fprintf(stderr, "%s\n", err);
+    exit(EXIT_FAILURE);
   }
-  if (znbd_params_finish(p, err, sizeof err) == -1)
-    die("%s", err);
-  struct znbd_dev *dev = znbd_dev_new(p, err, sizeof err);
-  if (!dev)
-    die("%s", err);
   return dev;
 }
 
@@ -397,9 +389,8 @@ main(int argc, char **argv)
     die("-U: %s", strerror(errno));
   if (o.pidfile && !(o.pidfile = abs_pid = absolute_path(o.pidfile)))
     die("-P: %s", strerror(errno));
-  struct znbd_dev *dev = parse_params(argc - optind, argv + optind, &p);
-  warn_ineffective(&s, &p, znbd_dev_nr_zones(dev) > 0, argc - optind,
-                   argv + optind);
+  struct znbd_dev *dev = parse_params(argc - optind, argv + optind, &p, s.mode);
+  warn_ineffective(&s, &p, znbd_dev_nr_zones(dev) > 0);
   setup_cfg(&s, dev, &p);
   /* Before any thread starts: they inherit it (lib/sched.c says why). */
   if (p.sched_batch && znbd_sched_batch() < 0)

@@ -17,6 +17,7 @@
 #include "znbd/dev.h"
 #include "znbd/log.h"
 #include "znbd/params.h"
+#include "znbd/start.h"
 
 static void
 die(const char *fmt, ...)
@@ -40,6 +41,35 @@ log_sink(void *opaque, enum znbd_log_level level, const char *msg)
     fprintf(stderr, "znbd-tcmu: note: %s\n", msg);
   else if (level != ZNBD_LOG_FAULT)
     fprintf(stderr, "znbd: %s\n", msg);
+}
+
+/* znbd-tcmu's own word, cmd_time_out=SECONDS, into OPAQUE (a long);
+ * the others are device parameters (znbd_start.own_word). */
+static int
+own_word(void *opaque, const char *word, char *err, size_t errlen)
+{
+  long *cmd_time_out = opaque;
+  if (strncmp(word, "cmd_time_out=", 13) != 0)
+    return 0;
+  const char *v = word + 13;
+  char *end;
+  errno = 0;
+  *cmd_time_out = strtol(v, &end, 10);
+  if (errno || end == v || *end || *cmd_time_out < 1 || *cmd_time_out > 3600) {
+    snprintf(err, errlen, "cmd_time_out=%s: expected seconds from 1 to 3600",
+             v);
+    return -1;
+  }
+  return 1;
+}
+
+/* The SCSI layer's checks (znbd_start.check). */
+static int
+check_params(void *opaque, const struct znbd_params *p, char *err,
+             size_t errlen)
+{
+  (void)opaque;
+  return znbd_scsi_check_params(p, err, errlen);
 }
 
 static struct tcmu_ring ring;
@@ -69,31 +99,18 @@ main(int argc, char **argv)
   const char *name = argv[1];
   long cmd_time_out = -1; /* the kernel's default */
   znbd_log_set_sink(log_sink, NULL);
-  znbd_params_init(&p);
-  for (int i = 2; i < argc; i++) {
-    char *eq = strchr(argv[i], '=');
-    if (!eq)
-      die("%s: expected key=value", argv[i]);
-    if (strncmp(argv[i], "cmd_time_out=", 13) == 0) {
-      char *end;
-      errno = 0;
-      cmd_time_out = strtol(eq + 1, &end, 10);
-      if (errno || end == eq + 1 || *end || cmd_time_out < 1 ||
-          cmd_time_out > 3600)
-        die("cmd_time_out=%s: expected seconds from 1 to 3600", eq + 1);
-      continue;
-    }
-    *eq = 0;
-    if (znbd_params_set(&p, argv[i], eq + 1, err, sizeof err) == -1)
-      die("%s", err);
-    *eq = '=';
+  /* Before anything needs the kernel: a parameter error comes first. */
+  const struct znbd_start start = {.prog = "znbd-tcmu",
+                                   .frontend = ZNBD_PARAM_FOR_TCMU,
+                                   .own_word = own_word,
+                                   .check = check_params,
+                                   .opaque = &cmd_time_out};
+  struct znbd_dev *dev =
+      znbd_start_device(&start, &p, argc - 2, argv + 2, err, sizeof err);
+  if (!dev) {
+    fprintf(stderr, "%s\n", err);
+    return 1;
   }
-  if (znbd_params_finish(&p, err, sizeof err) == -1 ||
-      znbd_scsi_check_params(&p, err, sizeof err) == -1)
-    die("%s", err);
-  struct znbd_dev *dev = znbd_dev_new(&p, err, sizeof err);
-  if (!dev)
-    die("%s", err);
   znbd_scsi_init(&scsi, dev, name);
 
   /* Every thread inherits the mask: only sigwait() below sees them. */

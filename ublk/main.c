@@ -35,6 +35,7 @@
 #include "znbd/log.h"
 #include "znbd/params.h"
 #include "znbd/redo.h"
+#include "znbd/start.h"
 
 /* Each request's buffer, and so the largest request (max_sectors). */
 #define MAX_IO_BYTES (512u * 1024u)
@@ -142,6 +143,15 @@ ctrl_cmd(void *opaque, uint32_t op, uint32_t dev_id, void *addr, uint16_t len,
   return znbd_ublk_ctrl_cmd(opaque, op, dev_id, addr, len, data0);
 }
 
+/* znbd_ublk_setup_params() of the finished parameters P into OPAQUE,
+ * the device's ublk parameters (znbd_start.check). */
+static int
+setup_params(void *opaque, const struct znbd_params *p, char *err,
+             size_t errlen)
+{
+  return znbd_ublk_setup_params(p, MAX_IO_BYTES, opaque, err, errlen);
+}
+
 /* SIGTERM and SIGINT into SET, blocked in this thread and so in every
  * thread it starts: only main's sigwait() takes them. */
 static void
@@ -211,22 +221,17 @@ main(int argc, char **argv)
   if (recover && dev_id < 0)
     errx(1, "--recover needs --dev-id N, the device to take over");
   znbd_log_set_sink(log_sink, NULL);
-  znbd_params_init(&p);
-  for (int i = optind; i < argc; i++) {
-    char *eq = strchr(argv[i], '=');
-    if (!eq)
-      errx(1, "%s: expected key=value", argv[i]);
-    *eq = 0;
-    if (znbd_params_set(&p, argv[i], eq + 1, err, sizeof err) == -1)
-      errx(1, "%s", err);
-    *eq = '=';
+  /* Before anything needs the kernel: a parameter error comes first. */
+  const struct znbd_start start = {.prog = "znbd-ublk",
+                                   .frontend = ZNBD_PARAM_FOR_UBLK,
+                                   .check = setup_params,
+                                   .opaque = &up};
+  struct znbd_dev *dev = znbd_start_device(&start, &p, argc - optind,
+                                           argv + optind, err, sizeof err);
+  if (!dev) {
+    fprintf(stderr, "%s\n", err);
+    return 1;
   }
-  if (znbd_params_finish(&p, err, sizeof err) == -1 ||
-      znbd_ublk_setup_params(&p, MAX_IO_BYTES, &up, err, sizeof err) == -1)
-    errx(1, "%s", err);
-  struct znbd_dev *dev = znbd_dev_new(&p, err, sizeof err);
-  if (!dev)
-    errx(1, "%s", err);
 
   sigset_t set;
   block_stop_signals(&set);

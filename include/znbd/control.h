@@ -33,7 +33,8 @@
  * OUT; offsets in replies are bytes.  A bad line gets an "error EINVAL
  * ..." reply and changes nothing.  Returns 0 if the reply was "ok", else
  * -1 with errno of the refusal: EINVAL (malformed, zone out of range, not
- * zoned, power-cut without write_cache), EIO (condition or type, as
+ * zoned, power-cut without write_cache, a request that D's front-end
+ * cannot honour: znbd_dev_set_frontend), EIO (condition or type, as
  * null_blk), ETOOMANYREFS (open limit), EOVERFLOW (active limit),
  * ESHUTDOWN (a zone operation that met a power cut armed with "power-cut
  * after N"), ENOMEM. */

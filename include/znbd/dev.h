@@ -337,6 +337,14 @@ void znbd_dev_drop_reply_set(struct znbd_dev *d, uint32_t every,
 void znbd_dev_drop_reply_get(struct znbd_dev *d, uint32_t *every,
                              unsigned *kinds);
 
+/* The front-end serving D (one ZNBD_PARAM_FOR_* bit, znbd/params.h),
+ * set once before its control socket starts; 0, the default, names none.
+ * The control language (znbd/control.h) refuses the requests that this
+ * front-end cannot honour, naming both (drop-reply on znbd-ublk, which
+ * answers every request).  Never fails. */
+void znbd_dev_set_frontend(struct znbd_dev *d, unsigned frontend);
+unsigned znbd_dev_frontend(const struct znbd_dev *d);
+
 /* Called by a front-end once per request of kind KIND (one ZNBD_IO_*
  * bit), before sending its reply: true if the reply must never be sent
  * (counted in dropped_replies and logged).  No lock; one atomic load

@@ -1,14 +1,15 @@
 /* znbd: device parameters, parsed once for every front-end.
  *
- * The plugin (nbdkit ./zoned.so key=value ...) and the server
- * (znbd key=value ...) both feed their key=value words to
- * znbd_params_set() and call znbd_params_finish() once, so they accept
- * exactly the same words and size syntax.  Names follow Linux null_blk's
+ * Every front-end feeds its key=value words to znbd_params_set() and
+ * calls znbd_params_finish() once (the plugin as nbdkit hands it the
+ * words; znbd, znbd-tcmu and znbd-ublk through znbd_start_device(),
+ * znbd/start.h), so they accept exactly the same words and size syntax.
+ * Names follow Linux null_blk's
  * configfs attributes (Documentation/block/null_blk.rst).
  *
  * Every parameter is one entry of the table in lib/params.c (name, type,
  * default, range, unit, help, users, null_blk's name): parsing, defaults,
- * the help text and the front-ends' warnings all come from it.  Adding a
+ * the help text and the front-ends' refusals all come from it.  Adding a
  * parameter is a field below plus one table entry; the comment at the top
  * of the table says how.
  */
@@ -155,12 +156,16 @@ enum znbd_param_type {
   ZNBD_PARAM_T_SECTOR_LIST, /* char *, znbd_parse_sector_list() syntax */
 };
 
-/* Who uses a parameter (bits of znbd_param_info.users). */
+/* Who uses a parameter (bits of znbd_param_info.users), and the
+ * front-end a caller is (znbd_params_refuse_unused). */
 #define ZNBD_PARAM_FOR_PLUGIN 0x1u /* nbdkit-zoned-plugin */
 #define ZNBD_PARAM_FOR_BIO 0x2u    /* znbd --queue-mode=bio */
 #define ZNBD_PARAM_FOR_MQ 0x4u     /* znbd --queue-mode=mq */
+#define ZNBD_PARAM_FOR_TCMU 0x8u   /* znbd-tcmu */
+#define ZNBD_PARAM_FOR_UBLK 0x10u  /* znbd-ublk */
 #define ZNBD_PARAM_FOR_ALL                                                     \
-  (ZNBD_PARAM_FOR_PLUGIN | ZNBD_PARAM_FOR_BIO | ZNBD_PARAM_FOR_MQ)
+  (ZNBD_PARAM_FOR_PLUGIN | ZNBD_PARAM_FOR_BIO | ZNBD_PARAM_FOR_MQ |            \
+   ZNBD_PARAM_FOR_TCMU | ZNBD_PARAM_FOR_UBLK)
 
 /* One entry of the parameter table, as front-ends and tests see it. */
 struct znbd_param_info {
@@ -188,6 +193,22 @@ const struct znbd_param_info *znbd_param_find(const char *key);
 /* Whether KEY (as in znbd_param_find) has an effect for any of USERS
  * (ZNBD_PARAM_FOR_* bits).  False for an unknown key.  Sets no errno. */
 bool znbd_param_used_by(const char *key, unsigned users);
+
+/* The name of front-end FRONTEND (one ZNBD_PARAM_FOR_* bit), as its
+ * messages give it: "znbd-ublk", "znbd --queue-mode=bio"...; "znbd" for
+ * anything else.  Sets no errno. */
+const char *znbd_param_frontend_name(unsigned frontend);
+
+/* Refuse the parameters given to P (znbd_params_set(), P->given) that
+ * have no effect in front-end FRONTEND (one ZNBD_PARAM_FOR_* bit; the
+ * users of each entry in lib/params.c), so that a knob a front-end
+ * ignores is not taken silently.  Call it after the last
+ * znbd_params_set(), before anything needs the kernel or a socket.
+ * Returns 0, or -1 with errno EINVAL and, for the first such parameter
+ * in table order, "FRONT-END: NAME has no effect here: REASON" in ERR
+ * (always NUL-terminated when ERRLEN > 0). */
+int znbd_params_refuse_unused(const struct znbd_params *p, unsigned frontend,
+                              char *err, size_t errlen);
 
 /* Help text, one line per key ("key=META  help (default ...)."), built
  * from the table on the first call (thread-safe) and kept for the life of

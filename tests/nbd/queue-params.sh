@@ -1,11 +1,24 @@
 #!/usr/bin/env bash
 # Tight queue settings on a plain RAM disk (zoned=false): with
 # hw_queue_depth=2 and submit_queues=4 (znbd mq: 2 tags per tag set, so
-# requests wait for tags; the plugin and bio accept and ignore them), 512
-# asynchronous 4 KiB writes then reads with 64 in flight from each of two
-# connections all succeed and return the right data.
+# requests wait for tags), 512 asynchronous 4 KiB writes then reads with
+# 64 in flight from each of two connections all succeed and return the
+# right data.  The plugin and bio mode have no queues: they refuse both
+# parameters, naming the front-end.
 . "$(dirname "$0")/../functions.sh"
 require_znbd_frontend "mq parameters"
+
+if [ "$ZNBD_FRONTEND" != mq ]; then
+  case "$ZNBD_FRONTEND" in
+  plugin) who=nbdkit-zoned-plugin ;;
+  *) who="znbd --queue-mode=$ZNBD_FRONTEND" ;;
+  esac
+  for qp in hw_queue_depth=2 submit_queues=4; do
+    expect_start_failure "$who: ${qp%%=*} has no effect here" size=8M zoned=false "$qp"
+  done
+  pass "hw_queue_depth and submit_queues refused by $who"
+  exit 0
+fi
 
 for qp in "hw_queue_depth=1 submit_queues=1" "hw_queue_depth=2 submit_queues=4"; do
   # shellcheck disable=SC2086

@@ -6,7 +6,10 @@
 # executing a backlog or waits for the client; it does not time speed.
 . "$(dirname "$0")/../functions.sh"
 frontend_available
-start_frontend size=64M zoned=false hw_queue_depth=256
+qd=
+[ "$ZNBD_FRONTEND" = mq ] && qd=hw_queue_depth=256 # bio mode has no tags
+# shellcheck disable=SC2086
+start_frontend size=64M zoned=false $qd
 
 /usr/bin/python3 - "$sock" "$tmpdir/ready" <<'PY' &
 import socket, struct, sys, time

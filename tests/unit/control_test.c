@@ -886,6 +886,46 @@ test_append_socket(void)
   znbd_dev_free(d);
 }
 
+/* A device whose front-end is znbd-ublk refuses drop-reply (it answers
+ * every request) and changes nothing; the other front-ends, and a device
+ * that names none, take it. */
+static void
+test_frontend_words(void)
+{
+  static const char *const kv[] = {"size", "1M", "zoned", "false", NULL};
+  struct znbd_dev *d = make_dev(kv);
+  uint32_t every;
+  unsigned kinds;
+
+  if (d == NULL) {
+    fprintf(stderr, "dev_new: %s\n", dev_new_err);
+    exit(1);
+  }
+  CHECK(znbd_dev_frontend(d) == 0);
+  znbd_dev_set_frontend(d, ZNBD_PARAM_FOR_UBLK);
+  CHECK(znbd_dev_frontend(d) == ZNBD_PARAM_FOR_UBLK);
+  expect_err(d, "drop-reply every 2", EINVAL,
+             "error EINVAL drop-reply has no effect in znbd-ublk: every "
+             "request is answered: a ublk device has no request timeout");
+  expect_err(d, "drop-reply", EINVAL,
+             "error EINVAL drop-reply has no effect in znbd-ublk");
+  znbd_dev_drop_reply_get(d, &every, &kinds);
+  CHECK(every == 0);
+  CHECK(!znbd_dev_drop_reply(d, ZNBD_IO_READ));
+  /* Requests it honours still run. */
+  expect_ok(d, "badblocks list", "ok\n");
+  static const unsigned others[] = {0, ZNBD_PARAM_FOR_TCMU,
+                                    ZNBD_PARAM_FOR_PLUGIN, ZNBD_PARAM_FOR_BIO,
+                                    ZNBD_PARAM_FOR_MQ};
+  for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+    znbd_dev_set_frontend(d, others[i]);
+    expect_ok(d, "drop-reply every 2 write",
+              "ok every=2 kinds=write dropped_replies=0\n");
+    expect_ok(d, "drop-reply off", "ok every=0 kinds=none dropped_replies=0\n");
+  }
+  znbd_dev_free(d);
+}
+
 int
 main(void)
 {
@@ -893,6 +933,7 @@ main(void)
   bool zoned_ran;
 
   test_plain();
+  test_frontend_words();
   zoned_ran = test_zoned();
   if (zoned_ran) {
     test_limits();

@@ -455,6 +455,11 @@ test_table(void)
   CHECK(znbd_param_used_by("size=1G", ZNBD_PARAM_FOR_BIO));
   CHECK(znbd_param_used_by("zone_nr_conv", ZNBD_PARAM_FOR_PLUGIN));
   CHECK(!znbd_param_used_by("no_such_key", ZNBD_PARAM_FOR_ALL));
+  /* znbd-tcmu and znbd-ublk: NOWAIT writes, kernel queues. */
+  CHECK(!znbd_param_used_by("pipeline_zoned_writes", ZNBD_PARAM_FOR_UBLK));
+  CHECK(!znbd_param_used_by("hw_queue_depth", ZNBD_PARAM_FOR_TCMU));
+  CHECK(znbd_param_used_by("completion_nsec", ZNBD_PARAM_FOR_UBLK));
+  CHECK(znbd_param_used_by("zone_control", ZNBD_PARAM_FOR_TCMU));
 
   /* A key=value word is not a key. */
   struct znbd_params p;
@@ -482,6 +487,92 @@ test_table(void)
   printf("table: %zu parameters, unique, in --help and both man pages\n", n);
 }
 
+/* znbd_params_refuse_unused: a parameter given to a front-end that
+ * ignores it stops start-up with front-end, name and reason; one it uses,
+ * or one left at its default, passes. */
+static void
+test_refuse_unused(void)
+{
+  static const struct {
+    const char *key, *value;
+    unsigned frontend;
+    const char *msg; /* NULL: accepted */
+  } cases[] = {
+      {"hw_queue_depth", "8", ZNBD_PARAM_FOR_UBLK,
+       "znbd-ublk: hw_queue_depth has no effect here: the queues are the "
+       "kernel's; use --queues/--depth"},
+      {"submit_queues", "2", ZNBD_PARAM_FOR_TCMU,
+       "znbd-tcmu: submit_queues has no effect here: the queues are the "
+       "kernel's (tcm_loop's and the SCSI disk's)"},
+      {"pipeline_zoned_writes", "false", ZNBD_PARAM_FOR_UBLK,
+       "znbd-ublk: pipeline_zoned_writes has no effect here: writes never "
+       "wait for the wp: one ahead of it fails at once"},
+      {"zone_write_timeout", "100", ZNBD_PARAM_FOR_TCMU,
+       "znbd-tcmu: zone_write_timeout has no effect here: writes never "
+       "wait for the wp: one ahead of it fails at once"},
+      {"zone_write_plugging", "true", ZNBD_PARAM_FOR_UBLK,
+       "znbd-ublk: zone_write_plugging has no effect here: the kernel's "
+       "block layer orders each zone's writes"},
+      {"sched_batch", "false", ZNBD_PARAM_FOR_UBLK,
+       "znbd-ublk: sched_batch has no effect here: its threads keep their "
+       "scheduling class"},
+      {"no_zone_write_lock", "true", ZNBD_PARAM_FOR_BIO,
+       "znbd --queue-mode=bio: no_zone_write_lock has no effect here: bio "
+       "mode has no queues or scheduler (--queue-mode=mq has them)"},
+      {"hw_queue_depth", "8", ZNBD_PARAM_FOR_PLUGIN,
+       "nbdkit-zoned-plugin: hw_queue_depth has no effect here: nbdkit's "
+       "threads serve the requests, with no queues or scheduler"},
+      {"hw_queue_depth", "8", ZNBD_PARAM_FOR_MQ, NULL},
+      {"pipeline_zoned_writes", "false", ZNBD_PARAM_FOR_BIO, NULL},
+      {"sched_batch", "false", ZNBD_PARAM_FOR_PLUGIN, NULL},
+      {"completion_nsec", "1000", ZNBD_PARAM_FOR_UBLK, NULL},
+      {"mbps", "10", ZNBD_PARAM_FOR_TCMU, NULL},
+      {"rotational", "true", ZNBD_PARAM_FOR_UBLK, NULL},
+      {"badblocks", "8-15", ZNBD_PARAM_FOR_UBLK, NULL},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    struct znbd_params p;
+    char err[256] = "x";
+    znbd_params_init(&p);
+    CHECK(znbd_params_set(&p, "size", "64M", err, sizeof err) == 0);
+    CHECK(znbd_params_set(&p, cases[k].key, cases[k].value, err, sizeof err) ==
+          0);
+    errno = 0;
+    int r = znbd_params_refuse_unused(&p, cases[k].frontend, err, sizeof err);
+    if (cases[k].msg) {
+      CHECK(r == -1 && errno == EINVAL);
+      CHECK(strcmp(err, cases[k].msg) == 0);
+      if (strcmp(err, cases[k].msg) != 0)
+        fprintf(stderr, "  got  '%s'\n  want '%s'\n", err, cases[k].msg);
+    } else {
+      CHECK(r == 0 && err[0] == '\0');
+    }
+    znbd_params_free(&p);
+  }
+  /* The defaults of parameters a front-end ignores are not refused: every
+   * front-end starts with every entry at its default. */
+  struct znbd_params p;
+  char err[256];
+  znbd_params_init(&p);
+  for (unsigned f = ZNBD_PARAM_FOR_PLUGIN; f & ZNBD_PARAM_FOR_ALL; f <<= 1)
+    CHECK(znbd_params_refuse_unused(&p, f, err, sizeof err) == 0);
+  /* The first such parameter in table order is named. */
+  CHECK(znbd_params_set(&p, "submit_queues", "2", err, sizeof err) == 0);
+  CHECK(znbd_params_set(&p, "sched_batch", "false", err, sizeof err) == 0);
+  CHECK(znbd_params_refuse_unused(&p, ZNBD_PARAM_FOR_UBLK, err, sizeof err) ==
+            -1 &&
+        strstr(err, "znbd-ublk: sched_batch has no effect here") == err);
+  znbd_params_free(&p);
+  /* Help lines say who uses a parameter that not everyone does. */
+  const char *help = znbd_params_help_text();
+  CHECK(strstr(help, "(default true; nbdkit plugin and znbd only).") != NULL);
+  CHECK(strstr(help, "(default 64; znbd mq mode only).") != NULL);
+  CHECK(strcmp(znbd_param_frontend_name(ZNBD_PARAM_FOR_UBLK), "znbd-ublk") ==
+        0);
+  printf("refuse_unused: %zu cases, first in table order named\n",
+         sizeof cases / sizeof cases[0]);
+}
+
 int
 main(void)
 {
@@ -492,6 +583,7 @@ main(void)
   test_set();
   test_finish();
   test_table();
+  test_refuse_unused();
   CHECK(strstr(znbd_params_help, "zone_max_active=") != NULL);
   return check_done("params_test");
 }
