@@ -40,9 +40,11 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "znbd/log.h"
@@ -97,8 +99,9 @@ cut_zone(void *opaque, uint32_t zno, const struct znbd_zone *z, uint64_t keep)
   return znbd_store_zone_truncate(opaque, zno, z->start, z->len, keep);
 }
 
-/* Whether the noted record REC of D's zones is an append that reached
- * the store whole: its bytes lie below its zone's wp.  One the wp cuts
+/* Whether the noted record REC of D's zones (inside its zone, as
+ * znbd_intent_parse() passes it on) is an append that reached the store
+ * whole: its bytes lie below its zone's wp.  One the wp cuts
  * (stored in part when the server died) has its bytes cut off: the
  * zone's wp goes back to its sector (as after a power cycle, CLOSED or
  * EMPTY), and it is not. */
@@ -110,8 +113,6 @@ stored(struct znbd_dev *d, const struct redo_rec *rec)
       !znbd_zones_written(&d->zs, rec->zone, &written))
     return false;
   const struct znbd_zone *z = &d->zs.zone[rec->zone];
-  if (rec->off < z->start || rec->off + rec->len > z->start + z->len)
-    return false;
   uint64_t at = rec->off - z->start;
   if (at + rec->len <= written)
     return true;
@@ -140,49 +141,113 @@ seen(const struct redo_rec *out, uint32_t n, const struct redo_rec *rec)
   return false;
 }
 
+int
+znbd_intent_parse(const void *buf, size_t len, const struct znbd_zones *zs,
+                  znbd_intent_rec_fn *fn, void *opaque)
+{
+  const unsigned char *b = buf;
+  struct redo_head h;
+  if (len < sizeof h)
+    return 0;
+  memcpy(&h, b, sizeof h);
+  if (memcmp(h.magic, REDO_MAGIC, 8) != 0 || h.version != REDO_VERSION ||
+      h.nslots == 0 || h.nslots > REDO_MAX_SLOTS)
+    return 0;
+  if (len < redo_bytes(h.nslots)) {
+    errno = EIO;
+    return -1;
+  }
+  for (uint64_t i = 0; i < 2 * (uint64_t)h.nslots; i++) {
+    const unsigned char *at = b + sizeof h + i * sizeof(struct redo_rec);
+    uint32_t state;
+    struct znbd_intent_rec rec;
+    memcpy(&state, at + offsetof(struct redo_rec, state), sizeof state);
+    memcpy(&rec.zone, at + offsetof(struct redo_rec, zone), sizeof rec.zone);
+    memcpy(&rec.off, at + offsetof(struct redo_rec, off), sizeof rec.off);
+    memcpy(&rec.len, at + offsetof(struct redo_rec, len), sizeof rec.len);
+    if (state != NOTED || rec.zone >= zs->nr_zones || rec.len == 0)
+      continue;
+    const struct znbd_zone *z = &zs->zone[rec.zone];
+    /* Inside a sequential zone, without overflow: off - start + len <=
+     * zone length. */
+    if (z->type == ZNBD_ZONE_TYPE_CONVENTIONAL || rec.off < z->start ||
+        rec.len > z->len || rec.off - z->start > z->len - rec.len)
+      continue;
+    fn(opaque, &rec);
+  }
+  return (int)h.nslots;
+}
+
+/* read_noted()'s collection of the records to keep. */
+struct noted {
+  struct znbd_dev *d;
+  struct redo_rec *out;
+  uint32_t max, found, dropped;
+};
+
+/* znbd_intent_rec_fn: REC goes into the kept records if its append
+ * reached the store and is not there already. */
+static void
+note_found(void *opaque, const struct znbd_intent_rec *r)
+{
+  struct noted *n = opaque;
+  struct redo_rec rec = {.zone = r->zone, .off = r->off, .len = r->len};
+  atomic_init(&rec.state, NOTED);
+  if (!stored(n->d, &rec) || seen(n->out, n->found, &rec))
+    return;
+  if (n->found == n->max)
+    n->dropped++;
+  else
+    n->out[n->found++] = rec;
+}
+
 /* The records of an existing file FD (its own slot count): every noted
  * one whose append reached the store goes into OUT (at most MAX);
- * returns how many, or -1 with errno (EIO: a short read). */
+ * returns how many, or -1 with errno (EIO: a short file; ENOMEM). */
 static int
 read_noted(struct znbd_dev *d, int fd, struct redo_rec *out, uint32_t max)
 {
-  struct redo_head h;
-  ssize_t n = pread(fd, &h, sizeof h, 0);
-  if (n == 0)
+  struct stat sb;
+  if (fstat(fd, &sb) < 0)
+    return -1;
+  if (sb.st_size == 0)
     return 0; /* a new file */
-  if (n != (ssize_t)sizeof h || memcmp(h.magic, REDO_MAGIC, 8) != 0 ||
-      h.version != REDO_VERSION || h.nslots == 0 || h.nslots > REDO_MAX_SLOTS) {
+  size_t len = (size_t)sb.st_size, got = 0;
+  if (len > redo_bytes(REDO_MAX_SLOTS))
+    len = redo_bytes(REDO_MAX_SLOTS);
+  unsigned char *buf = malloc(len);
+  if (!buf)
+    return -1;
+  while (got < len) {
+    ssize_t n = pread(fd, buf + got, len - got, (off_t)got);
+    if (n < 0) {
+      int e = errno;
+      free(buf);
+      errno = e;
+      return -1;
+    }
+    if (n == 0)
+      break;
+    got += (size_t)n;
+  }
+  struct noted n = {.d = d, .out = out, .max = max};
+  int r = znbd_intent_parse(buf, got, &d->zs, note_found, &n);
+  free(buf);
+  if (r < 0)
+    return -1;
+  if (r == 0) {
     znbd_log(ZNBD_LOG_WARNING,
              "dir=%s: %s is not an intent record file of this version: "
              "its records are not used",
              d->p.dir, "znbd.redo");
     return 0;
   }
-  uint32_t found = 0, dropped = 0;
-  for (uint64_t i = 0; i < 2 * (uint64_t)h.nslots; i++) {
-    struct redo_rec rec;
-    off_t at = (off_t)(sizeof h + i * sizeof rec);
-    n = pread(fd, &rec, sizeof rec, at);
-    if (n != (ssize_t)sizeof rec) {
-      if (n >= 0)
-        errno = EIO;
-      return -1;
-    }
-    if (atomic_load(&rec.state) != NOTED || !stored(d, &rec) ||
-        seen(out, found, &rec))
-      continue;
-    if (found == max) {
-      dropped++;
-      continue;
-    }
-    out[found++] = rec;
-  }
-  if (dropped)
+  if (n.dropped)
     znbd_log(ZNBD_LOG_WARNING,
              "dir=%s: %" PRIu32 " appends' intent records did not fit "
              "%" PRIu32 " slots and were dropped",
-             d->p.dir, dropped, max);
-  return (int)found;
+             d->p.dir, n.dropped, max);
+  return (int)n.found;
 }
 
 int

@@ -7,9 +7,33 @@
 #define ZNBD_INTENT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct znbd_redo;
+struct znbd_zones;
+
+/* A noted record of a znbd.redo file: an append of LEN bytes at byte
+ * OFF (from the device start) of zone ZONE. */
+struct znbd_intent_rec {
+  uint32_t zone;
+  uint64_t off, len;
+};
+
+typedef void znbd_intent_rec_fn(void *opaque,
+                                const struct znbd_intent_rec *rec);
+
+/* Parse the LEN bytes at BUF as a whole znbd.redo file (lib/intent.c
+ * gives the layout), with no I/O: FN(OPAQUE, REC) is called for each
+ * noted record, live ones then kept ones, whose zone is a sequential
+ * zone of ZS and whose range lies inside that zone; every other record
+ * is ignored.  Returns the header's slot count (1 to 65536); 0 when BUF
+ * is not a file of this version (shorter than the 64-byte header, magic,
+ * version or slot count wrong), which is not an error: its records are
+ * not used; -1 with errno EIO when BUF is shorter than its slot count
+ * needs.  Bytes past the records are ignored. */
+int znbd_intent_parse(const void *buf, size_t len, const struct znbd_zones *zs,
+                      znbd_intent_rec_fn *fn, void *opaque);
 
 /* SLOT's intent record of an append of LEN bytes at OFF in zone ZNO,
  * written before its data is stored (under the zone's lock).  Nothing

@@ -6,9 +6,20 @@
 # (tests/server/tags.sh fails on any race report in the server log),
 # then znbd bio with two workers serving overlapping reads and writes
 # from two connections: no report may remain once scripts/tsan.supp
-# has taken out the page bytes' race (that file says why it is benign).
+# has taken out the page bytes' race (that file says why it is benign),
+# then znbd mq serving I/O while the control socket takes zone
+# operations, reports and stats.  The unit tests cover parked writes
+# (zone_dev_test: writes waiting for the wp, woken by the sweeper) and
+# the control socket's own threads (control_test).  znbd-ublk's queue
+# threads (ublk/queue.c) need the kernel's ublk driver, so they run only
+# in the guest; ublk_test runs its request handler, which has no thread.
 # store_test is left out: its RSS bounds do not hold with TSan's shadow
-# memory; its concurrency check runs in the normal build.
+# memory; its concurrency check runs in the normal build.  So are the
+# unit tests that run one thread, which TSan has nothing to check in:
+# zone_model_test (random operations, two minutes under TSan), and
+# scsi_test, ring_test and ublk_test (the front-ends' request layers on
+# buffers), which are not built (check_PROGRAMS), so neither are their
+# front-ends' libraries.
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${TSAN_BUILD:-$top/build-tsan}
@@ -23,12 +34,15 @@ if [ ! -f Makefile ] || [ "$top/configure" -nt Makefile ]; then
 fi
 make -s -j"$(nproc)" -C lib
 make -s -j"$(nproc)" -C server
-units=$(make -s -C tests/unit -pn 2>/dev/null |
-  sed -n 's/^check_PROGRAMS = //p' | sed 's/\$(EXEEXT)//g' | tr ' ' '\n' |
-  grep -v -e '^store_test$' -e '^$' | tr '\n' ' ')
+# check_PROGRAMS as make expands it (conditional parts included).
+# shellcheck disable=SC2016
+units=$(printf 'tsan-units:\n\t@echo $(check_PROGRAMS)\n' |
+  make -s -C tests/unit -f Makefile -f - tsan-units | tr ' ' '\n' |
+  grep -v -e '^store_test$' -e '^zone_model_test$' -e '^scsi_test$' \
+    -e '^ring_test$' -e '^ublk_test$' -e '^$' | tr '\n' ' ')
 export TSAN_OPTIONS="suppressions=$top/scripts/tsan.supp${TSAN_OPTIONS:+ $TSAN_OPTIONS}"
 TSAN_OPTIONS="halt_on_error=1 $TSAN_OPTIONS" \
-  make -s -C tests/unit check TESTS="$units"
+  make -s -C tests/unit check TESTS="$units" check_PROGRAMS="$units"
 ZNBD_SERVER=$build/server/znbd top_builddir=$build \
   bash "$top/tests/server/tags.sh"
 
@@ -55,5 +69,64 @@ if [ "$rc" != 0 ] || grep -q ThreadSanitizer "$tmp/log"; then
   echo "check-tsan: overlapping requests: fio status $rc, or a race report above" >&2
   exit 1
 fi
-rm -rf "$tmp"
 echo "check-tsan: overlapping reads and writes on two workers: no race report"
+
+# The control socket while I/O runs: znbd mq, two workers, 16 zones of
+# 1 MiB, the first 8 conventional under fio's random reads and writes,
+# while a client sends zone operations, reports and stats (each its own
+# connection, lib/control_server.c) on the others until fio has ended.
+"$build/server/znbd" -f -U "$tmp/sock2" -P "$tmp/pid2" --queue-mode=mq -t 2 \
+  size=16M zone_size=1M zone_nr_conv=8 zone_control="$tmp/ctl" \
+  >"$tmp/log2" 2>&1 &
+srv=$!
+i=0
+until [ -S "$tmp/sock2" ] && [ -S "$tmp/ctl" ] && [ -s "$tmp/pid2" ]; do
+  i=$((i + 1))
+  [ "$i" -lt 300 ] || { cat "$tmp/log2"; echo "check-tsan: znbd did not start" >&2; exit 1; }
+  sleep 0.1
+done
+timeout 120 fio --name=ctl-io --ioengine=nbd --uri="nbd+unix:///?socket=$tmp/sock2" \
+  --rw=randrw --bs=4k --iodepth=16 --numjobs=2 --size=8M --time_based \
+  --runtime=3 >"$tmp/fio2.log" 2>&1 &
+fio=$!
+rc=0
+cat >"$tmp/ctl.py" <<'PY'
+import os, sys
+from znbdctl import control
+ctl, fio = sys.argv[1], int(sys.argv[2])
+reqs = ["open 9", "report 8 4", "close 9", "stats", "finish 10", "reset 10",
+        "open 11", "finish 11", "report", "reset all"]
+
+
+def running(pid):
+    """Whether PID is alive: not gone, not a zombie of the shell."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+n = 0
+while running(fio):
+    for r in reqs:
+        reply = control(ctl, r)
+        if not reply.startswith("ok"):
+            sys.exit("control %r: %r" % (r, reply))
+        n += 1
+print(n)
+PY
+n=$(PYTHONPATH=$top/tests python3 "$tmp/ctl.py" "$tmp/ctl" "$fio") || rc=$?
+fio_rc=0
+wait "$fio" || fio_rc=$?
+kill "$srv" 2>/dev/null || :
+wait "$srv" || :
+if [ "$rc" != 0 ] || [ "$fio_rc" != 0 ] || [ "${n:-0}" -lt 10 ] ||
+  grep -q ThreadSanitizer "$tmp/log2"; then
+  cat "$tmp/fio2.log" "$tmp/log2" >&2
+  echo "check-tsan: control socket under I/O: client status $rc, fio status $fio_rc," \
+    "${n:-0} requests, or a race report above" >&2
+  exit 1
+fi
+rm -rf "$tmp"
+echo "check-tsan: $n control requests while fio ran on two mq workers: no race report"

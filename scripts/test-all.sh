@@ -3,7 +3,8 @@
 # installs the dependencies, builds (plain and with ASan+UBSan), checks
 # the formatting, runs `make check` (unit, NBD integration against every
 # front-end, server, client), the sanitizer build's tests, the unit tests
-# of a build with no front-end dependency (libc alone) and the kernel
+# of a build with no front-end dependency (libc alone), a ThreadSanitizer
+# build's threaded tests (scripts/check-tsan.sh) and the kernel
 # client tests in a qemu guest (`make check-vm`), the peer suites'
 # curated lists and nbdkit 1.42 on a Debian 13 root (`make check-root`),
 # and builds and checks
@@ -76,6 +77,10 @@ fi
 # The core on libc alone: lib/ and the unit tests built, scsi_test run, with every
 # front-end's dependency hidden (scripts/check-minimal.sh).
 step build-minimal env MIN_BUILD="$top/build-min" "$top/scripts/check-minimal.sh"
+# ThreadSanitizer on the threaded paths a host runs: the unit tests
+# (parked writes, the control socket's threads), znbd mq's shared tags,
+# bio's two workers, the control socket under I/O (scripts/check-tsan.sh).
+step check-tsan env TSAN_BUILD="$top/build-tsan" "$top/scripts/check-tsan.sh"
 # The README's examples on the programs the packages install: dpkg -i
 # into a throwaway overlay of this machine's root (scripts/debs-installed.sh).
 step readme-installed "$top/scripts/debs-installed.sh" "$debs" tests/readme-installed.sh /

@@ -76,8 +76,8 @@ test_write(void)
   CHECK(!w.io.direct); /* buffered_io=true */
   CHECK_EQ(test_zone(d, 1).cond, ZNBD_ZONE_COND_IMP_OPEN);
   CHECK_EQ(test_wp(d, 1), ZS);
-  /* Held: another write, an append, a zone operation get EBUSY and
-   * change nothing; another zone is not held. */
+  /* Rule `held-write`.  Held: another write, an append, a zone operation
+   * get EBUSY and change nothing; another zone is not held. */
   CHECK(znbd_req_write_begin(&c, 4 * KiB, ZS, 0, true, &w2) == -1 &&
         errno == EBUSY);
   uint64_t at;
@@ -123,9 +123,9 @@ test_write(void)
   znbd_dev_free(d);
 }
 
-/* A store write that failed: the wp where it was, the zone IMP_OPEN as
- * null_blk leaves it, the bytes past the wp cut off, the data below it
- * intact; ENOSPC said as such. */
+/* Rule `held-write-failed`: a store write that failed: the wp where it was, the
+ * zone IMP_OPEN as null_blk leaves it, the bytes past the wp cut off, the data
+ * below it intact; ENOSPC said as such. */
 static void
 test_failed(void)
 {
@@ -176,7 +176,8 @@ test_append(void)
   CHECK_EQ(w.off, 4 * ZS + 8 * KiB);
   CHECK_EQ(w.io.at, 8 * KiB);
   CHECK_EQ(*(uint32_t *)znbd_dev_redo_word(d, 2), 1);
-  /* Zone 4 is the one open zone, held: zone 5 cannot close it. */
+  /* Zone 4 is the one open zone, held: zone 5 cannot close it (rule
+   * `busy-victim`). */
   CHECK(znbd_req_append_begin(&c, 4 * KiB, 5 * ZS, 1, true, &w2) == -1 &&
         errno == ETOOMANYREFS);
   CHECK_EQ(test_zone(d, 5).cond, ZNBD_ZONE_COND_EMPTY);

@@ -149,7 +149,8 @@ test_format_and_restart(void)
   CHECK_EQ(fsize(dir, "seq-000004"), 0);      /* reset: empty */
   znbd_dev_free(d);
 
-  /* Reopen with no geometry at all: the directory gives it. */
+  /* Reopen with no geometry at all: the directory gives it; the zones
+   * take their power-cycle conditions (rule `power-cycle`). */
   static const char *const none[] = {NULL};
   d = open_dev(dir, none, err, sizeof err);
   CHECK(d != NULL);
@@ -423,8 +424,9 @@ test_lock(void)
          "znbd.lock was deleted\n");
 }
 
-/* Restored CLOSED zones beyond zone_max_active: they stay CLOSED, no new
- * zone may become active until enough of them are finished or reset. */
+/* Rule `power-cycle-over-active`: restored CLOSED zones beyond zone_max_active:
+ * they stay CLOSED, no new zone may become active until enough of them are
+ * finished or reset. */
 static void
 test_too_many_closed(void)
 {

@@ -125,7 +125,7 @@ before_flush(struct znbd_dev *d)
   CHECK(znbd_dev_flush(d) == 0);
 }
 
-/* What a power cut must undo, and what it must keep. */
+/* What a power cut must undo, and what it must keep (rule `power-cut`). */
 static void
 after_flush(struct znbd_dev *d)
 {

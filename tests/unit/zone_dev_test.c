@@ -1,8 +1,8 @@
 /* Zoned lib/dev.c: start-up fault lists, pipelined writes (waiting for the
  * wp, NOWAIT, timeout, pipelining off), many threads writing one zone out
  * of order, many threads opening zones under an open limit (implicit
- * close with trylocked victims), trim, extents, the description line and
- * the wire errno map. */
+ * close with trylocked victims), trim, extents, the description line,
+ * the wire errno map, and reads by zone type and condition. */
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -53,13 +53,15 @@ test_start_lists(void)
   CHECK_EQ(cond(d, 4), ZNBD_ZONE_COND_OFFLINE);
   CHECK_EQ(test_wp(d, 4), ZNBD_WP_INVALID);
   CHECK_EQ(cond(d, 5), ZNBD_ZONE_COND_FULL);
-  /* READONLY readable, OFFLINE not, neither writable. */
+  /* READONLY readable, OFFLINE not (rule `read-offline`), neither
+   * writable. */
   CHECK_EQ(znbd_dev_read(d, buf, 512, 2 * 128 * 1024), 0);
   errno = 0;
   CHECK(znbd_dev_read(d, buf, 512, 3 * 128 * 1024) < 0 && errno == EIO);
   errno = 0;
   CHECK(znbd_dev_write(d, buf, 512, 2 * 128 * 1024, 0) < 0 && errno == EIO);
-  /* Whole-device trim = reset-all: FULL zones reset, faulty ones kept. */
+  /* Whole-device trim = reset-all, FULL zones reset, faulty ones kept
+   * (rule `trim-reset`). */
   CHECK_EQ(znbd_dev_trim(d, 1 << 20, 0), 0);
   CHECK_EQ(cond(d, 1), ZNBD_ZONE_COND_EMPTY);
   CHECK_EQ(cond(d, 2), ZNBD_ZONE_COND_READONLY);
@@ -92,6 +94,7 @@ seq_write(void *opaque)
   return NULL;
 }
 
+/* Rule `pipelined-write`: waiting for the wp, NOWAIT, the timeout. */
 static void
 test_pipeline(void)
 {
@@ -316,16 +319,18 @@ test_extents_trim_describe(void)
   memset(buf, 9, sizeof buf);
   CHECK_EQ(znbd_dev_write(d, buf, 8192, 1 << 20, 0), 0);
   CHECK_EQ(znbd_dev_extents(d, 1 << 20, 2 << 20, ext_add, &e), 0);
-  /* zone 1: [start, wp) data, [wp, end) hole+zero; zone 2 all hole. */
+  /* Rule `extents-wp`: zone 1: [start, wp) data, [wp, end) hole+zero;
+   * zone 2 all hole. */
   CHECK_EQ(e.n, 3);
   CHECK(e.off[0] == 1 << 20 && e.len[0] == 8192 && e.flags[0] == 0);
   CHECK(e.off[1] == (1 << 20) + 8192 && e.len[1] == (1 << 20) - 8192 &&
         e.flags[1] == 3);
   CHECK(e.off[2] == 2 << 20 && e.len[2] == 1 << 20 && e.flags[2] == 3);
-  /* A partial trim of a sequential zone changes nothing. */
+  /* A partial trim of a sequential zone changes nothing (`trim-reset`). */
   CHECK_EQ(znbd_dev_trim(d, 4096, 1 << 20), 0);
   CHECK_EQ(test_wp(d, 1), (1 << 20) + 8192);
-  /* Write zeros to the capacity: the zone is FULL, nothing allocated. */
+  /* Rule `zero-write`: write zeros to the capacity: the zone is FULL,
+   * nothing allocated. */
   struct znbd_dev_stats st0, st1;
   znbd_dev_stats(d, &st0);
   CHECK_EQ(znbd_dev_write(d, NULL, 768 * 1024 - 8192, (1 << 20) + 8192, 0), 0);
@@ -367,6 +372,7 @@ test_extents_trim_describe(void)
   CHECK(strcmp(desc, "znbd model=host-managed size=3145728 zone_size=1048576 "
                      "zone_capacity=786432 nr_zones=3 nr_conv=1 max_open=0 "
                      "max_active=0 blocksize=512") == 0);
+  /* Rule `wire-errno`. */
   CHECK_EQ(znbd_dev_wire_errno(ETOOMANYREFS), ENOSPC);
   CHECK_EQ(znbd_dev_wire_errno(EOVERFLOW), ENOSPC);
   znbd_dev_free(d);
@@ -382,9 +388,9 @@ count_bytes(const uint8_t *buf, uint64_t len, uint8_t v)
   return n;
 }
 
-/* zone_read_past_wp=ones with capacity < zone size, as null_blk's
- * null_zone_valid_read_len(): a finished zone's wp is start + zone size
- * and a READONLY zone's wp is invalid, so their [capacity, zone end) gap
+/* Rule `read-past-wp`: zone_read_past_wp=ones with capacity < zone size, as
+ * null_blk's null_zone_valid_read_len(): a finished zone's wp is start + zone
+ * size and a READONLY zone's wp is invalid, so their [capacity, zone end) gap
  * is read from memory (zeros); a zone filled by writes keeps its wp at
  * the capacity, so its gap is past the wp (0xFF), as is everything past
  * the wp of a zone that is not full. */
@@ -441,6 +447,108 @@ test_ones_gap(void)
   CHECK(e.off[1] == cap && e.len[1] == gap && e.flags[1] == 3);
   CHECK(e.off[2] == M && e.len[2] == cap && e.flags[2] == 0);
   CHECK(e.off[3] == M + cap && e.len[3] == gap && e.flags[3] == 1);
+  znbd_dev_free(d);
+}
+
+/* Rules `conv-zones`, `read-data`, `read-past-wp` (zone_read_past_wp=
+ * error), `read-no-backing` and `fault-list`, each on a device of its
+ * own: 4 zones of 1 MiB, capacity 768 KiB, zone 0 conventional. */
+static void
+test_read_rules(void)
+{
+  static const char *const err_kv[] = {"size",
+                                       "4M",
+                                       "zone_size",
+                                       "1M",
+                                       "zone_nr_conv",
+                                       "1",
+                                       "zone_capacity",
+                                       "768K",
+                                       "zone_read_past_wp",
+                                       "error",
+                                       NULL};
+  const uint64_t M = 1 << 20, cap = 768 * 1024;
+  struct znbd_dev *d = test_dev_kv(err_kv);
+  static uint8_t buf[1 << 20], pat[8192];
+  struct znbd_zone_info z;
+
+  /* `conv-zones`: NOT_WP, no wp, capacity = length; any write order, the
+   * state never changes. */
+  z = test_zone(d, 0);
+  CHECK_EQ(z.type, ZNBD_ZONE_TYPE_CONVENTIONAL);
+  CHECK_EQ(z.cond, ZNBD_ZONE_COND_NOT_WP);
+  CHECK_EQ(z.wp, ZNBD_WP_INVALID);
+  CHECK_EQ(z.len, M);
+  CHECK_EQ(z.capacity, M);
+  memset(pat, 5, sizeof pat);
+  CHECK_EQ(znbd_dev_write(d, pat, 4096, 12 * 1024, 0), 0);
+  CHECK_EQ(znbd_dev_write(d, pat, 4096, 8 * 1024, 0), 0);
+  CHECK_EQ(znbd_dev_write(d, pat, 4096, 8 * 1024, 0), 0); /* again */
+  z = test_zone(d, 0);
+  CHECK_EQ(z.cond, ZNBD_ZONE_COND_NOT_WP);
+  CHECK_EQ(z.wp, ZNBD_WP_INVALID);
+
+  /* `read-data`: a conventional zone reads what was written, zeros
+   * around it (even with zone_read_past_wp=error: it has no wp). */
+  memset(buf, 0xaa, 24 * 1024);
+  CHECK_EQ(znbd_dev_read(d, buf, 24 * 1024, 0), 0);
+  CHECK_EQ(count_bytes(buf, 8192, 0), 8192);
+  CHECK_EQ(count_bytes(buf + 8192, 8192, 5), 8192);
+  CHECK_EQ(count_bytes(buf + 16384, 8192, 0), 8192);
+
+  /* A sequential zone below its wp reads its data; at or past the wp
+   * `read-past-wp` with error refuses the whole read with EIO. */
+  memset(pat, 6, sizeof pat);
+  CHECK_EQ(znbd_dev_write(d, pat, 8192, M, 0), 0);
+  CHECK_EQ(znbd_dev_read(d, buf, 8192, M), 0);
+  CHECK_EQ(count_bytes(buf, 8192, 6), 8192);
+  errno = 0;
+  CHECK(znbd_dev_read(d, buf, 4096, M + 8192) < 0 && errno == EIO);
+  errno = 0;
+  CHECK(znbd_dev_read(d, buf, 8192, M + 4096) < 0 && errno == EIO);
+  /* A READONLY zone reads its data up to its capacity, zeros where
+   * nothing was written: no wp to read past any more. */
+  CHECK_EQ(znbd_dev_zone_op(d, ZNBD_ZONE_OP_SET_READONLY, 1), 0);
+  memset(buf, 0xaa, cap);
+  CHECK_EQ(znbd_dev_read(d, buf, cap, M), 0);
+  CHECK_EQ(count_bytes(buf, 8192, 6), 8192);
+  CHECK_EQ(count_bytes(buf + 8192, cap - 8192, 0), cap - 8192);
+  znbd_dev_free(d);
+
+  /* `read-no-backing`: memory_backed=false stores nothing, reads zeros,
+   * and keeps the zone state: the wp moved, a write off it fails. */
+  static const char *const nb_kv[] = {
+      "size",          "4M",    "zone_size", "1M", "zone_nr_conv", "1",
+      "memory_backed", "false", NULL};
+  struct znbd_dev_stats st;
+  d = test_dev_kv(nb_kv);
+  CHECK_EQ(znbd_dev_write(d, pat, 8192, M, 0), 0);
+  CHECK_EQ(znbd_dev_write(d, pat, 8192, 0, 0), 0);
+  CHECK_EQ(test_zone(d, 1).cond, ZNBD_ZONE_COND_IMP_OPEN);
+  CHECK_EQ(test_wp(d, 1), M + 8192);
+  memset(buf, 0xaa, 8192);
+  CHECK_EQ(znbd_dev_read(d, buf, 8192, M), 0);
+  CHECK_EQ(count_bytes(buf, 8192, 0), 8192);
+  memset(buf, 0xaa, 8192);
+  CHECK_EQ(znbd_dev_read(d, buf, 8192, 0), 0);
+  CHECK_EQ(count_bytes(buf, 8192, 0), 8192);
+  znbd_dev_stats(d, &st);
+  CHECK_EQ(st.allocated, 0);
+  errno = 0;
+  CHECK(znbd_dev_write(d, pat, 4096, M, 0) < 0 && errno == EIO);
+  CHECK_EQ(test_wp(d, 1), M + 8192);
+  znbd_dev_free(d);
+
+  /* `fault-list`: a zone named twice in zone_readonly stays READONLY
+   * (configfs would toggle it back); one in both lists ends OFFLINE. */
+  static const char *const fl_kv[] = {
+      "size",  "4M",           "zone_size", "1M", "zone_readonly",
+      "1,1,2", "zone_offline", "2",         NULL};
+  d = test_dev_kv(fl_kv);
+  CHECK_EQ(cond(d, 1), ZNBD_ZONE_COND_READONLY);
+  CHECK_EQ(test_wp(d, 1), ZNBD_WP_INVALID);
+  CHECK_EQ(cond(d, 2), ZNBD_ZONE_COND_OFFLINE);
+  CHECK_EQ(cond(d, 3), ZNBD_ZONE_COND_EMPTY);
   znbd_dev_free(d);
 }
 
@@ -668,6 +776,7 @@ main(void)
   test_concurrent_limits();
   test_extents_trim_describe();
   test_ones_gap();
+  test_read_rules();
   test_parked_async();
   return check_done("zone_dev_test");
 }

@@ -55,16 +55,36 @@ start_tcmu() {
   DEV=/dev/$d
   note "disk $DEV for $*"
 }
+# device_cond N: zone N's condition as the device (the control socket)
+# reports it.
+device_cond() { ctl "report $1 1" | sed -n 's/.* cond=\([A-Z_]*\).*/\1/p'; }
 # finish_meanwhile: a FINISH (4 s of zone_finish_nsec) in flight while a
 # read is sent: with several commands in flight the read completes first.
+# znbd-tcmu runs a command when it takes it and holds its reply for the
+# latency (tcmu/ring.c), so the FINISH has reached the device once the
+# device reports zone 6 FULL: the read goes only then, and must complete
+# while blkzone still waits for the FINISH's reply.
 finish_meanwhile() {
+  local c
+  c=$(device_cond 6)
+  echo "zone 6 before: $c"
+  [ "$c" != FULL ] || return 1
   $T blkzone finish -o $((6 * ZS / 512)) -c 1 "$DEV" &
   local fp=$!
-  sleep 1
+  for _ in $(seq 1 300); do
+    c=$(device_cond 6)
+    [ "$c" = FULL ] || ! kill -0 "$fp" 2> /dev/null && break
+    sleep 0.1
+  done
+  if [ "$c" != FULL ]; then
+    echo "the FINISH did not reach the device (zone 6 $c)"
+    wait "$fp"
+    return 1
+  fi
   dread 0 4096 > /dev/null || return 1
   kill -0 "$fp" && echo "the read completed while the FINISH was in flight"
   local in_flight=$?
-  wait "$fp" && [ "$in_flight" = 0 ]
+  wait "$fp" && [ "$in_flight" = 0 ] && [ "$(device_cond 6)" = FULL ]
 }
 # stop_tcmu NAME: SIGTERM, its exit status in rc, its log as comments.
 stop_tcmu() {
