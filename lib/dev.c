@@ -21,6 +21,7 @@
 #include "znbd/redo.h"
 #include "busy.h"
 #include "dev_fenced.h"
+#include "refusal.h"
 #include "dev_impl.h"
 #include "intent.h"
 #include "store.h"
@@ -376,11 +377,8 @@ is_zoned(const struct znbd_dev *d)
 static int
 check_range(const struct znbd_dev *d, uint64_t len, uint64_t off)
 {
-  if (off > d->p.size || len > d->p.size - off ||
-      (off | len) % d->p.blocksize) {
-    errno = EINVAL;
-    return -1;
-  }
+  if (off > d->p.size || len > d->p.size - off || (off | len) % d->p.blocksize)
+    return znbd_refuse(ZNBD_REFUSAL_OUT_OF_RANGE, EINVAL);
   return 0;
 }
 
@@ -509,10 +507,9 @@ znbd_dev_read_check(struct znbd_dev *d, uint64_t len, uint64_t off)
   uint64_t ok;
   if (check_range(d, len, off) < 0)
     return -1;
-  if (len && badblock_hit(d, "read", len, off, &ok)) {
-    errno = EIO; /* a partial read carries nothing over NBD */
-    return -1;
-  }
+  if (len && badblock_hit(d, "read", len, off, &ok))
+    /* a partial read carries nothing over NBD */
+    return znbd_refuse(ZNBD_REFUSAL_BAD_BLOCK, EIO);
   return 0;
 }
 
@@ -583,10 +580,8 @@ store_append(void *opaque, const void *data, uint64_t len, uint64_t off)
 {
   struct append_ctx *a = opaque;
   struct znbd_dev *d = a->d;
-  if (badblock_hit(d, "append", len, off, &(uint64_t){0})) {
-    errno = EIO;
-    return -1;
-  }
+  if (badblock_hit(d, "append", len, off, &(uint64_t){0}))
+    return znbd_refuse(ZNBD_REFUSAL_BAD_BLOCK, EIO);
   if (d->redo)
     znbd_intent_note(d->redo, a->slot, znbd_zones_zone_no(&d->zs, off), off,
                      len);
@@ -652,6 +647,7 @@ zoned_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
       .opaque = d,
       .store_may_fail = source || znbd_store_write_may_fail(d->store),
       .pipeline = d->p.pipeline_zoned_writes,
+      .one_zone = flags & ZNBD_WRITE_ONE_ZONE,
       .timeout_ms = d->p.zone_write_timeout,
   };
   int r = znbd_zones_write(&d->zs, &w);
@@ -771,8 +767,7 @@ dev_write_faults(struct znbd_dev *d, const void *buf, uint64_t len,
         write_checked(d, buf, ok, off, flags | ZNBD_WRITE_NOWAIT, &now) < 0 &&
         errno != EAGAIN)
       return -1;
-    errno = EIO;
-    return -1;
+    return znbd_refuse(ZNBD_REFUSAL_BAD_BLOCK, EIO);
   }
   return write_checked(d, buf, len, off, flags, h);
 }

@@ -162,6 +162,11 @@ const void *znbd_dev_read_ref(struct znbd_dev *d, uint64_t len, uint64_t off);
  * condition or counter changed, but the range's bytes undefined (on a
  * sequential zone they lie past the wp, which no read returns). */
 #define ZNBD_WRITE_SOURCE 0x8
+/* A ZBC write: one that touches a sequential zone stays inside it (ZBC-2
+ * 4.5.3, WRITE BOUNDARY VIOLATION), where NBD and the block layer let a
+ * write run on into the next zone.  Refused with EIO and
+ * ZNBD_REFUSAL_WRITE_BOUNDARY (znbd/refusal.h). */
+#define ZNBD_WRITE_ONE_ZONE 0x10
 struct znbd_write_source {
   /* Copy the write's first LEN bytes to DST: 0, or -1 with errno. */
   int (*fill)(void *opaque, void *dst, uint64_t len);

@@ -12,7 +12,8 @@
  *     znbd_dev_drop_reply);
  *   - the ALL rule of zone management (lib/zone_all.c).
  * Offsets and lengths are bytes; errors are -1 with errno as for the
- * znbd_dev_* call each wraps (znbd/dev.h), plus ESHUTDOWN.
+ * znbd_dev_* call each wraps (znbd/dev.h), plus ESHUTDOWN, and beside the
+ * errno the reason of the refusal, znbd_req_refusal().
  */
 #ifndef ZNBD_REQUEST_H
 #define ZNBD_REQUEST_H
@@ -22,6 +23,7 @@
 #include <stdint.h>
 
 #include "znbd/dev.h"
+#include "znbd/refusal.h"
 
 struct znbd_req_ctx {
   struct znbd_dev *dev;
@@ -129,6 +131,15 @@ int znbd_req_zone_op_all(const struct znbd_req_ctx *c, enum znbd_zone_op op,
 uint64_t znbd_req_delay(const struct znbd_req_ctx *c, unsigned kind,
                         uint64_t len, enum znbd_zone_op op);
 bool znbd_req_drop_reply(const struct znbd_req_ctx *c, unsigned kind);
+
+/* Why the calling thread's last call above that returned -1 was refused
+ * (znbd/refusal.h): the rule's reason, decided where the rule refused,
+ * under the zone's lock for a zone rule; ZNBD_REFUSAL_NONE when no rule
+ * refused (ENOMEM, a store's EIO, EBUSY).  Per thread, as errno: each
+ * call above clears it as it begins.  A parked write's failure
+ * (ZNBD_WRITE_PARKED, then DONE with an error) has no reason here.
+ * Never fails. */
+enum znbd_refusal znbd_req_refusal(void);
 
 /* Hold the calling thread NS nanoseconds (a delay znbd_req_delay()
  * handed out, or a retry's pause), sleeping again for what is left
