@@ -858,11 +858,31 @@ znbd_dev_append_fenced(struct znbd_dev *d, uint64_t fence, const void *buf,
  * READONLY, are ignored: TRIM is advisory), the whole device is a
  * reset-all, partly covered sequential zones are left alone, conventional
  * ranges have their pages freed. */
+void
+znbd_dev_trim_zones(struct znbd_dev *d, uint64_t len, uint64_t off,
+                    uint32_t *first, uint32_t *end)
+{
+  const struct znbd_zones *zs = &d->zs;
+  *first = *end = 0;
+  if (!is_zoned(d) || len == 0 || off >= d->p.size || len > d->p.size - off)
+    return;
+  uint32_t f = znbd_zones_zone_no(zs, off);
+  if (off != zs->zone[f].start)
+    f++; /* partly covered: left alone */
+  *first = f < zs->nr_conv ? zs->nr_conv : f;
+  /* The zone holding the end is partly covered, unless the end is the
+   * device's (a runt last zone ends there). */
+  *end =
+      off + len >= d->p.size ? zs->nr_zones : znbd_zones_zone_no(zs, off + len);
+}
+
 static int
 zoned_trim(struct znbd_dev *d, uint64_t len, uint64_t off)
 {
   uint64_t end = off + len, plen;
   bool all = off == 0 && len == d->p.size;
+  uint32_t first, last;
+  znbd_dev_trim_zones(d, len, off, &first, &last);
 
   if (all)
     znbd_zones_mgmt(&d->zs, ZNBD_ZONE_OP_RESET, ZNBD_ALL_ZONES, discard_release,
@@ -872,7 +892,8 @@ zoned_trim(struct znbd_dev *d, uint64_t len, uint64_t off)
     if (z->type == ZNBD_ZONE_TYPE_CONVENTIONAL) {
       if (znbd_store_zero(d->store, plen, off, 0) < 0) /* no zone state */
         return -1;
-    } else if (!all && off == z->start && plen == z->len) {
+    } else if (!all && (uint32_t)(z - d->zs.zone) >= first &&
+               (uint32_t)(z - d->zs.zone) < last) {
       znbd_zones_mgmt(&d->zs, ZNBD_ZONE_OP_RESET, (uint32_t)(z - d->zs.zone),
                       discard_release, d);
     }

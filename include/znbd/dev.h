@@ -220,6 +220,14 @@ int znbd_dev_append(struct znbd_dev *d, const void *buf, uint64_t len,
  * ranges and a non-zoned device have their pages freed.  Errors: EINVAL. */
 int znbd_dev_trim(struct znbd_dev *d, uint64_t len, uint64_t off);
 
+/* The zones a TRIM of [OFF, OFF+LEN) (bytes) resets, by znbd_dev_trim()'s
+ * rule: the sequential zones [*FIRST, *END) it covers whole (*FIRST >=
+ * *END: none; so for a device without zones or a range not inside it).  For
+ * a front-end that must act on those zones' queued writes (znbd's plug,
+ * as Linux aborts a zone's plugged writes on a reset).  Never fails. */
+void znbd_dev_trim_zones(struct znbd_dev *d, uint64_t len, uint64_t off,
+                         uint32_t *first, uint32_t *end);
+
 /* NBD FLUSH: every write completed so far is on stable storage (dir=:
  * fdatasync of the zone files written since the last flush; RAM: nothing
  * to do) and, with write_cache=true, survives a power cut.  Errors: EIO,
