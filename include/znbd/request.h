@@ -69,13 +69,13 @@ void znbd_req_ctx_init_unfenced(struct znbd_req_ctx *c, struct znbd_dev *d);
 bool znbd_req_cut(const struct znbd_req_ctx *c);
 
 /* The one write entry point: LEN bytes from BUF at OFF (BUF NULL: zeros),
- * FLAGS ZNBD_WRITE_* (NOWAIT, ALLOCATE, FUA).  A write ahead of the wp
- * (pipeline_zoned_writes, not NOWAIT) is parked: with DONE, it returns
- * ZNBD_WRITE_PARKED at once and DONE(OPAQUE, err) is called once, later,
- * from another thread (BUF must stay valid until then; a parked FUA write
- * is not synced: DONE calls znbd_req_sync()); without DONE the calling
- * thread waits, or fails with EAGAIN when C's bound of waiting threads is
- * reached.  Returns 0, ZNBD_WRITE_PARKED or -1 with errno as
+ * FLAGS ZNBD_WRITE_* (NOWAIT, ALLOCATE, FUA, ONE_ZONE).  A write ahead of
+ * the wp (pipeline_zoned_writes, not NOWAIT) is parked: with DONE, it
+ * returns ZNBD_WRITE_PARKED at once and DONE(OPAQUE, err) is called once,
+ * later, from another thread (BUF must stay valid until then; a parked
+ * FUA write is not synced: DONE calls znbd_req_sync()); without DONE the
+ * calling thread waits, or fails with EAGAIN when C's bound of waiting
+ * threads is reached.  Returns 0, ZNBD_WRITE_PARKED or -1 with errno as
  * znbd_dev_write(), plus EAGAIN (bound) and ESHUTDOWN (fenced out). */
 int znbd_req_write(const struct znbd_req_ctx *c, const void *buf, uint64_t len,
                    uint64_t off, unsigned flags, znbd_write_done_fn done,
