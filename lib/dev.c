@@ -30,6 +30,7 @@
 #include "zone.h"
 #include "err.h"
 #include "faults.h"
+#include "dev_unfenced.h"
 
 static char *
 dup_or_null(const char *s, bool *fail)

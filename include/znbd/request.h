@@ -12,8 +12,10 @@
  *     znbd_dev_drop_reply);
  *   - the ALL rule of zone management (lib/zone_all.c).
  * Offsets and lengths are bytes; errors are -1 with errno as for the
- * znbd_dev_* call each wraps (znbd/dev.h), plus ESHUTDOWN, and beside the
- * errno the reason of the refusal, znbd_req_refusal().
+ * unfenced znbd_dev_* call each is (lib/dev_unfenced.h, where each call's
+ * rules and errors are given; not public: a front-end has only these),
+ * plus ESHUTDOWN, and beside the errno the reason of the refusal,
+ * znbd_req_refusal().
  */
 #ifndef ZNBD_REQUEST_H
 #define ZNBD_REQUEST_H

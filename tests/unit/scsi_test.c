@@ -10,6 +10,7 @@
 #include "check.h"
 #include "scsi.h"
 #include "testdev.h"
+#include "dev_unfenced.h"
 
 static struct znbd_scsi s;
 static uint8_t data[1 << 16];
