@@ -18,6 +18,7 @@
 
 #include "znbd/dev.h"
 #include "znbd/params.h"
+#include "dev_unfenced.h"
 
 #define DEV_SIZE "64G"
 #define BS 4096

@@ -23,6 +23,7 @@
 #include "znbd/dev.h"
 #include "znbd/params.h"
 #include "znbd/request.h"
+#include "dev_unfenced.h"
 
 #define MAX_WORDS 4
 #define REPORT_BATCH 256 /* zones copied per znbd_dev_report() call */

@@ -21,6 +21,7 @@
 #include "znbd/redo.h"
 #include "busy.h"
 #include "dev_fenced.h"
+#include "refusal.h"
 #include "dev_impl.h"
 #include "intent.h"
 #include "store.h"
@@ -29,6 +30,7 @@
 #include "zone.h"
 #include "err.h"
 #include "faults.h"
+#include "dev_unfenced.h"
 
 static char *
 dup_or_null(const char *s, bool *fail)
@@ -376,11 +378,8 @@ is_zoned(const struct znbd_dev *d)
 static int
 check_range(const struct znbd_dev *d, uint64_t len, uint64_t off)
 {
-  if (off > d->p.size || len > d->p.size - off ||
-      (off | len) % d->p.blocksize) {
-    errno = EINVAL;
-    return -1;
-  }
+  if (off > d->p.size || len > d->p.size - off || (off | len) % d->p.blocksize)
+    return znbd_refuse(ZNBD_REFUSAL_OUT_OF_RANGE, EINVAL);
   return 0;
 }
 
@@ -509,10 +508,9 @@ znbd_dev_read_check(struct znbd_dev *d, uint64_t len, uint64_t off)
   uint64_t ok;
   if (check_range(d, len, off) < 0)
     return -1;
-  if (len && badblock_hit(d, "read", len, off, &ok)) {
-    errno = EIO; /* a partial read carries nothing over NBD */
-    return -1;
-  }
+  if (len && badblock_hit(d, "read", len, off, &ok))
+    /* a partial read carries nothing over NBD */
+    return znbd_refuse(ZNBD_REFUSAL_BAD_BLOCK, EIO);
   return 0;
 }
 
@@ -583,10 +581,8 @@ store_append(void *opaque, const void *data, uint64_t len, uint64_t off)
 {
   struct append_ctx *a = opaque;
   struct znbd_dev *d = a->d;
-  if (badblock_hit(d, "append", len, off, &(uint64_t){0})) {
-    errno = EIO;
-    return -1;
-  }
+  if (badblock_hit(d, "append", len, off, &(uint64_t){0}))
+    return znbd_refuse(ZNBD_REFUSAL_BAD_BLOCK, EIO);
   if (d->redo)
     znbd_intent_note(d->redo, a->slot, znbd_zones_zone_no(&d->zs, off), off,
                      len);
@@ -652,6 +648,7 @@ zoned_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
       .opaque = d,
       .store_may_fail = source || znbd_store_write_may_fail(d->store),
       .pipeline = d->p.pipeline_zoned_writes,
+      .one_zone = flags & ZNBD_WRITE_ONE_ZONE,
       .timeout_ms = d->p.zone_write_timeout,
   };
   int r = znbd_zones_write(&d->zs, &w);
@@ -771,8 +768,7 @@ dev_write_faults(struct znbd_dev *d, const void *buf, uint64_t len,
         write_checked(d, buf, ok, off, flags | ZNBD_WRITE_NOWAIT, &now) < 0 &&
         errno != EAGAIN)
       return -1;
-    errno = EIO;
-    return -1;
+    return znbd_refuse(ZNBD_REFUSAL_BAD_BLOCK, EIO);
   }
   return write_checked(d, buf, len, off, flags, h);
 }
@@ -863,11 +859,31 @@ znbd_dev_append_fenced(struct znbd_dev *d, uint64_t fence, const void *buf,
  * READONLY, are ignored: TRIM is advisory), the whole device is a
  * reset-all, partly covered sequential zones are left alone, conventional
  * ranges have their pages freed. */
+void
+znbd_dev_trim_zones(struct znbd_dev *d, uint64_t len, uint64_t off,
+                    uint32_t *first, uint32_t *end)
+{
+  const struct znbd_zones *zs = &d->zs;
+  *first = *end = 0;
+  if (!is_zoned(d) || len == 0 || off >= d->p.size || len > d->p.size - off)
+    return;
+  uint32_t f = znbd_zones_zone_no(zs, off);
+  if (off != zs->zone[f].start)
+    f++; /* partly covered: left alone */
+  *first = f < zs->nr_conv ? zs->nr_conv : f;
+  /* The zone holding the end is partly covered, unless the end is the
+   * device's (a runt last zone ends there). */
+  *end =
+      off + len >= d->p.size ? zs->nr_zones : znbd_zones_zone_no(zs, off + len);
+}
+
 static int
 zoned_trim(struct znbd_dev *d, uint64_t len, uint64_t off)
 {
   uint64_t end = off + len, plen;
   bool all = off == 0 && len == d->p.size;
+  uint32_t first, last;
+  znbd_dev_trim_zones(d, len, off, &first, &last);
 
   if (all)
     znbd_zones_mgmt(&d->zs, ZNBD_ZONE_OP_RESET, ZNBD_ALL_ZONES, discard_release,
@@ -877,7 +893,8 @@ zoned_trim(struct znbd_dev *d, uint64_t len, uint64_t off)
     if (z->type == ZNBD_ZONE_TYPE_CONVENTIONAL) {
       if (znbd_store_zero(d->store, plen, off, 0) < 0) /* no zone state */
         return -1;
-    } else if (!all && off == z->start && plen == z->len) {
+    } else if (!all && (uint32_t)(z - d->zs.zone) >= first &&
+               (uint32_t)(z - d->zs.zone) < last) {
       znbd_zones_mgmt(&d->zs, ZNBD_ZONE_OP_RESET, (uint32_t)(z - d->zs.zone),
                       discard_release, d);
     }

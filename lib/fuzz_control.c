@@ -47,6 +47,7 @@
 #include "znbd/control.h"
 #include "znbd/dev.h"
 #include "znbd/params.h"
+#include "dev_unfenced.h"
 
 #define NR_DEVS 16 /* values of byte 0 that matter (bits 0-3) */
 

@@ -10,6 +10,7 @@
 #include "dev_fenced.h"
 #include "dev_impl.h"
 #include "intent.h"
+#include "refusal.h"
 
 void
 znbd_req_ctx_init(struct znbd_req_ctx *c, struct znbd_dev *d)
@@ -63,6 +64,7 @@ znbd_req_write(const struct znbd_req_ctx *c, const void *buf, uint64_t len,
   };
   unsigned tries = 0;
   int r;
+  znbd_refusal_now = ZNBD_REFUSAL_NONE;
   while (znbd_busy_again(
       c->busy_ok, r = znbd_dev_write_how(c->dev, buf, len, off, flags, &h),
       &tries))
@@ -77,6 +79,7 @@ req_append(const struct znbd_req_ctx *c, const void *buf, uint64_t len,
 {
   unsigned tries = 0;
   int r;
+  znbd_refusal_now = ZNBD_REFUSAL_NONE;
   while (znbd_busy_again(c->busy_ok,
                          r = znbd_dev_append_fenced(c->dev, c->gen, buf, len,
                                                     zone_start, slot, written),
@@ -111,6 +114,7 @@ znbd_req_trim(const struct znbd_req_ctx *c, uint64_t len, uint64_t off,
 {
   unsigned tries = 0;
   int r;
+  znbd_refusal_now = ZNBD_REFUSAL_NONE;
   while (znbd_busy_again(
       c->busy_ok, r = znbd_dev_trim_fenced(c->dev, c->gen, len, off, flags),
       &tries))
@@ -121,12 +125,14 @@ znbd_req_trim(const struct znbd_req_ctx *c, uint64_t len, uint64_t off,
 int
 znbd_req_flush(const struct znbd_req_ctx *c)
 {
+  znbd_refusal_now = ZNBD_REFUSAL_NONE;
   return znbd_dev_flush_fenced(c->dev, c->gen);
 }
 
 int
 znbd_req_sync(const struct znbd_req_ctx *c, uint64_t len, uint64_t off)
 {
+  znbd_refusal_now = ZNBD_REFUSAL_NONE;
   return znbd_dev_sync_fenced(c->dev, c->gen, len, off);
 }
 
@@ -136,6 +142,7 @@ znbd_req_zone_op(const struct znbd_req_ctx *c, enum znbd_zone_op op,
 {
   unsigned tries = 0;
   int r;
+  znbd_refusal_now = ZNBD_REFUSAL_NONE;
   while (znbd_busy_again(c->busy_ok,
                          r = znbd_dev_zone_op_fenced(c->dev, c->gen, op, zone),
                          &tries))
@@ -154,6 +161,12 @@ bool
 znbd_req_drop_reply(const struct znbd_req_ctx *c, unsigned kind)
 {
   return znbd_dev_drop_reply(c->dev, kind);
+}
+
+enum znbd_refusal
+znbd_req_refusal(void)
+{
+  return znbd_refusal_now;
 }
 
 void

@@ -68,6 +68,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "refusal.h"
 #include "wcache.h"
 
 #define PAGE ((uint64_t)ZNBD_STORE_PAGE_SIZE)
@@ -522,7 +523,7 @@ check_due(struct znbd_wcache *wc, bool write)
       return 0;
     if (t == 0) {
       (void)cut_now(wc);
-      errno = ESHUTDOWN;
+      znbd_refuse(ZNBD_REFUSAL_FENCED, ESHUTDOWN);
       return -1;
     }
     if (!write || atomic_compare_exchange_weak(&wc->tickets, &t, t - 1))
@@ -540,7 +541,7 @@ fenced_out(struct znbd_wcache *wc, uint64_t fence)
 {
   if (fence == ZNBD_WCACHE_NO_FENCE || fence == atomic_load(&wc->gen))
     return 0;
-  errno = ESHUTDOWN;
+  znbd_refuse(ZNBD_REFUSAL_FENCED, ESHUTDOWN);
   return -1;
 }
 
@@ -554,7 +555,7 @@ znbd_wcache_enter(struct znbd_wcache *wc, bool write, uint64_t fence)
     pthread_rwlock_unlock(&wc->cut);
     if (write)
       znbd_wcache_refund(wc); /* it did not run: it does not count */
-    errno = ESHUTDOWN;
+    znbd_refuse(ZNBD_REFUSAL_FENCED, ESHUTDOWN);
     return -1;
   }
   return 0;
@@ -614,7 +615,7 @@ znbd_wcache_flush(struct znbd_wcache *wc, uint64_t fence)
   pthread_rwlock_wrlock(&wc->cut);
   if (fenced_out(wc, fence) < 0) {
     pthread_rwlock_unlock(&wc->cut);
-    errno = ESHUTDOWN;
+    znbd_refuse(ZNBD_REFUSAL_FENCED, ESHUTDOWN);
     return -1;
   }
   int r = znbd_store_flush(wc->st);
@@ -692,7 +693,7 @@ znbd_wcache_sync(struct znbd_wcache *wc, uint64_t len, uint64_t off,
   pthread_rwlock_rdlock(&wc->cut);
   if (fenced_out(wc, fence) < 0) {
     pthread_rwlock_unlock(&wc->cut);
-    errno = ESHUTDOWN;
+    znbd_refuse(ZNBD_REFUSAL_FENCED, ESHUTDOWN);
     return -1;
   }
   int r = znbd_wcache_sync_held(wc, len, off);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "refusal.h"
 #include "zone_impl.h"
 
 static bool
@@ -128,6 +129,36 @@ znbd_zone_writable(const struct znbd_zone *z)
          z->cond == ZNBD_ZONE_COND_CLOSED;
 }
 
+enum znbd_refusal
+znbd_zone_unwritable_why(const struct znbd_zone *z)
+{
+  switch (z->cond) {
+  case ZNBD_ZONE_COND_READONLY:
+    return ZNBD_REFUSAL_ZONE_READONLY;
+  case ZNBD_ZONE_COND_OFFLINE:
+    return ZNBD_REFUSAL_ZONE_OFFLINE;
+  default:
+    return ZNBD_REFUSAL_ZONE_FULL;
+  }
+}
+
+enum znbd_refusal
+znbd_zones_span_why(const struct znbd_zones *zs, uint32_t first, uint32_t last,
+                    uint64_t off, uint64_t len)
+{
+  if (last < zs->nr_conv)
+    return ZNBD_REFUSAL_NONE; /* conventional zones only */
+  /* The first sequential zone the write touches, in the order ZBC's
+   * checks find them: its gap, its condition, then the boundary. */
+  const struct znbd_zone *z =
+      &zs->zone[first < zs->nr_conv ? zs->nr_conv : first];
+  if (z->capacity < z->len && off + len > z->start + z->capacity)
+    return ZNBD_REFUSAL_PAST_CAPACITY;
+  if (z->cond == ZNBD_ZONE_COND_READONLY || z->cond == ZNBD_ZONE_COND_OFFLINE)
+    return znbd_zone_unwritable_why(z);
+  return ZNBD_REFUSAL_WRITE_BOUNDARY;
+}
+
 /* ---- open/active accounting: the resource checks and their victims ---- */
 
 /* Rule active-check, null_check_active(): room for one more active zone? */
@@ -136,8 +167,7 @@ check_active(const struct znbd_zones *zs, const struct znbd_zone_counts *c)
 {
   if (!zs->max_active || c->eo + c->io + c->cl < zs->max_active)
     return 0;
-  errno = EOVERFLOW;
-  return -1;
+  return znbd_refuse(ZNBD_REFUSAL_ZONE_ACTIVE_RESOURCE, EOVERFLOW);
 }
 
 static bool
@@ -201,8 +231,7 @@ pick_victim(struct znbd_zones *zs, struct znbd_zone_txn *t,
     *cursor = zno;
     return 0;
   }
-  errno = ETOOMANYREFS;
-  return -1;
+  return znbd_refuse(ZNBD_REFUSAL_ZONE_OPEN_RESOURCE, ETOOMANYREFS);
 }
 
 /* Rule open-check, null_check_open(), minus its active check (rule
@@ -214,10 +243,8 @@ check_open(struct znbd_zones *zs, struct znbd_zone_txn *t,
 {
   if (!zs->max_open || c->eo + c->io < zs->max_open)
     return 0;
-  if (c->io == 0) {
-    errno = ETOOMANYREFS;
-    return -1;
-  }
+  if (c->io == 0)
+    return znbd_refuse(ZNBD_REFUSAL_ZONE_OPEN_RESOURCE, ETOOMANYREFS);
   return pick_victim(zs, t, c, cursor);
 }
 
@@ -268,12 +295,14 @@ znbd_zone_write_check(struct znbd_zones *zs, struct znbd_zone_txn *t,
   if (z->type == ZNBD_ZONE_TYPE_CONVENTIONAL)
     return 0; /* rule write-conv */
   /* Rule write-at-wp: at the wp, within capacity.  FULL, READONLY and
-   * OFFLINE zones never pass. */
-  if (!znbd_zone_writable(z) || poff != z->wp ||
-      plen > z->start + z->capacity - z->wp) {
-    errno = EIO;
-    return -1;
-  }
+   * OFFLINE zones never pass.  The reasons in ZBC's order (capacity,
+   * condition, wp), one refusal as null_blk's check is. */
+  if (poff + plen > z->start + z->capacity)
+    return znbd_refuse(ZNBD_REFUSAL_PAST_CAPACITY, EIO);
+  if (!znbd_zone_writable(z))
+    return znbd_refuse(znbd_zone_unwritable_why(z), EIO);
+  if (poff != z->wp)
+    return znbd_refuse(ZNBD_REFUSAL_UNALIGNED_WRITE, EIO);
   /* Rule implicit-open, on the copy C of the counters. */
   if (cond == ZNBD_ZONE_COND_EMPTY || cond == ZNBD_ZONE_COND_CLOSED) {
     t->cur = (uint32_t)(z - zs->zone);
@@ -295,11 +324,12 @@ znbd_zone_append_check(const struct znbd_zone *z, uint64_t len)
   /* null_zone_write(append): conventional or invalid wp -> EIO; a length
    * past the capacity is refused here, before it could reach the next
    * zone. */
-  if (z->type == ZNBD_ZONE_TYPE_CONVENTIONAL || !znbd_zone_writable(z) ||
-      len > z->start + z->capacity - z->wp) {
-    errno = EIO;
-    return -1;
-  }
+  if (z->type == ZNBD_ZONE_TYPE_CONVENTIONAL)
+    return znbd_refuse(ZNBD_REFUSAL_CONVENTIONAL_ZONE, EIO);
+  if (!znbd_zone_writable(z))
+    return znbd_refuse(znbd_zone_unwritable_why(z), EIO);
+  if (len > z->start + z->capacity - z->wp)
+    return znbd_refuse(ZNBD_REFUSAL_PAST_CAPACITY, EIO);
   return 0;
 }
 
@@ -396,10 +426,8 @@ open_zone(struct znbd_zones *zs, struct znbd_zone *z)
 {
   if (z->cond == ZNBD_ZONE_COND_EXP_OPEN)
     return 0;
-  if (z->cond == ZNBD_ZONE_COND_FULL) {
-    errno = EIO;
-    return -1;
-  }
+  if (z->cond == ZNBD_ZONE_COND_FULL)
+    return znbd_refuse(ZNBD_REFUSAL_ZONE_FULL, EIO);
   return take_open_slot(zs, z, ZNBD_ZONE_COND_EXP_OPEN);
 }
 
@@ -409,10 +437,8 @@ close_zone(struct znbd_zones *zs, struct znbd_zone *z)
 {
   if (z->cond == ZNBD_ZONE_COND_CLOSED)
     return 0;
-  if (!is_open(z->cond)) {
-    errno = EIO;
-    return -1;
-  }
+  if (!is_open(z->cond))
+    return znbd_refuse(ZNBD_REFUSAL_ZONE_COND, EIO);
   close_now(zs, z);
   return 0;
 }
@@ -476,10 +502,8 @@ set_fault(struct znbd_zones *zs, struct znbd_zone *z, enum znbd_zone_cond fault,
 static int
 online_zone(struct znbd_zones *zs, struct znbd_zone *z, uint64_t *discard_from)
 {
-  if (!is_faulty(z)) {
-    errno = EIO;
-    return -1;
-  }
+  if (!is_faulty(z))
+    return znbd_refuse(ZNBD_REFUSAL_ZONE_COND, EIO);
   return reset_zone(zs, z, discard_from);
 }
 
@@ -495,13 +519,10 @@ zone_op_locked(struct znbd_zones *zs, struct znbd_zone *z, enum znbd_zone_op op,
      * zone_offline refuse conventional zones too (with EINVAL, as a bad
      * attribute value); here it is an op refused by the zone's type, so
      * EIO like the others (dev.h). */
-    errno = EIO;
-    return -1;
+    return znbd_refuse(ZNBD_REFUSAL_CONVENTIONAL_ZONE, EIO);
   }
-  if (is_faulty(z) && op < ZNBD_ZONE_OP_SET_READONLY) {
-    errno = EIO; /* null_zone_mgmt() */
-    return -1;
-  }
+  if (is_faulty(z) && op < ZNBD_ZONE_OP_SET_READONLY) /* null_zone_mgmt() */
+    return znbd_refuse(znbd_zone_unwritable_why(z), EIO);
 
   switch (op) {
   case ZNBD_ZONE_OP_OPEN:

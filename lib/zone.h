@@ -260,6 +260,7 @@ struct znbd_zone_write {
   bool store_may_fail;      /* store before the commit, abort on failure */
   bool pipeline;            /* ahead of a writable wp: park (with DONE) */
   bool nowait;              /* ...but fail with EAGAIN instead */
+  bool one_zone;            /* ZNBD_WRITE_ONE_ZONE: znbd_zones_span_why() */
   unsigned timeout_ms;      /* how long a parked write may wait */
   /* A bound on parked writes (NULL: none): W parks only if fewer than
    * WAIT_MAX writes counted in *WAITING are parked, and counts itself

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 
 #include "znbd/request.h"
+#include "refusal.h"
 
 #define BATCH 64
 
@@ -67,6 +68,7 @@ znbd_req_zone_op_all(const struct znbd_req_ctx *c, enum znbd_zone_op op,
 
   res->done = res->closed = 0;
   res->zone = ZNBD_ALL_ZONES;
+  znbd_refusal_now = ZNBD_REFUSAL_NONE;
   if (nr == 0) {
     errno = EINVAL;
     return -1;
@@ -106,7 +108,7 @@ znbd_req_zone_op_all(const struct znbd_req_ctx *c, enum znbd_zone_op op,
     }
     if (p->zone_max_open != 0 &&
         (uint64_t)st.nr_exp_open + res->closed > p->zone_max_open) {
-      errno = ETOOMANYREFS;
+      znbd_refuse(ZNBD_REFUSAL_ZONE_OPEN_RESOURCE, ETOOMANYREFS);
       return -1;
     }
     return apply(c, op, false, res);

@@ -30,6 +30,7 @@
 
 #include <errno.h>
 
+#include "refusal.h"
 #include "zone.h"
 
 /* ---- lib/zone.c: the state machine, for the transactions ---- */
@@ -45,6 +46,20 @@ struct znbd_zone_counts znbd_zones_load_counts(const struct znbd_zones *zs);
 
 /* Zone Z can take a write at its wp: EMPTY, open or CLOSED. */
 bool znbd_zone_writable(const struct znbd_zone *z);
+
+/* Why zone Z (locked, not znbd_zone_writable()) takes no write: its
+ * condition READONLY, OFFLINE, else FULL. */
+enum znbd_refusal znbd_zone_unwritable_why(const struct znbd_zone *z);
+
+/* Why the write [OFF, OFF+LEN) (bytes) over zones FIRST < LAST (all
+ * locked) may not go as one ZBC write (ZNBD_WRITE_ONE_ZONE: a write that
+ * touches a sequential zone stays inside it, ZBC-2 4.5.3), or
+ * ZNBD_REFUSAL_NONE (conventional zones only): it runs into the gap of
+ * the first sequential zone it touches (PAST_CAPACITY), that zone is
+ * READONLY or OFFLINE, else WRITE_BOUNDARY. */
+enum znbd_refusal znbd_zones_span_why(const struct znbd_zones *zs,
+                                      uint32_t first, uint32_t last,
+                                      uint64_t off, uint64_t len);
 
 /* The write rules for one piece, [POFF, POFF+PLEN) (bytes), of write T
  * in zone Z (locked), null_zone_write(): conventional passes (rule

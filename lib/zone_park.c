@@ -223,7 +223,12 @@ znbd_zones_write(struct znbd_zones *zs, struct znbd_zone_write *w)
 
   if (seq)
     pthread_mutex_lock(&z->lock);
-  if (w->pipeline && seq && ahead_of_wp(z, w->off)) {
+  /* A ZBC write across a zone end is refused by znbd_zones_run_write(),
+   * which has all its zones locked, even ahead of the wp. */
+  if (w->pipeline && seq && !(w->one_zone && first != last) &&
+      ahead_of_wp(z, w->off)) {
+    /* Ahead of the wp, and it may not wait (here, or at all). */
+    znbd_refusal_now = ZNBD_REFUSAL_UNALIGNED_WRITE;
     if (w->nowait || !w->done)
       e = EAGAIN;
     else if (w->timeout_ms == 0)

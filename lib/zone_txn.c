@@ -133,7 +133,14 @@ znbd_zones_run_write(struct znbd_zones *zs, struct znbd_zone_write *w,
 
   if (first < last)
     znbd_zones_lock_range(zs, first + 1, last);
-  if (znbd_zones_write_prepare(zs, &t, w->off, w->len) < 0) {
+  enum znbd_refusal why =
+      w->one_zone && first < last
+          ? znbd_zones_span_why(zs, first, last, w->off, w->len)
+          : ZNBD_REFUSAL_NONE;
+  if (why != ZNBD_REFUSAL_NONE) {
+    znbd_refusal_now = why;
+    e = EIO;
+  } else if (znbd_zones_write_prepare(zs, &t, w->off, w->len) < 0) {
     e = errno;
   } else if (!late && w->store(w->opaque, w->data, w->len, w->off) < 0) {
     e = errno;

@@ -406,20 +406,6 @@ plug_write(struct mq *m, const struct rq *bio, struct io_uring *from)
   return MQ_QUEUED;
 }
 
-/* The whole zones [*FIRST, *END) a TRIM of R resets (lib/dev.c
- * zoned_trim: whole zones covered, the whole device: reset-all). */
-static void
-trim_zones(const struct mq *m, const struct nbd_req *r, uint32_t *first,
-           uint32_t *end)
-{
-  const struct znbd_params *p = znbd_dev_params(m->s->cfg.dev);
-  uint64_t zs = p->zone_size, last = r->off + r->len;
-  *first = (uint32_t)((r->off + zs - 1) / zs);
-  *end = last >= p->size ? m->nr_zones : (uint32_t)(last / zs);
-  if (*first < m->nr_conv)
-    *first = m->nr_conv;
-}
-
 /* A TRIM R resets zones: their plugged writes fail with EIO, as Linux
  * aborts a zone's plugged BIOs when a reset or reset-all is submitted
  * (blk_zone_wplug_handle_reset_or_finish, disk_zone_wplug_abort).  A
@@ -429,7 +415,7 @@ plug_abort(struct mq *m, const struct nbd_req *r, struct io_uring *from)
 {
   uint32_t first, end;
   struct rq *list = NULL, **tail = &list;
-  trim_zones(m, r, &first, &end);
+  znbd_dev_trim_zones(m->s->cfg.dev, r->len, r->off, &first, &end);
   if (first >= end)
     return;
   pthread_mutex_lock(&m->zlock);

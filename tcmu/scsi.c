@@ -433,21 +433,7 @@ report_zones(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
   return st;
 }
 
-/* Sense for a zone in condition COND that a request (WRITE: a write) may
- * not touch, or 0.  A READONLY zone keeps its data and is read as any
- * other (ZBC-2's READ ONLY condition; null_blk's null_process_zoned_cmd()
- * fails only writes to it); an OFFLINE zone refuses both. */
-static uint32_t
-cond_sense(enum znbd_zone_cond cond, bool write)
-{
-  if (cond == ZNBD_ZONE_COND_READONLY && write)
-    return S_ZONE_READONLY;
-  if (cond == ZNBD_ZONE_COND_OFFLINE)
-    return S_ZONE_OFFLINE;
-  return 0;
-}
-
-/* Sense for a failed znbd_dev_* call with errno ERR; WRITE: medium
+/* Sense for a failed call with errno ERR and no reason; WRITE: medium
  * errors are write errors. */
 static uint32_t
 errno_sense(int err, bool write)
@@ -463,6 +449,50 @@ errno_sense(int err, bool write)
   default:
     return write ? S_WRITE_ERROR : S_READ_ERROR;
   }
+}
+
+uint32_t
+znbd_scsi_refusal_sense(enum znbd_refusal why, int err, bool write)
+{
+  switch (why) {
+  case ZNBD_REFUSAL_UNALIGNED_WRITE:
+    return S_UNALIGNED_WRITE;
+  case ZNBD_REFUSAL_PAST_CAPACITY:
+    return S_GAP_ZONE;
+  case ZNBD_REFUSAL_WRITE_BOUNDARY:
+    return S_WRITE_BOUNDARY;
+  case ZNBD_REFUSAL_ZONE_READONLY:
+    return S_ZONE_READONLY;
+  case ZNBD_REFUSAL_ZONE_OFFLINE:
+    return S_ZONE_OFFLINE;
+  case ZNBD_REFUSAL_ZONE_OPEN_RESOURCE:
+  case ZNBD_REFUSAL_ZONE_ACTIVE_RESOURCE:
+    return S_ZONE_RESOURCES;
+  /* A write to a FULL zone, an op on a conventional zone or one its
+   * condition does not take: the CDB's LBA or zone ID is the bad field
+   * (as libzbc's conformance tests expect). */
+  case ZNBD_REFUSAL_ZONE_FULL:
+  case ZNBD_REFUSAL_CONVENTIONAL_ZONE:
+  case ZNBD_REFUSAL_ZONE_COND:
+    return S_INVALID_FIELD;
+  case ZNBD_REFUSAL_BAD_BLOCK:
+    return write ? S_WRITE_ERROR : S_READ_ERROR;
+  case ZNBD_REFUSAL_FENCED:
+    return S_NOT_READY;
+  case ZNBD_REFUSAL_OUT_OF_RANGE:
+    return S_LBA_RANGE;
+  default:
+    return errno_sense(err, write);
+  }
+}
+
+/* CHECK CONDITION for C after a request of the contract failed (errno
+ * set), from the core's reason. */
+static int
+refused(struct znbd_scsi_cmd *c, bool write)
+{
+  int err = errno;
+  return fail(c, znbd_scsi_refusal_sense(znbd_req_refusal(), err, write));
 }
 
 /* ZBC OUT service actions (ZBC-2 6.4): the zone operation of each. */
@@ -494,7 +524,7 @@ zbc_out(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
      * rule the control socket's "OP all" follows too. */
     struct znbd_zone_all res;
     if (znbd_req_zone_op_all(&s->rq, op, &res) < 0)
-      return fail(c, errno_sense(errno, true));
+      return refused(c, true);
     return ZNBD_SCSI_GOOD;
   }
   if (lba >= znbd_dev_size(s->dev) / p->blocksize)
@@ -507,52 +537,40 @@ zbc_out(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
    * libzbc's conformance tests expect; scsi_debug ignores the op). */
   if (zone_has_gap(&z) && lba * p->blocksize == z.start + z.capacity)
     return fail(c, S_GAP_ZONE);
-  if (z.start != lba * p->blocksize || z.type != ZNBD_ZONE_TYPE_SEQWRITE_REQ)
-    return fail(c, S_INVALID_FIELD);
-  uint32_t cs = cond_sense(z.cond, true);
-  if (cs)
-    return fail(c, cs);
+  if (z.start != lba * p->blocksize)
+    return fail(c, S_INVALID_FIELD); /* not a zone ID (ZBC-2 4.5.3) */
   if (znbd_req_zone_op(&s->rq, op, i) < 0)
-    return fail(c, errno == EIO ? S_INVALID_FIELD : errno_sense(errno, true));
+    return refused(c, true);
   return ZNBD_SCSI_GOOD;
 }
 
 /* ---- READ / WRITE (SBC-4 5.15-5.17, 5.39-5.41) ---------------------- */
 
-/* For a zoned device: the sense that [OFF, OFF+LEN) (bytes) gets before
- * the device is asked, or 0.  No write may touch a gap zone (ZBC-2:
- * ATTEMPT TO ACCESS GAP ZONE); reads may, and get what null_blk returns
- * past a zone's capacity (the kernel splits reads at the zone size, gap
- * included: see znbd-tcmu(1), DEVIATIONS); writes must start at a
- * sequential zone's wp and stay inside one sequential zone (or in
- * conventional zones); reads may not mix zone types (ZBC-2 4.5.3). */
+/* For a read of a zoned device: the sense that [OFF, OFF+LEN) (bytes)
+ * gets before the device is asked, or 0.  Reads may touch a gap zone, and
+ * get what null_blk returns past a zone's capacity (the kernel splits
+ * reads at the zone size, gap included: see znbd-tcmu(1), DEVIATIONS);
+ * they may not mix zone types (ZBC-2 4.5.3).  Writes are the core's to
+ * refuse (ZNBD_WRITE_ONE_ZONE, znbd_scsi_refusal_sense()). */
 static uint32_t
-zone_check(struct znbd_scsi *s, uint64_t off, uint64_t len, bool write)
+read_check(struct znbd_scsi *s, uint64_t off, uint64_t len)
 {
   uint32_t i = znbd_dev_zone_index(s->dev, off);
   struct znbd_zone_info z, first;
   if (znbd_dev_report(s->dev, i, 1, &first) != 1)
     return S_LBA_RANGE;
   for (z = first;;) {
-    if (write && zone_has_gap(&z) && off + len > z.start + z.capacity)
-      return S_GAP_ZONE;
-    uint32_t cs = cond_sense(z.cond, write);
-    if (cs)
-      return cs;
+    /* A READONLY zone keeps its data and is read as any other (ZBC-2's
+     * READ ONLY condition; null_blk's null_process_zoned_cmd() fails only
+     * writes to it); an OFFLINE zone is not read. */
+    if (z.cond == ZNBD_ZONE_COND_OFFLINE)
+      return S_ZONE_OFFLINE;
     if (z.type != first.type)
-      return write ? S_WRITE_BOUNDARY : S_READ_INVALID;
+      return S_READ_INVALID;
     if (z.start + z.len >= off + len)
       break;
-    if (write && z.type == ZNBD_ZONE_TYPE_SEQWRITE_REQ)
-      return S_WRITE_BOUNDARY;
     if (znbd_dev_report(s->dev, ++i, 1, &z) != 1)
       return S_LBA_RANGE;
-  }
-  if (write && first.type == ZNBD_ZONE_TYPE_SEQWRITE_REQ) {
-    if (first.cond == ZNBD_ZONE_COND_FULL)
-      return S_INVALID_FIELD;
-    if (off != first.wp)
-      return S_UNALIGNED_WRITE;
   }
   return 0;
 }
@@ -614,8 +632,8 @@ read_write(struct znbd_scsi *s, struct znbd_scsi_cmd *c, bool write)
   uint64_t off = lba * p->blocksize, len = blocks * p->blocksize;
   if (iov_total(c) < len)
     return fail(c, S_INVALID_FIELD);
-  if (p->zoned) {
-    uint32_t zs = zone_check(s, off, len, write);
+  if (p->zoned && !write) {
+    uint32_t zs = read_check(s, off, len);
     if (zs)
       return fail(c, zs);
   }
@@ -629,7 +647,8 @@ read_write(struct znbd_scsi *s, struct znbd_scsi_cmd *c, bool write)
   if (write) {
     if (!direct)
       iov_copy(c, buf, len, true);
-    r = znbd_req_write(&s->rq, buf, len, off, ZNBD_WRITE_NOWAIT, NULL, NULL);
+    r = znbd_req_write(&s->rq, buf, len, off,
+                       ZNBD_WRITE_NOWAIT | ZNBD_WRITE_ONE_ZONE, NULL, NULL);
     if (r == 0 && fua)
       r = znbd_req_sync(&s->rq, len, off);
   } else {
@@ -641,7 +660,9 @@ read_write(struct znbd_scsi *s, struct znbd_scsi_cmd *c, bool write)
   if (!direct)
     free(buf);
   if (r < 0)
-    return fail(c, errno_sense(err, write));
+    return fail(c, znbd_scsi_refusal_sense(write ? znbd_req_refusal()
+                                                 : ZNBD_REFUSAL_NONE,
+                                           err, write));
   c->read_len = write ? 0 : len;
   return ZNBD_SCSI_GOOD;
 }
@@ -889,7 +910,7 @@ exec_cdb(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
   case 0x35: /* SYNCHRONIZE CACHE(10) */
   case 0x91: /* SYNCHRONIZE CACHE(16) */
     if (znbd_req_flush(&s->rq) < 0)
-      return fail(c, errno_sense(errno, true));
+      return refused(c, true);
     return ZNBD_SCSI_GOOD;
   case 0x95: /* ZBC IN: REPORT ZONES */
     return report_zones(s, c);

@@ -102,6 +102,20 @@ size_t znbd_scsi_cdb_len(uint8_t op);
  * Never fails otherwise. */
 int znbd_scsi_exec(struct znbd_scsi *s, struct znbd_scsi_cmd *c);
 
+/* The sense (key << 16 | ASC << 8 | ASCQ, fixed format) for a request the
+ * core refused with reason WHY and errno ERR (znbd/refusal.h); WRITE: a
+ * medium error is a write error.  ZBC-2's zone sense codes: UNALIGNED
+ * WRITE COMMAND 05/21/04, ATTEMPT TO ACCESS GAP ZONE 05/21/09, WRITE
+ * BOUNDARY VIOLATION 05/21/05, ZONE IS READ ONLY 07/27/08, ZONE IS
+ * OFFLINE 07/2C/0E, INSUFFICIENT ZONE RESOURCES 07/55/0E; a write to a
+ * FULL zone, an op on a conventional zone or in a condition that does not
+ * take it INVALID FIELD IN CDB 05/24/00; a bad block MEDIUM ERROR
+ * (03/0C/00 write, 03/11/00 read); fenced by a power cut LOGICAL UNIT
+ * NOT READY 02/04/00; out of range 05/21/00.  Without a reason, by ERR:
+ * ETOOMANYREFS and EOVERFLOW as the resources, EINVAL INVALID FIELD IN
+ * CDB, ESHUTDOWN NOT READY, else a medium error.  Never fails. */
+uint32_t znbd_scsi_refusal_sense(enum znbd_refusal why, int err, bool write);
+
 /* The injected latency of the command whose CDB is CDB (16 bytes, zero
  * past its length), in ns: the device's completion_nsec, plus
  * zone_open/close/finish/reset_nsec for a ZBC OUT (the same parameters

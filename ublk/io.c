@@ -33,8 +33,8 @@ znbd_ublk_io_init(struct znbd_ublk_io *h, struct znbd_dev *d, void *buf,
  * NOWAIT) and ESHUTDOWN (fenced by a power cut) are I/O errors: EAGAIN
  * would be BLK_STS_AGAIN, which the block layer retries or hands to a
  * NOWAIT submitter, not the write error null_blk gives. */
-static int32_t
-fail(int err)
+int32_t
+znbd_ublk_errno_result(int err)
 {
   switch (err) {
   case EBUSY:
@@ -49,6 +49,12 @@ fail(int err)
   default:
     return -EIO;
   }
+}
+
+static inline int32_t
+fail(int err)
+{
+  return znbd_ublk_errno_result(err);
 }
 
 /* Whether [OFF, OFF + LEN) (bytes) lies inside the device and LEN fits

@@ -110,6 +110,13 @@ struct znbd_ublk_done {
   uint64_t delay_nsec;
 };
 
+/* The request's result for a core call that failed with errno ERR (a
+ * zone rule's refusal included: its reason, znbd/refusal.h, gives its
+ * errno): a negative errno the kernel's errno_to_blk_status() knows, as
+ * null_blk gives (EIO, EINVAL, ENOMEM, ENOSPC, ETOOMANYREFS, EOVERFLOW;
+ * anything else -EIO), or ZNBD_UBLK_RETRY for EBUSY. */
+int32_t znbd_ublk_errno_result(int err);
+
 /* Execute IOD (sectors are 512 bytes whatever the block size, as in
  * ublk_drv.c's ublk_setup_iod) on H, moving data through COPY; SLOT is
  * the request's intent-record slot (its tag's, queue * depth + tag;

@@ -9,11 +9,11 @@
  * the Linux value null_blk would give; front-ends map them to the wire
  * (znbd_dev_wire_errno()).  Safe to call from many threads at once.
  *
- * The calls that change data or zones here are the unfenced ones, for
- * callers tied to no connection (tools, tests).  A front-end serving
- * connections, LUNs or queues goes through the request contract of
- * znbd/request.h, which carries the power-cut fence, the bound on waiting
- * writes, the injected delay and drop-reply.
+ * The unfenced calls that change data or zones, for callers tied to no
+ * connection (tools, tests), are lib/dev_unfenced.h's, not public: a
+ * front-end serving connections, LUNs or queues goes through the request
+ * contract of znbd/request.h, which carries the power-cut fence, the
+ * bound on waiting writes, the injected delay and drop-reply.
  */
 #ifndef ZNBD_DEV_H
 #define ZNBD_DEV_H
@@ -162,6 +162,11 @@ const void *znbd_dev_read_ref(struct znbd_dev *d, uint64_t len, uint64_t off);
  * condition or counter changed, but the range's bytes undefined (on a
  * sequential zone they lie past the wp, which no read returns). */
 #define ZNBD_WRITE_SOURCE 0x8
+/* A ZBC write: one that touches a sequential zone stays inside it (ZBC-2
+ * 4.5.3, WRITE BOUNDARY VIOLATION), where NBD and the block layer let a
+ * write run on into the next zone.  Refused with EIO and
+ * ZNBD_REFUSAL_WRITE_BOUNDARY (znbd/refusal.h). */
+#define ZNBD_WRITE_ONE_ZONE 0x10
 struct znbd_write_source {
   /* Copy the write's first LEN bytes to DST: 0, or -1 with errno. */
   int (*fill)(void *opaque, void *dst, uint64_t len);
@@ -170,22 +175,6 @@ struct znbd_write_source {
    * the data in place (dir=): fill() goes there first. */
   void *bounce;
 };
-
-/* Write LEN bytes from BUF at OFF; BUF NULL writes zeros without
- * allocating (NBD WRITE_ZEROES).  Sequential zones follow null_blk's write
- * rules; a request spanning zones is all-or-nothing.  With
- * pipeline_zoned_writes a write ahead of the wp is parked until the wp
- * reaches it (at most zone_write_timeout ms; the calling thread waits)
- * unless ZNBD_WRITE_NOWAIT.  A failed write
- * changes no byte, wp, condition or counter.  Errors: EINVAL, EIO (wp,
- * capacity or condition), ETOOMANYREFS (open limit), EOVERFLOW (active
- * limit), EAGAIN (NOWAIT and ahead of wp), ETIMEDOUT is not returned (a
- * timed-out wait is EIO), ENOMEM.  A write touching a bad sector fails
- * with EIO before the zone rules are applied; with badblocks_partial_io
- * the blocks before it are written first, as a write of their own
- * (null_handle_badblocks()). */
-int znbd_dev_write(struct znbd_dev *d, const void *buf, uint64_t len,
-                   uint64_t off, unsigned flags);
 
 /* How a parked write ended: ERR 0, or an errno as znbd_dev_write()'s. */
 typedef void (*znbd_write_done_fn)(void *opaque, int err);
@@ -199,33 +188,13 @@ typedef void (*znbd_write_done_fn)(void *opaque, int err);
  * zone_write_timeout and no callback comes after the front-end is gone. */
 void znbd_dev_close_parking(struct znbd_dev *d);
 
-/* Zone append: write LEN bytes at the wp of the zone starting at
- * ZONE_START (both bytes); *WRITTEN gets the byte offset used.  Errors:
- * EINVAL for a device without zones, a ZONE_START that is not a zone
- * start, a zero LEN or one not a multiple of the block size; EIO for a
- * conventional, FULL, READONLY or OFFLINE zone and for a LEN past the
- * room left below the zone capacity, also when it passes the end of the
- * device (Linux null_blk, null_zone_write()); otherwise as a write
- * (ETOOMANYREFS, EOVERFLOW for the open and active limits). */
-int znbd_dev_append(struct znbd_dev *d, const void *buf, uint64_t len,
-                    uint64_t zone_start, uint64_t *written);
-
-/* NBD TRIM: whole sequential zones covered are reset (the whole device:
- * reset-all), partly covered sequential zones are left alone, conventional
- * ranges and a non-zoned device have their pages freed.  Errors: EINVAL. */
-int znbd_dev_trim(struct znbd_dev *d, uint64_t len, uint64_t off);
-
-/* NBD FLUSH: every write completed so far is on stable storage (dir=:
- * fdatasync of the zone files written since the last flush; RAM: nothing
- * to do) and, with write_cache=true, survives a power cut.  Errors: EIO,
- * ESHUTDOWN (an armed power cut happened instead). */
-int znbd_dev_flush(struct znbd_dev *d);
-
-/* NBD FUA: [OFF, OFF+LEN) (bytes) is on stable storage (dir=: fdatasync
- * of the files holding it); with write_cache=true its 4 KiB pages in
- * conventional zones, and each sequential zone up to the end of the
- * range, survive a power cut.  Errors: EINVAL (range), EIO. */
-int znbd_dev_sync(struct znbd_dev *d, uint64_t len, uint64_t off);
+/* The zones a TRIM of [OFF, OFF+LEN) (bytes) resets, by znbd_dev_trim()'s
+ * rule: the sequential zones [*FIRST, *END) it covers whole (*FIRST >=
+ * *END: none; so for a device without zones or a range not inside it).  For
+ * a front-end that must act on those zones' queued writes (znbd's plug,
+ * as Linux aborts a zone's plugged writes on a reset).  Never fails. */
+void znbd_dev_trim_zones(struct znbd_dev *d, uint64_t len, uint64_t off,
+                         uint32_t *first, uint32_t *end);
 
 /* Power cut of a device with write_cache=true (lib/wcache.h): every
  * write not covered by a completed FLUSH or FUA is lost; sequential zones
@@ -267,11 +236,6 @@ int znbd_dev_extents(struct znbd_dev *d, uint64_t off, uint64_t len,
                      int (*fn)(void *opaque, uint64_t off, uint64_t len,
                                uint32_t flags),
                      void *opaque);
-
-/* Zone management on zone index ZONE (or ZNBD_ALL_ZONES for reset-all),
- * with null_blk's result on every condition.  Errors: EINVAL (not zoned,
- * bad index), EIO (condition), ETOOMANYREFS, EOVERFLOW. */
-int znbd_dev_zone_op(struct znbd_dev *d, enum znbd_zone_op op, uint32_t zone);
 
 /* Copy up to NR zones from index FIRST into OUT.  Returns the number
  * copied (0 past the end or when not zoned). */

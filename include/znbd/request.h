@@ -12,7 +12,10 @@
  *     znbd_dev_drop_reply);
  *   - the ALL rule of zone management (lib/zone_all.c).
  * Offsets and lengths are bytes; errors are -1 with errno as for the
- * znbd_dev_* call each wraps (znbd/dev.h), plus ESHUTDOWN.
+ * unfenced znbd_dev_* call each is (lib/dev_unfenced.h, where each call's
+ * rules and errors are given; not public: a front-end has only these),
+ * plus ESHUTDOWN, and beside the errno the reason of the refusal,
+ * znbd_req_refusal().
  */
 #ifndef ZNBD_REQUEST_H
 #define ZNBD_REQUEST_H
@@ -22,6 +25,7 @@
 #include <stdint.h>
 
 #include "znbd/dev.h"
+#include "znbd/refusal.h"
 
 struct znbd_req_ctx {
   struct znbd_dev *dev;
@@ -67,13 +71,13 @@ void znbd_req_ctx_init_unfenced(struct znbd_req_ctx *c, struct znbd_dev *d);
 bool znbd_req_cut(const struct znbd_req_ctx *c);
 
 /* The one write entry point: LEN bytes from BUF at OFF (BUF NULL: zeros),
- * FLAGS ZNBD_WRITE_* (NOWAIT, ALLOCATE, FUA).  A write ahead of the wp
- * (pipeline_zoned_writes, not NOWAIT) is parked: with DONE, it returns
- * ZNBD_WRITE_PARKED at once and DONE(OPAQUE, err) is called once, later,
- * from another thread (BUF must stay valid until then; a parked FUA write
- * is not synced: DONE calls znbd_req_sync()); without DONE the calling
- * thread waits, or fails with EAGAIN when C's bound of waiting threads is
- * reached.  Returns 0, ZNBD_WRITE_PARKED or -1 with errno as
+ * FLAGS ZNBD_WRITE_* (NOWAIT, ALLOCATE, FUA, ONE_ZONE).  A write ahead of
+ * the wp (pipeline_zoned_writes, not NOWAIT) is parked: with DONE, it
+ * returns ZNBD_WRITE_PARKED at once and DONE(OPAQUE, err) is called once,
+ * later, from another thread (BUF must stay valid until then; a parked
+ * FUA write is not synced: DONE calls znbd_req_sync()); without DONE the
+ * calling thread waits, or fails with EAGAIN when C's bound of waiting
+ * threads is reached.  Returns 0, ZNBD_WRITE_PARKED or -1 with errno as
  * znbd_dev_write(), plus EAGAIN (bound) and ESHUTDOWN (fenced out). */
 int znbd_req_write(const struct znbd_req_ctx *c, const void *buf, uint64_t len,
                    uint64_t off, unsigned flags, znbd_write_done_fn done,
@@ -129,6 +133,15 @@ int znbd_req_zone_op_all(const struct znbd_req_ctx *c, enum znbd_zone_op op,
 uint64_t znbd_req_delay(const struct znbd_req_ctx *c, unsigned kind,
                         uint64_t len, enum znbd_zone_op op);
 bool znbd_req_drop_reply(const struct znbd_req_ctx *c, unsigned kind);
+
+/* Why the calling thread's last call above that returned -1 was refused
+ * (znbd/refusal.h): the rule's reason, decided where the rule refused,
+ * under the zone's lock for a zone rule; ZNBD_REFUSAL_NONE when no rule
+ * refused (ENOMEM, a store's EIO, EBUSY).  Per thread, as errno: each
+ * call above clears it as it begins.  A parked write's failure
+ * (ZNBD_WRITE_PARKED, then DONE with an error) has no reason here.
+ * Never fails. */
+enum znbd_refusal znbd_req_refusal(void);
 
 /* Hold the calling thread NS nanoseconds (a delay znbd_req_delay()
  * handed out, or a retry's pause), sleeping again for what is left

@@ -15,6 +15,7 @@
 #include "znbd/async.h"
 #include "znbd/redo.h"
 #include "znbd/request.h"
+#include "dev_unfenced.h"
 
 #define KiB 1024u
 #define MiB (1024u * 1024u)

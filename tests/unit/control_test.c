@@ -26,6 +26,7 @@
 #include "znbd/control.h"
 #include "znbd/dev.h"
 #include "znbd/params.h"
+#include "dev_unfenced.h"
 
 /* Run LINE with stats hook FN(OPAQUE) (NULL: none), or when DATA is not
  * NULL as an append with that data; return the reply (malloc'd) and the

@@ -9,6 +9,7 @@
 #include "znbd/dev.h"
 #include "check.h"
 #include "testdev.h"
+#include "dev_unfenced.h"
 
 static struct znbd_dev *
 make(const char *size, const char *bs, const char *backed)

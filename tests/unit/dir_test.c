@@ -25,6 +25,7 @@
 #include "testdev.h"
 #include "znbd/dev.h"
 #include "znbd/params.h"
+#include "dev_unfenced.h"
 
 #define K 1024ULL
 #define ZS (64 * K) /* zone size of the tests' devices */

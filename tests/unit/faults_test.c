@@ -12,6 +12,7 @@
 #include "znbd/dev.h"
 #include "check.h"
 #include "testdev.h"
+#include "dev_unfenced.h"
 
 static const char *
 list(struct znbd_dev *d)

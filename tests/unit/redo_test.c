@@ -14,6 +14,7 @@
 #include "testdev.h"
 #include "znbd/redo.h"
 #include "znbd/request.h"
+#include "dev_unfenced.h"
 
 #define KiB 1024u
 #define MiB (1024u * 1024u)

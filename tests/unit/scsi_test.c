@@ -10,6 +10,7 @@
 #include "check.h"
 #include "scsi.h"
 #include "testdev.h"
+#include "dev_unfenced.h"
 
 static struct znbd_scsi s;
 static uint8_t data[1 << 16];
@@ -311,6 +312,22 @@ test_zbc_out(void)
   rw16(0x88, 9 * ZLBA, 8, w);
   CHECK_EQ(run(w, 16, 4096), ZNBD_SCSI_CHECK_CONDITION);
   CHECK_EQ(sense(), 0x072c0e);
+  /* Written, and the zone operations: the core's reason, the same sense. */
+  rw16(0x8a, 9 * ZLBA, 8, w);
+  CHECK_EQ(run(w, 16, 4096), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x072c0e);
+  zbc_out(0x03, 8 * ZLBA, false, cdb); /* open READONLY */
+  CHECK_EQ(run(cdb, 16, 0), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x072708);
+  zbc_out(0x02, 9 * ZLBA, false, cdb); /* finish OFFLINE */
+  CHECK_EQ(run(cdb, 16, 0), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x072c0e);
+  CHECK_EQ(cond_of(9), 0xf);
+  /* Close of an EMPTY zone: a condition the op does not take, 24/00. */
+  zbc_out(0x01, 10 * ZLBA, false, cdb);
+  CHECK_EQ(run(cdb, 16, 0), ZNBD_SCSI_CHECK_CONDITION);
+  CHECK_EQ(sense(), 0x052400);
+  CHECK_EQ(cond_of(10), 1);
 }
 
 static void

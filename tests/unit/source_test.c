@@ -16,6 +16,7 @@
 #include "check.h"
 #include "testdev.h"
 #include "znbd/dev.h"
+#include "dev_unfenced.h"
 
 #define KiB 1024u
 

@@ -28,6 +28,7 @@
 #include "znbd/dev.h"
 #include "znbd/params.h"
 #include "znbd/request.h"
+#include "dev_unfenced.h"
 
 #define K 1024ULL
 #define ZS (64 * K)

@@ -16,6 +16,7 @@
 #include "znbd/request.h"
 #include "check.h"
 #include "testdev.h"
+#include "dev_unfenced.h"
 
 static enum znbd_zone_cond
 cond(struct znbd_dev *d, uint32_t z)

@@ -29,6 +29,7 @@
 #include "znbd/params.h"
 #include "zone.h"
 #include "testdev.h"
+#include "dev_unfenced.h"
 
 #define BLK 512ULL
 #define MAXZ 32
