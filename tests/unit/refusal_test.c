@@ -3,7 +3,8 @@
  * each front-end answers for it: the errno, znbd-tcmu's SCSI sense
  * (znbd_scsi_refusal_sense()), the NBD error that znbd and the nbdkit
  * plugin send (znbd_dev_wire_errno(): NBD's error numbers are Linux's)
- * and znbd-ublk's result (znbd_ublk_errno_result()). */
+ * and znbd-ublk's result (znbd_ublk_errno_result()).  Zone rule
+ * `zone-refusal`: each reason is the one the refusing rule names. */
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
