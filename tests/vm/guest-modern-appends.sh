@@ -101,6 +101,9 @@ a_writers_reach() {
   done
   echo "files: d1 $(a_done d1), d2 $(a_done d2), b $(a_done b), s $(a_done s); wanted $* more each"
   cat "$work"/a.*.out
+  # Where a stalled writer waits: the kernel's blocked tasks, its log.
+  echo w > /proc/sysrq-trigger 2> /dev/null
+  dmesg | tail -n 60
   return 1
 }
 # SIGKILL after a random 0.3 to 2.3 s: the disk and the mount stay.
