@@ -20,7 +20,9 @@
 # btrfs none.  Environment: FSTESTS (the suite, built for the root),
 # ZNBD_ROOT_BUILD (znbd built for the root), FSTESTS_DISKS (default
 # "ublk zloop": which disks, the first compared with the others; nullb
-# adds null_blk).
+# adds null_blk), FSTESTS_MAX_ACTIVE (N: an active-zone limit of N on
+# znbd-ublk and null_blk, as btrfs/273 needs; zloop has none, and is
+# then left out).
 # Verdicts go to /out/verdicts ("FS DISK TEST VERDICT SECONDS") and each
 # run's results to /out/FS-DISK when /out is shared.
 # shellcheck source=guest-lib.sh
@@ -28,6 +30,7 @@
 : "${FSTESTS:?FSTESTS: the built suite}" "${ZNBD_ROOT_BUILD:?ZNBD_ROOT_BUILD: znbd built for the root}"
 UBLK=$ZNBD_ROOT_BUILD/ublk/znbd-ublk
 disks=${FSTESTS_DISKS:-ublk zloop}
+[ -n "${FSTESTS_MAX_ACTIVE:-}" ] && disks=${disks//zloop/}
 ft=/tmp/fstests
 writable_copy "$FSTESTS" "$ft" || exit 1
 [ -d /out ] && : > /out/verdicts
@@ -52,7 +55,8 @@ disk_make() { # KIND N: disk N (0 TEST, 1 SCRATCH) of KIND, its path in DISK
   case $kind in
     ublk)
       out=$work/ublk$n
-      "$UBLK" size=${size_mb}M zone_size=${zone_mb}M zone_nr_conv=$nconv > "$out.dev" 2> "$out.log" &
+      "$UBLK" size=${size_mb}M zone_size=${zone_mb}M zone_nr_conv=$nconv \
+        ${FSTESTS_MAX_ACTIVE:+zone_max_active=$FSTESTS_MAX_ACTIVE} > "$out.dev" 2> "$out.log" &
       UBLK_PIDS+=($!)
       timeout 60 sh -c 'until [ -s "$1" ] || ! kill -0 "$2" 2> /dev/null; do sleep 0.1; done' \
         sh "$out.dev" $!
@@ -66,7 +70,8 @@ disk_make() { # KIND N: disk N (0 TEST, 1 SCRATCH) of KIND, its path in DISK
     nullb)
       local a nb=/sys/kernel/config/nullb/fst$n
       mkdir "$nb" || return 1
-      for a in size=$size_mb memory_backed=1 zoned=1 zone_size=$zone_mb zone_nr_conv=$nconv power=1; do
+      for a in size=$size_mb memory_backed=1 zoned=1 zone_size=$zone_mb zone_nr_conv=$nconv \
+        ${FSTESTS_MAX_ACTIVE:+zone_max_active=$FSTESTS_MAX_ACTIVE} power=1; do
         echo "${a#*=}" > "$nb/${a%%=*}" || return 1
       done
       DISK=/dev/fst$n
