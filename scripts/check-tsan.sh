@@ -17,9 +17,9 @@
 # memory; its concurrency check runs in the normal build.  So are the
 # unit tests that run one thread, which TSan has nothing to check in:
 # zone_model_test (random operations, two minutes under TSan), and
-# scsi_test, ring_test and ublk_test (the front-ends' request layers on
-# buffers), which are not built (check_PROGRAMS), so neither are their
-# front-ends' libraries.
+# scsi_test, ring_test, ublk_test and refusal_test (the front-ends'
+# request layers on buffers), which are not built (check_PROGRAMS), so
+# neither are their front-ends' libraries.
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${TSAN_BUILD:-$top/build-tsan}
@@ -39,7 +39,7 @@ make -s -j"$(nproc)" -C server
 units=$(printf 'tsan-units:\n\t@echo $(check_PROGRAMS)\n' |
   make -s -C tests/unit -f Makefile -f - tsan-units | tr ' ' '\n' |
   grep -v -e '^store_test$' -e '^zone_model_test$' -e '^scsi_test$' \
-    -e '^ring_test$' -e '^ublk_test$' -e '^$' | tr '\n' ' ')
+    -e '^ring_test$' -e '^ublk_test$' -e '^refusal_test$' -e '^$' | tr '\n' ' ')
 export TSAN_OPTIONS="suppressions=$top/scripts/tsan.supp${TSAN_OPTIONS:+ $TSAN_OPTIONS}"
 TSAN_OPTIONS="halt_on_error=1 $TSAN_OPTIONS" \
   make -s -C tests/unit check TESTS="$units" check_PROGRAMS="$units"
