@@ -22,7 +22,7 @@
 #   bandwidth cost of 1 MiB (a lower bound the core counts, so a
 #   front-end that skips the mbps part falls short; no clock is read).
 # Not here: drop-reply (a lost reply means a timeout of tens of seconds;
-# guest-drop.sh and guest-tcmu-crash.sh each run it) and zone operation
+# guest-nbd-drop.sh and guest-tcmu-crash.sh each run it) and zone operation
 # latencies (no zone operation passes the NBD kernel client).
 # shellcheck shell=bash
 

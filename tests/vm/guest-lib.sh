@@ -378,6 +378,22 @@ all() {
   "${cmd[@]}"
 }
 
+# start_writer MNT DONE STOP OUT MAX: in the background, files MNT/w1,
+# w2, ... each the first 256 KiB of $work/rand written with dd
+# conv=fsync, each file's number appended to DONE once it is written,
+# until the file STOP exists or MAX files are written; the writer's
+# output goes to OUT, its pid to WRITER_BG.
+start_writer() {
+  (
+    i=0
+    while [ ! -e "$3" ] && [ $i -lt "$5" ]; do
+      i=$((i + 1))
+      dd if="$work/rand" of="$1/w$i" bs=64k count=4 conv=fsync status=none || exit 1
+      echo "$i" >> "$2"
+    done
+  ) > "$4" 2>&1 < /dev/null &
+  WRITER_BG=$!
+}
 # writer_stopped STOP PID FILE OUT: ask the writer PID to stop (it looks
 # for the file STOP), wait for it; true if it ended with status 0.
 writer_stopped() {

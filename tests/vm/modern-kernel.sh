@@ -41,7 +41,7 @@ modern_kernel() {
 # guest booted on that kernel, or the whole test skipped (exit 77,
 # "1..0 # SKIP why") when there is none.
 modern_vm_test() {
-  # The caller may have looked already (modern.test passes the version).
+  # The caller may have looked already (ublk.test passes the version).
   if [ -z "$MODERN_KVER" ] && ! modern_kernel; then
     echo "1..0 # SKIP $MODERN_WHY"
     exit 77

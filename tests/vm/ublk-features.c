@@ -1,6 +1,6 @@
 /* ublk-features: print the ublk driver's feature mask (UBLK_F_* bits) as
  * 0x..., asked through /dev/ublk-control; run in a vm-run guest whose
- * kernel has ublk_drv (modern.test).  Exit status 1 with a message if the
+ * kernel has ublk_drv (ublk.test).  Exit status 1 with a message if the
  * control node cannot be opened or the command fails.
  *
  * Control commands are io_uring URING_CMDs on an SQE128 ring, the command

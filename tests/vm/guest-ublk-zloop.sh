@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# guest-modern.sh's part zloop (sourced there, with its functions): a
+# guest-ublk.sh's part zloop (sourced there, with its functions): a
 # directory goes between Linux's zoned loop driver (zloop, which
 # scripts/build-zloop.sh builds for the fetched kernel) and znbd's dir=
 # store, both ways, on a tmpfs (zloop's block size there: 4096, the page

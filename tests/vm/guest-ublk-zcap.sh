@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# guest-modern.sh's part zcap (sourced; its nullb_create, ublk_start,
+# guest-ublk.sh's part zcap (sourced; its nullb_create, ublk_start,
 # ublk_stop, ublk_same_zones, ublk_diff, zone_is and guest-lib.sh's): a
 # zone capacity below the zone size on znbd-ublk, which reports it as
 # null_blk does (each sequential zone's capacity, no gap zones).

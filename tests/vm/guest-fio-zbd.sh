@@ -1,7 +1,7 @@
 #!/bin/bash
-# In the guest (tcmu-zbd.test): fio's own t/zbd/test-zbd-support,
+# In the guest (fio-zbd.test): fio's own t/zbd/test-zbd-support,
 # unchanged, on Linux null_blk, on a znbd-tcmu disk and, where the kernel
-# has ublk, on a znbd-ublk disk of the same geometry (guest-zbd-tcmu.sh),
+# has ublk, on a znbd-ublk disk of the same geometry (guest-fio-zbd-disks.sh),
 # for each GEOM argument in this one boot.  One check per test of the
 # suite and disk: a test that passes on null_blk must pass on the SCSI
 # disk and on the ublk disk.  The known differences, with their reasons in
@@ -13,7 +13,7 @@
 #     capacities: a limit of the suite (XFAIL, TODO);
 #   - a test null_blk fails (54, fio 3.33's own defect) is XFAIL on the
 #     SCSI disk when it fails there too.
-#   usage: guest-tcmu-zbd.sh GEOM... (1m, zcap, open8: guest-zbd-nullb.sh)
+#   usage: guest-fio-zbd.sh GEOM... (1m, zcap, open8: guest-fio-zbd-nullb.sh)
 # shellcheck source=guest-lib.sh
 . "$top_srcdir/tests/vm/guest-lib.sh"
 fio_src=${FIO_SOURCE:-/usr/local/src/fio}
@@ -50,7 +50,7 @@ for geom in "$@"; do
   rm -rf /tmp/zbd /tmp/zbdt
   out=$work/zbd-$geom.out
   t0=$SECONDS
-  bash "$top_srcdir/tests/vm/guest-zbd-tcmu.sh" "$geom" > "$out" 2>&1 < /dev/null
+  bash "$top_srcdir/tests/vm/guest-fio-zbd-disks.sh" "$geom" > "$out" 2>&1 < /dev/null
   note "t/zbd $geom: null_blk, znbd-tcmu (and znbd-ublk) in $((SECONDS - t0)) s"
   grep -E '^(nullb|tcmu|ublk)' "$out" | sed 's/^/#   /'
   declare -A nb=() sd=() ub=()

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# guest-modern.sh part "unit": znbd-ublk@.service's restart after a crash
+# guest-ublk.sh part "unit": znbd-ublk@.service's restart after a crash
 # (systemd/).  The guest has no systemd, so a supervisor loop here does
 # what systemd does with the unit file's own lines: ExecStart= (Type=exec,
 # its pid MAINPID), then ExecStartPost= with MAINPID set; when the server
@@ -9,7 +9,7 @@
 # stop: SIGTERM to MAINPID).  The unit and its script are the installed
 # package's when part "pkg" installed it in this boot, else the build
 # tree's (the script and znbd-ublk from there).  Sourced by
-# guest-modern.sh, on its functions (check, all, same_bytes, ...).
+# guest-ublk.sh, on its functions (check, all, same_bytes, ...).
 # - /etc/znbd/ublk/svc.conf: --dev-id=0, a plain 256 MiB disk (zoned=false)
 #   on dir=, which outlives its server; the unit starts: ExecStartPost=
 #   reports /dev/ublkb0 served by MAINPID;
@@ -117,7 +117,7 @@ unit_start() {
 }
 unit_conf() {
   mkdir -p /etc/znbd/ublk &&
-    printf '%s\n' "# part unit of guest-modern.sh" --dev-id=0 size=256M zoned=false \
+    printf '%s\n' "# part unit of guest-ublk.sh" --dev-id=0 size=256M zoned=false \
       "dir=$U_DIR" "zone_control=$CTL" > "$U_CONF"
 }
 unit_mkfs() {
@@ -135,15 +135,8 @@ unit_files() {
 unit_writer() {
   rm -f "$work/unit.wstop"
   : > "$work/unit.done"
-  (
-    i=0
-    while [ ! -e "$work/unit.wstop" ] && [ $i -lt 300 ]; do
-      i=$((i + 1))
-      dd if="$work/rand" of="$U_MNT/w$i" bs=64k count=4 conv=fsync status=none || exit 1
-      echo "$i" >> "$work/unit.done"
-    done
-  ) > "$work/unit.writer" 2>&1 < /dev/null &
-  UW_PID=$!
+  start_writer "$U_MNT" "$work/unit.done" "$work/unit.wstop" "$work/unit.writer" 300
+  UW_PID=$WRITER_BG
 }
 unit_written() { wc -l < "$work/unit.done"; }
 # unit_writer_reaches N: the writer has N files (at most 120 s).

@@ -1,10 +1,10 @@
 # shellcheck shell=bash
-# guest-modern.sh part "pkg": znbd's Debian packages installed and used
+# guest-ublk.sh part "pkg": znbd's Debian packages installed and used
 # in the guest (its root is the host's under a tmpfs overlay, so dpkg's
 # database and every dependency are the host's, and what dpkg -i writes
 # goes with the guest).  The packages come from $ZNBD_DEBS (default
 # $top_builddir/debs, where scripts/build-debs.sh puts them); without any
-# the part is one skipped check.  Sourced by guest-modern.sh, on its
+# the part is one skipped check.  Sourced by guest-ublk.sh, on its
 # functions (check, all, skip_check, ...).
 # - dpkg -i of every package but the debug symbols: each is "install ok
 #   installed", their files there;

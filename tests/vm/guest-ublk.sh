@@ -1,9 +1,9 @@
 #!/bin/bash
-# In a guest booted on today's kernel (modern.test; vm-run --kernel-root):
+# In a guest booted on today's kernel (ublk.test; vm-run --kernel-root):
 # what the next steps of the kernel tests stand on.  TAP output.
-#   guest-modern.sh KVER [PART...]
+#   guest-ublk.sh KVER [PART...]
 # PARTs (default: all, in this order): base (this file's checks below)
-# and the scenarios kept in files of their own, each a guest-modern-PART.sh
+# and the scenarios kept in files of their own, each a guest-ublk-PART.sh
 # sourced here so that one boot serves them all; run one alone while
 # working on it (tests/vm/README.md).
 # - the guest runs KVER (the fetched kernel, not Debian 12's 6.1);
@@ -23,14 +23,14 @@
 #   changes nothing.
 # shellcheck source=guest-lib.sh
 . "$top_srcdir/tests/vm/guest-lib.sh"
-want=${1:?usage: guest-modern.sh KVER [PART...]}
+want=${1:?usage: guest-ublk.sh KVER [PART...]}
 shift
 all_parts="base fs coherence recover appends latency zerocopy zcap zloop zonefs pkg unit"
 parts=${*:-$all_parts}
 for part in $parts; do
   case " $all_parts " in
     *" $part "*) ;;
-    *) echo "guest-modern.sh: unknown part $part (known: $all_parts)" >&2 && exit 2 ;;
+    *) echo "guest-ublk.sh: unknown part $part (known: $all_parts)" >&2 && exit 2 ;;
   esac
 done
 M=$((1024 * 1024))
@@ -307,6 +307,6 @@ for part in $parts; do
   [ "$part" = base ] && continue
   note "part $part at t=${SECONDS}s"
   # shellcheck disable=SC1090
-  . "$top_srcdir/tests/vm/guest-modern-$part.sh"
+  . "$top_srcdir/tests/vm/guest-ublk-$part.sh"
 done
 tap_end

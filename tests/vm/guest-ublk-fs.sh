@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# guest-modern.sh's part fs (sourced; its functions ublk_start, ublk_stop,
+# guest-ublk.sh's part fs (sourced; its functions ublk_start, ublk_stop,
 # ublk_same_zones and guest-lib.sh's): znbd-ublk under the kernel's zoned
 # file systems, on a dir= store served by two hardware queues whose
 # threads poll (--poll-us; the other parts run without).

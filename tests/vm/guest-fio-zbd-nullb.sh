@@ -2,11 +2,11 @@
 # In the vm-run guest: fio's own t/zbd/test-zbd-support, unchanged, on a
 # Linux null_blk zoned device with one of the geometries that
 # tests/client/fio-suite-*.sh give the znbd front-ends, for the reference
-# pass list (man znbd-fio, "FIO'S ZONED TEST SUITE").  guest-zbd-tcmu.sh
-# runs it in make check-vm (tcmu-zbd.test); on its own, by hand:
+# pass list (man znbd-fio, "FIO'S ZONED TEST SUITE").  guest-fio-zbd-disks.sh
+# runs it in make check-vm (fio-zbd.test); on its own, by hand:
 #
 #   tests/vm/vm-run -t 3600 -m 3072 -w /tmp/zbd-out:/out \
-#     tests/vm/guest-zbd-nullb.sh 1m [-t N]...
+#     tests/vm/guest-fio-zbd-nullb.sh 1m [-t N]...
 #
 # (FIO_SOURCE, passed with -e, names another fio source tree.)
 # GEOM: 1m (1 MiB zones), zcap (4 MiB zones of 3 MiB capacity), open8

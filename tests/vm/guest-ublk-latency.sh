@@ -1,8 +1,8 @@
 # shellcheck shell=bash
-# guest-modern.sh part "latency": an injected delay holds each request
+# guest-ublk.sh part "latency": an injected delay holds each request
 # on its own timer, as null_blk's timer mode (irqmode=2, completion_nsec)
 # holds each on its own hrtimer, so requests in flight together wait
-# together.  Sourced by guest-modern.sh, on its functions.
+# together.  Sourced by guest-ublk.sh, on its functions.
 # - 32 reads of 4 KiB at queue depth 32 from a znbd-ublk disk whose every
 #   request is held 1 s (completion_nsec=1000000000) end within 8 s of
 #   fio's run time: held one after the other they would take 32 s;

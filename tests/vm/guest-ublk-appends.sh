@@ -1,8 +1,8 @@
 # shellcheck shell=bash
-# guest-modern.sh part "appends": kill -9 of znbd-ublk under a mounted
+# guest-ublk.sh part "appends": kill -9 of znbd-ublk under a mounted
 # zoned btrfs whose writers have zone appends in flight, then --recover,
 # cycle after cycle, as a user of the man page's RECOVERY would do it.
-# Sourced by guest-modern.sh, on its functions (check, all, note).
+# Sourced by guest-ublk.sh, on its functions (check, all, note).
 # ZNBD_APPEND_CYCLES cycles (default 4): the first half on a disk served
 # by one queue, the rest on one served by two queues whose requests are
 # each held 2 ms (completion_nsec), so that more of them are done but not

@@ -5,15 +5,15 @@
 # (/dev/ublkbN) of the same geometry, one after the other in one boot,
 # and the pass lists side by side (man znbd-tcmu and znbd-ublk, "FIO'S
 # ZONED TEST SUITE").
-# make check-vm runs it through guest-tcmu-zbd.sh (tcmu-zbd.test), which
+# make check-vm runs it through guest-fio-zbd.sh (fio-zbd.test), which
 # checks the two lists test by test; by hand, from the top of a build:
 #
 #   mkdir -p /tmp/zbd-out
 #   tests/vm/vm-run -t 7200 -m 3072 --expose "$PWD" --expose "$PWD/build" \
 #     -w /tmp/zbd-out:/out -e top_builddir="$PWD/build" -e top_srcdir="$PWD" \
-#     tests/vm/guest-zbd-tcmu.sh 1m [-t N]...
+#     tests/vm/guest-fio-zbd-disks.sh 1m [-t N]...
 #
-# GEOM as for guest-zbd-nullb.sh (1m, zcap, open8; zcap is served with
+# GEOM as for guest-fio-zbd-nullb.sh (1m, zcap, open8; zcap is served with
 # ZBC-2 gap zones on SCSI); other arguments go to test-zbd-support.  The
 # per-test logs go to /out/nullb, /out/tcmu and /out/ublk when that share exists;
 # the last lines are "tcmu vs null_blk: SAME" (and "ublk vs ...") or the
@@ -28,9 +28,9 @@ fio_src=${FIO_SOURCE:-/usr/local/src/fio}
 work=/tmp/zbdt
 mkdir -p "$work"
 
-# The reference: guest-zbd-nullb.sh's null_blk, its own run.
+# The reference: guest-fio-zbd-nullb.sh's null_blk, its own run.
 mkdir -p /out/nullb 2> /dev/null
-bash "$top_srcdir/tests/vm/guest-zbd-nullb.sh" "$geom" "$@" | tee "$work/nullb.out"
+bash "$top_srcdir/tests/vm/guest-fio-zbd-nullb.sh" "$geom" "$@" | tee "$work/nullb.out"
 [ -d /out ] && mv /out/test-zbd-support.log.* /out/nullb/ 2> /dev/null
 # The geometry is null_blk's own, read back from its configfs (MB; a
 # zone_capacity of 0 means the whole zone), so the two cannot drift.
@@ -39,7 +39,7 @@ size=$(cat $NB/size) zsize=$(cat $NB/zone_size) zcap=$(cat $NB/zone_capacity)
 maxopen=$(cat $NB/zone_max_open) bs=$(cat $NB/blocksize)
 [ "$zcap" != 0 ] || zcap=$zsize
 opts=()
-[ "$maxopen" = 0 ] || opts=(-o "$maxopen") # as guest-zbd-nullb.sh runs the suite
+[ "$maxopen" = 0 ] || opts=(-o "$maxopen") # as guest-fio-zbd-nullb.sh runs the suite
 echo 0 > $NB/power && rmdir $NB
 
 # The znbd-tcmu disk with the same geometry and block size, no

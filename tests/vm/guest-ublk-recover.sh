@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# guest-modern.sh part "recover": user recovery of znbd-ublk
-# (UBLK_F_USER_RECOVERY, znbd-ublk --recover).  Sourced by guest-modern.sh
+# guest-ublk.sh part "recover": user recovery of znbd-ublk
+# (UBLK_F_USER_RECOVERY, znbd-ublk --recover).  Sourced by guest-ublk.sh
 # after its own checks, on its functions (ublk_stop, ublk_same_zones,
 # check, all).
 # - a direct write at a wp that znbd-ublk did, but had not completed when
@@ -81,15 +81,8 @@ synced_files() {
 writer_start() {
   rm -f "$work/writer.stop" "$work/writer.done" "$work/writer.rc"
   touch "$work/writer.done"
-  (
-    i=0
-    while [ ! -e "$work/writer.stop" ] && [ $i -lt 200 ]; do
-      i=$((i + 1))
-      dd if="$work/rand" of="$MNT/w$i" bs=64k count=4 conv=fsync status=none || exit 1
-      echo "$i" >> "$work/writer.done"
-    done
-  ) > "$work/writer.out" 2>&1 < /dev/null &
-  WRITER_PID=$!
+  start_writer "$MNT" "$work/writer.done" "$work/writer.stop" "$work/writer.out" 200
+  WRITER_PID=$WRITER_BG
   echo $WRITER_PID > "$work/writer.pid"
 }
 writer_count() { wc -l < "$work/writer.done"; }

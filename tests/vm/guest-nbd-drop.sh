@@ -2,7 +2,7 @@
 # In the guest: a lost reply (the control socket's `drop-reply`) seen by
 # the kernel's NBD client, whose request timeout (nbd-client -t) must
 # notice it.  TAP output.
-#   guest-drop.sh FE...   FE: bio | mq | plugin
+#   guest-nbd-drop.sh FE...   FE: bio | mq | plugin
 # For each front-end and each of READ and WRITE: the server runs with a
 # control socket, nbd-client -t 5 attaches one connection, `drop-reply
 # every 1 KIND` is set, and one O_DIRECT request of that kind is sent.

@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# guest-modern.sh part "zerocopy": znbd-ublk --zero-copy on, off and
-# auto (UBLK_F_AUTO_BUF_REG, Linux 6.16).  Sourced by guest-modern.sh,
+# guest-ublk.sh part "zerocopy": znbd-ublk --zero-copy on, off and
+# auto (UBLK_F_AUTO_BUF_REG, Linux 6.16).  Sourced by guest-ublk.sh,
 # on its functions.  On a kernel whose ublk driver lacks that feature
 # (its feature mask, from ublk-features), such as 6.12: on is refused
 # with a message naming it, auto and off serve by user copy, and the

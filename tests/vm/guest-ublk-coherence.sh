@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# guest-modern.sh's part coherence (sourced; its ublk_start, ublk_stop,
+# guest-ublk.sh's part coherence (sourced; its ublk_start, ublk_stop,
 # zone_is and guest-lib.sh's): a zone changed behind the kernel's back.
 # Since Linux 6.10 the block layer keeps each zone's write pointer in a
 # zone write plug (block/blk-zoned.c) and sends a write there without

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# guest-modern.sh's part zonefs (sourced there): the zonefs file system
+# guest-ublk.sh's part zonefs (sourced there): the zonefs file system
 # (fs/zonefs, a module of the fetched kernel) made by mkzonefs (Debian
 # 13's zonefs-tools, which scripts/fetch-tools.sh unpacks into
 # $ZNBD_TOOLS_DIR: Debian 12 has none) on a znbd-ublk disk and on a zloop
@@ -8,8 +8,8 @@
 # files seq/0..13.  In each: files in cnv and seq written and read back,
 # a seq file's size is its zone's wp, and after umount and mount again
 # the sizes and bytes are there.
-# shellcheck source=guest-modern-zloop.sh
-want_part zloop || . "$top_srcdir/tests/vm/guest-modern-zloop.sh"
+# shellcheck source=guest-ublk-zloop.sh
+want_part zloop || . "$top_srcdir/tests/vm/guest-ublk-zloop.sh"
 MKZONEFS=${ZNBD_TOOLS_DIR:-/var/lib/znbd/tools}/usr/sbin/mkzonefs
 ZMNT=$work/zonefs
 
