@@ -3,7 +3,7 @@
 # 6.16 and later) for the kernel scripts/fetch-kernel.sh fetched, which
 # Debian does not build (CONFIG_BLK_DEV_ZONED_LOOP unset), so that the
 # modern guest can add a dir= directory to a real zloop
-# (tests/vm/guest-modern-zloop.sh).
+# (tests/vm/guest-ublk-zloop.sh).
 #
 #   ZNBD_KERNEL_DIR   where fetch-kernel.sh put the kernels (default
 #                     /var/lib/znbd/kernels); the modern one (DIR/modern,

@@ -46,7 +46,7 @@ wanted() {
   fi
   awk -F. -v m="$min_minor" '{ exit !($1 == 6 && $2 + 0 >= m) }' <<< "$1"
 }
-fail() { # also kept in $root/.fetch-failed: modern.test's skip says why
+fail() { # also kept in $root/.fetch-failed: ublk.test's skip says why
   echo "fetch-kernel: $*" >&2
   { [ -z "$asked" ] && [ -d "$root" ] && echo "$*" > "$root/.fetch-failed"; } 2> /dev/null
   exit 1

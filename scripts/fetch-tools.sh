@@ -2,7 +2,7 @@
 # fetch-tools.sh: zoned-storage tools the VM tests use that Debian 12 does
 # not have, from Debian 13 (trixie), unpacked into a folder of znbd's and
 # never installed: zonefs-tools (mkzonefs, for the modern guest's zonefs
-# checks, tests/vm/guest-modern-zonefs.sh).
+# checks, tests/vm/guest-ublk-zonefs.sh).
 #
 #   ZNBD_TOOLS_DIR   where they go (default /var/lib/znbd/tools): each
 #                    package unpacked there with dpkg -x (so mkzonefs is

@@ -35,7 +35,7 @@ if [ -n "$missing" ]; then
   apt-get install -y -q --no-install-recommends $missing
 fi
 
-# Today's kernel for the VM tests (tests/vm/modern.test and
+# Today's kernel for the VM tests (tests/vm/ublk.test and
 # ZNBD_VM_KERNEL=modern): downloaded and unpacked, never installed.
 # Optional: without it those tests skip, so a failure here (say, no
 # network) does not fail the install.

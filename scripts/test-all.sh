@@ -45,9 +45,9 @@ step check-format make -s -C "$top/build" check-format
 # its own name, and its one check program is built first, so the two
 # makes never write the same file in tests/vm (make check passes through
 # it with no test).  Its output follows the host lane's in this log.
-# The guest lane's modern.test installs the Debian packages the host lane
+# The guest lane's ublk.test installs the Debian packages the host lane
 # builds first (build/debs): it waits for their build to end, which the
-# host lane says in build/debs/.status (tests/vm/modern.test).
+# host lane says in build/debs/.status (tests/vm/ublk.test).
 debs=$top/build/debs
 rm -f "$debs/.status"
 lane_start=$SECONDS

@@ -7,7 +7,7 @@
 # built ones (make install puts both elsewhere); the template is checked
 # as systemd-analyze instantiates it.  Skips (77) without systemd-analyze
 # or when configure installs no units.  The installed units are checked
-# as installed by the package test in the guest (tests/vm/guest-modern-pkg.sh).
+# as installed by the package test in the guest (tests/vm/guest-ublk-pkg.sh).
 . "$(dirname "$0")/functions.sh"
 require systemd-analyze man
 unit_dir=$top_builddir/systemd
@@ -66,7 +66,7 @@ pass "znbd-unit znbd: znbd.conf's words, socket-activated: 16 MiB of 4 MiB zones
 
 # znbd-ublk@NAME's configuration is refused before anything is done
 # when it lacks what a restart needs (the kernel side runs in the guest:
-# tests/vm/guest-modern-unit.sh).
+# tests/vm/guest-ublk-unit.sh).
 ublk_refused() { # WORDS CONF-LINES...: ublk-start NAME fails saying WORDS
   local words=$1 rc=0
   shift
