@@ -114,6 +114,55 @@ enum {
   OPT_TLS_VERIFY
 };
 
+/* Long option C (OPT_*), whose argument is ARG (NULL: none), into O and
+ * S; stops with a message naming a bad word. */
+static void
+parse_long_option(int c, const char *arg, struct options *o, struct server *s)
+{
+  switch (c) {
+  case OPT_RUN:
+    o->run = arg;
+    break;
+  case OPT_QMODE:
+    if (strcmp(arg, "bio") == 0)
+      s->mode = QM_BIO;
+    else if (strcmp(arg, "mq") == 0)
+      s->mode = QM_MQ;
+    else
+      die("--queue-mode %s: want bio or mq", arg);
+    break;
+  case OPT_SCHED:
+    if (strcmp(arg, "none") == 0)
+      s->sched_deadline = false;
+    else if (strcmp(arg, "mq-deadline") == 0)
+      s->sched_deadline = true;
+    else
+      die("--scheduler %s: want none or mq-deadline", arg);
+    break;
+  case OPT_TLS: /* nbdkit also takes its booleans for off and on */
+    if (strcmp(arg, "require") == 0 || strcmp(arg, "force") == 0)
+      o->tls.mode = TLS_REQUIRE;
+    else if (strcmp(arg, "on") == 0 || strcmp(arg, "true") == 0 ||
+             strcmp(arg, "yes") == 0 || strcmp(arg, "1") == 0)
+      o->tls.mode = TLS_ON;
+    else if (strcmp(arg, "off") == 0 || strcmp(arg, "false") == 0 ||
+             strcmp(arg, "no") == 0 || strcmp(arg, "0") == 0)
+      o->tls.mode = TLS_OFF;
+    else
+      die("--tls %s: want off, on or require", arg);
+    break;
+  case OPT_TLS_CERTS:
+    o->tls.certs_dir = arg;
+    break;
+  case OPT_TLS_PSK:
+    o->tls.psk_file = arg;
+    break;
+  case OPT_TLS_VERIFY:
+    o->tls.verify_peer = true;
+    break;
+  }
+}
+
 /* Options into O and S; returns -1 to go on, else the exit status
  * (--help, --version, a bad option). */
 static int
@@ -182,44 +231,13 @@ parse_options(int argc, char **argv, struct options *o, struct server *s)
         die("--threads %s: want 1..1024", optarg);
       break;
     case OPT_RUN:
-      o->run = optarg;
-      break;
     case OPT_QMODE:
-      if (strcmp(optarg, "bio") == 0)
-        s->mode = QM_BIO;
-      else if (strcmp(optarg, "mq") == 0)
-        s->mode = QM_MQ;
-      else
-        die("--queue-mode %s: want bio or mq", optarg);
-      break;
     case OPT_SCHED:
-      if (strcmp(optarg, "none") == 0)
-        s->sched_deadline = false;
-      else if (strcmp(optarg, "mq-deadline") == 0)
-        s->sched_deadline = true;
-      else
-        die("--scheduler %s: want none or mq-deadline", optarg);
-      break;
-    case OPT_TLS: /* nbdkit also takes its booleans for off and on */
-      if (strcmp(optarg, "require") == 0 || strcmp(optarg, "force") == 0)
-        o->tls.mode = TLS_REQUIRE;
-      else if (strcmp(optarg, "on") == 0 || strcmp(optarg, "true") == 0 ||
-               strcmp(optarg, "yes") == 0 || strcmp(optarg, "1") == 0)
-        o->tls.mode = TLS_ON;
-      else if (strcmp(optarg, "off") == 0 || strcmp(optarg, "false") == 0 ||
-               strcmp(optarg, "no") == 0 || strcmp(optarg, "0") == 0)
-        o->tls.mode = TLS_OFF;
-      else
-        die("--tls %s: want off, on or require", optarg);
-      break;
+    case OPT_TLS:
     case OPT_TLS_CERTS:
-      o->tls.certs_dir = optarg;
-      break;
     case OPT_TLS_PSK:
-      o->tls.psk_file = optarg;
-      break;
     case OPT_TLS_VERIFY:
-      o->tls.verify_peer = true;
+      parse_long_option(c, optarg, o, s);
       break;
     case 'h':
       usage(stdout);

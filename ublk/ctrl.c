@@ -7,24 +7,21 @@
 
 #include "ctrl.h"
 #include "uapi.h"
+#include "../lib/err.h"
 
 int
 znbd_ublk_ctrl_open(struct znbd_ublk_ctrl *c, char *err, size_t errlen)
 {
   c->fd = open("/dev/ublk-control", O_RDWR | O_CLOEXEC);
   if (c->fd < 0) {
-    int e = errno;
-    snprintf(err, errlen, "/dev/ublk-control: %s (is ublk_drv loaded?)",
-             strerror(e));
-    errno = e;
+    set_err(err, errlen, "/dev/ublk-control: %s (is ublk_drv loaded?)",
+            strerror(errno));
     return -1;
   }
   int r = io_uring_queue_init(4, &c->ring, IORING_SETUP_SQE128);
   if (r < 0) {
-    snprintf(err, errlen, "io_uring_queue_init: %s", strerror(-r));
     close(c->fd);
-    errno = -r;
-    return -1;
+    return fail_err(err, errlen, -r, "io_uring_queue_init: %s", strerror(-r));
   }
   return 0;
 }

@@ -286,22 +286,182 @@ znbd_ublk_io_finish(struct znbd_ublk_io *h, struct znbd_ublk_async *a, int err,
   return -EINVAL;
 }
 
+/* One request as znbd_ublk_io_exec() decodes its descriptor: its op,
+ * start and length, the flags (UBLK_IO_F_*), the FUA write flag,
+ * whether its data moves with zero copy, its intent-record slot, and
+ * what the runner takes over (A: NULL when the device's requests are
+ * not the runner's) and commits (DONE). */
+struct ublk_req {
+  uint8_t op;
+  uint32_t flags;
+  uint64_t sector, off, len; /* start_sector, and in bytes */
+  unsigned fua;
+  bool zc;
+  uint32_t slot;
+  const struct znbd_ublk_copy *copy;
+  struct znbd_ublk_async *a;
+  struct znbd_ublk_done *done;
+};
+
+static int32_t
+exec_read(struct znbd_ublk_io *h, const struct ublk_req *q)
+{
+  /* RAM's bytes go to the kernel's request in place (one copy). */
+  struct fill_ctx fc = {q->copy, 0};
+  struct znbd_read_sink sink = {drain, &fc, h->buf};
+  struct znbd_ublk_async *a = q->a;
+  int r;
+  if (!in_range(h, q->off, q->len, true))
+    return -EINVAL;
+  q->done->delay_nsec = znbd_req_delay(&h->rq, ZNBD_IO_READ, q->len, 0);
+  /* dir=: the runner reads the file into the buffer (znbd/async.h). */
+  if (a && (r = znbd_req_read_begin(&h->rq, q->len, q->off, !q->zc, &a->r)) !=
+               ZNBD_ASYNC_SYNC) {
+    if (r < 0)
+      return fail(errno);
+    a->kind = ZNBD_UBLK_ASYNC_READ;
+    a->zc = q->zc;
+    a->len = q->len;
+    return 0;
+  }
+  if (znbd_dev_read_to(h->dev, &sink, q->len, q->off) < 0)
+    return fc.err ? fc.err : fail(errno);
+  return (int32_t)q->len;
+}
+
+static int32_t
+exec_write(struct znbd_ublk_io *h, const struct ublk_req *q)
+{
+  /* The data goes from the kernel's request to the store in one copy,
+   * once the zone rules took the write (ZNBD_WRITE_SOURCE). */
+  const struct znbd_ublk_copy *copy = q->copy;
+  struct fill_ctx fc = {copy, 0};
+  struct znbd_write_source src = {fill, &fc, h->buf};
+  uint64_t len = q->len, off = q->off;
+  int r;
+  if (!in_range(h, off, len, true))
+    return -EINVAL;
+  q->done->delay_nsec = znbd_req_delay(&h->rq, ZNBD_IO_WRITE, len, 0);
+  if (q->a) {
+    r = write_async(h, len, off, q->fua, copy, q->zc, q->a);
+    /* A recovered server's refused write may be the redo of one the
+     * dead server did: the synchronous path below refuses it again and
+     * checks. */
+    if (r != ZNBD_ASYNC_SYNC && !(r == -EIO && h->redo_writes))
+      return r;
+  }
+  if (znbd_req_write(&h->rq, &src, len, off,
+                     ZNBD_WRITE_SOURCE | ZNBD_WRITE_NOWAIT | q->fua, NULL,
+                     NULL) < 0) {
+    int e = errno;
+    if (fc.err) /* the copy failed, not the rules */
+      return fc.err;
+    if (!h->redo_writes ||
+        (r = copy->copy_in(copy->opaque, h->buf, len, 0)) < 0)
+      return fail(e);
+    if ((r = znbd_dev_redo_write(h->dev, h->buf, len, off)) != 1 ||
+        (q->fua && znbd_req_sync(&h->rq, len, off) < 0))
+      return fail(r < 0 ? errno : e);
+    h->redone++;
+  }
+  return (int32_t)len;
+}
+
+static int32_t
+exec_write_zeroes(struct znbd_ublk_io *h, const struct ublk_req *q)
+{
+  if (!in_range(h, q->off, q->len, false))
+    return -EINVAL;
+  unsigned keep = q->flags & ZNBD_UBLK_IO_F_NOUNMAP ? ZNBD_WRITE_ALLOCATE : 0;
+  q->done->delay_nsec = znbd_req_delay(&h->rq, ZNBD_IO_WRITE, q->len, 0);
+  if (znbd_req_write(&h->rq, NULL, q->len, q->off,
+                     ZNBD_WRITE_NOWAIT | keep | q->fua, NULL, NULL) < 0)
+    return fail(errno);
+  return 0;
+}
+
+static int32_t
+exec_flush(struct znbd_ublk_io *h, const struct ublk_req *q)
+{
+  q->done->delay_nsec = znbd_req_delay(&h->rq, ZNBD_IO_FLUSH, 0, 0);
+  if (q->a) { /* the runner syncs the files */
+    if (znbd_req_flush_begin(&h->rq, &q->a->f) < 0)
+      return fail(errno);
+    q->a->kind = ZNBD_UBLK_ASYNC_FLUSH;
+    return 0;
+  }
+  return znbd_req_flush(&h->rq) < 0 ? fail(errno) : 0;
+}
+
+static int32_t
+exec_discard(struct znbd_ublk_io *h, const struct ublk_req *q)
+{
+  if (!in_range(h, q->off, q->len, false))
+    return -EINVAL;
+  q->done->delay_nsec = znbd_req_delay(&h->rq, ZNBD_IO_TRIM, q->len, 0);
+  return znbd_req_trim(&h->rq, q->len, q->off, 0) < 0 ? fail(errno) : 0;
+}
+
+/* OPEN, CLOSE, FINISH, RESET of one zone, or RESET_ALL. */
+static int32_t
+exec_zone_mgmt(struct znbd_ublk_io *h, const struct ublk_req *q)
+{
+  struct znbd_zone_all res;
+  if (q->op != ZNBD_UBLK_IO_OP_ZONE_RESET_ALL) {
+    q->done->delay_nsec =
+        znbd_req_delay(&h->rq, ZNBD_IO_ZONE_MGMT, 0, zone_ops[q->op]);
+    return zone_op(h, q->op, q->off);
+  }
+  if (!znbd_dev_nr_zones(h->dev))
+    return -EINVAL;
+  q->done->delay_nsec =
+      znbd_req_delay(&h->rq, ZNBD_IO_ZONE_MGMT, 0, ZNBD_ZONE_OP_RESET);
+  if (znbd_req_zone_op_all(&h->rq, ZNBD_ZONE_OP_RESET, &res) < 0)
+    return fail(errno);
+  return 0;
+}
+
+static int32_t
+exec_append(struct znbd_ublk_io *h, const struct ublk_req *q)
+{
+  uint64_t written;
+  int r;
+  /* A failed append's completion carries its zone's start: the kernel
+   * sets the request's sector from the commit whatever the result
+   * (ublk_drv.c), and logs the error there. */
+  q->done->append_lba = q->sector;
+  if (!znbd_dev_nr_zones(h->dev) || !in_range(h, q->off, q->len, true))
+    return -EINVAL;
+  q->done->delay_nsec = znbd_req_delay(&h->rq, ZNBD_IO_WRITE, q->len, 0);
+  if ((r = append(h, q->len, q->off, q->slot, q->fua, q->copy, q->zc, q->a,
+                  &written)) < 0)
+    return r;
+  q->done->append_lba = written / SECTOR;
+  return q->a && q->a->kind != ZNBD_UBLK_ASYNC_NONE ? 0 : (int32_t)q->len;
+}
+
 int32_t
 znbd_ublk_io_exec(struct znbd_ublk_io *h,
                   const struct znbd_ublksrv_io_desc *iod, uint32_t slot,
                   const struct znbd_ublk_copy *copy, struct znbd_ublk_async *a,
                   struct znbd_ublk_done *done)
 {
-  uint8_t op = iod->op_flags & 0xff;
   uint32_t flags = iod->op_flags >> 8 << 8;
-  uint64_t off = iod->start_sector * SECTOR;
-  uint64_t len = (uint64_t)iod->nr_sectors * SECTOR;
-  unsigned fua = flags & ZNBD_UBLK_IO_F_FUA ? ZNBD_WRITE_FUA : 0;
-  int r;
-
-  /* Zero copy, unless the kernel could not register this request's
-   * pages (UBLK_AUTO_BUF_REG_FALLBACK): then user copy, as without. */
-  bool zc = h->zero_copy && !(flags & ZNBD_UBLK_IO_F_NEED_REG_BUF);
+  struct ublk_req q = {
+      .op = iod->op_flags & 0xff,
+      .flags = flags,
+      .sector = iod->start_sector,
+      .off = iod->start_sector * SECTOR,
+      .len = (uint64_t)iod->nr_sectors * SECTOR,
+      .fua = flags & ZNBD_UBLK_IO_F_FUA ? ZNBD_WRITE_FUA : 0,
+      /* Zero copy, unless the kernel could not register this request's
+       * pages (UBLK_AUTO_BUF_REG_FALLBACK): then user copy, as without. */
+      .zc = h->zero_copy && !(flags & ZNBD_UBLK_IO_F_NEED_REG_BUF),
+      .slot = slot,
+      .copy = copy,
+      .a = a && znbd_dev_async(h->dev) ? a : NULL,
+      .done = done,
+  };
 
   done->append_lba = 0;
   done->delay_nsec = 0;
@@ -309,122 +469,32 @@ znbd_ublk_io_exec(struct znbd_ublk_io *h,
     a->kind = ZNBD_UBLK_ASYNC_NONE;
     a->zc = false;
   }
-  if (a && !znbd_dev_async(h->dev))
-    a = NULL;
   /* After a power cut the queue's requests change nothing (the contract's
    * fence) and reads, which the fence does not cover, fail too: the
    * device this queue served is gone, as znbd-tcmu's NOT READY. */
   if (znbd_req_cut(&h->rq))
     return -EIO;
-  switch (op) {
-  case ZNBD_UBLK_IO_OP_READ: {
-    /* RAM's bytes go to the kernel's request in place (one copy). */
-    struct fill_ctx fc = {copy, 0};
-    struct znbd_read_sink sink = {drain, &fc, h->buf};
-    if (!in_range(h, off, len, true))
-      return -EINVAL;
-    done->delay_nsec = znbd_req_delay(&h->rq, ZNBD_IO_READ, len, 0);
-    /* dir=: the runner reads the file into the buffer (znbd/async.h). */
-    if (a && (r = znbd_req_read_begin(&h->rq, len, off, !zc, &a->r)) !=
-                 ZNBD_ASYNC_SYNC) {
-      if (r < 0)
-        return fail(errno);
-      a->kind = ZNBD_UBLK_ASYNC_READ;
-      a->zc = zc;
-      a->len = len;
-      return 0;
-    }
-    if (znbd_dev_read_to(h->dev, &sink, len, off) < 0)
-      return fc.err ? fc.err : fail(errno);
-    return (int32_t)len;
-  }
-  case ZNBD_UBLK_IO_OP_WRITE: {
-    /* The data goes from the kernel's request to the store in one copy,
-     * once the zone rules took the write (ZNBD_WRITE_SOURCE). */
-    struct fill_ctx fc = {copy, 0};
-    struct znbd_write_source src = {fill, &fc, h->buf};
-    if (!in_range(h, off, len, true))
-      return -EINVAL;
-    done->delay_nsec = znbd_req_delay(&h->rq, ZNBD_IO_WRITE, len, 0);
-    if (a) {
-      r = write_async(h, len, off, fua, copy, zc, a);
-      /* A recovered server's refused write may be the redo of one the
-       * dead server did: the synchronous path below refuses it again and
-       * checks. */
-      if (r != ZNBD_ASYNC_SYNC && !(r == -EIO && h->redo_writes))
-        return r;
-    }
-    if (znbd_req_write(&h->rq, &src, len, off,
-                       ZNBD_WRITE_SOURCE | ZNBD_WRITE_NOWAIT | fua, NULL,
-                       NULL) < 0) {
-      int e = errno;
-      if (fc.err) /* the copy failed, not the rules */
-        return fc.err;
-      if (!h->redo_writes ||
-          (r = copy->copy_in(copy->opaque, h->buf, len, 0)) < 0)
-        return fail(e);
-      if ((r = znbd_dev_redo_write(h->dev, h->buf, len, off)) != 1 ||
-          (fua && znbd_req_sync(&h->rq, len, off) < 0))
-        return fail(r < 0 ? errno : e);
-      h->redone++;
-    }
-    return (int32_t)len;
-  }
-  case ZNBD_UBLK_IO_OP_WRITE_ZEROES: {
-    if (!in_range(h, off, len, false))
-      return -EINVAL;
-    unsigned keep = flags & ZNBD_UBLK_IO_F_NOUNMAP ? ZNBD_WRITE_ALLOCATE : 0;
-    done->delay_nsec = znbd_req_delay(&h->rq, ZNBD_IO_WRITE, len, 0);
-    if (znbd_req_write(&h->rq, NULL, len, off, ZNBD_WRITE_NOWAIT | keep | fua,
-                       NULL, NULL) < 0)
-      return fail(errno);
-    return 0;
-  }
+  /* One function per kind of request, as null_blk's
+   * null_process_zoned_cmd() hands each to its own. */
+  switch (q.op) {
+  case ZNBD_UBLK_IO_OP_READ:
+    return exec_read(h, &q);
+  case ZNBD_UBLK_IO_OP_WRITE:
+    return exec_write(h, &q);
+  case ZNBD_UBLK_IO_OP_WRITE_ZEROES:
+    return exec_write_zeroes(h, &q);
   case ZNBD_UBLK_IO_OP_FLUSH:
-    done->delay_nsec = znbd_req_delay(&h->rq, ZNBD_IO_FLUSH, 0, 0);
-    if (a) { /* the runner syncs the files */
-      if (znbd_req_flush_begin(&h->rq, &a->f) < 0)
-        return fail(errno);
-      a->kind = ZNBD_UBLK_ASYNC_FLUSH;
-      return 0;
-    }
-    return znbd_req_flush(&h->rq) < 0 ? fail(errno) : 0;
+    return exec_flush(h, &q);
   case ZNBD_UBLK_IO_OP_DISCARD:
-    if (!in_range(h, off, len, false))
-      return -EINVAL;
-    done->delay_nsec = znbd_req_delay(&h->rq, ZNBD_IO_TRIM, len, 0);
-    return znbd_req_trim(&h->rq, len, off, 0) < 0 ? fail(errno) : 0;
+    return exec_discard(h, &q);
   case ZNBD_UBLK_IO_OP_ZONE_OPEN:
   case ZNBD_UBLK_IO_OP_ZONE_CLOSE:
   case ZNBD_UBLK_IO_OP_ZONE_FINISH:
   case ZNBD_UBLK_IO_OP_ZONE_RESET:
-    done->delay_nsec =
-        znbd_req_delay(&h->rq, ZNBD_IO_ZONE_MGMT, 0, zone_ops[op]);
-    return zone_op(h, op, off);
-  case ZNBD_UBLK_IO_OP_ZONE_RESET_ALL: {
-    struct znbd_zone_all res;
-    if (!znbd_dev_nr_zones(h->dev))
-      return -EINVAL;
-    done->delay_nsec =
-        znbd_req_delay(&h->rq, ZNBD_IO_ZONE_MGMT, 0, ZNBD_ZONE_OP_RESET);
-    if (znbd_req_zone_op_all(&h->rq, ZNBD_ZONE_OP_RESET, &res) < 0)
-      return fail(errno);
-    return 0;
-  }
-  case ZNBD_UBLK_IO_OP_ZONE_APPEND: {
-    uint64_t written;
-    /* A failed append's completion carries its zone's start: the kernel
-     * sets the request's sector from the commit whatever the result
-     * (ublk_drv.c), and logs the error there. */
-    done->append_lba = iod->start_sector;
-    if (!znbd_dev_nr_zones(h->dev) || !in_range(h, off, len, true))
-      return -EINVAL;
-    done->delay_nsec = znbd_req_delay(&h->rq, ZNBD_IO_WRITE, len, 0);
-    if ((r = append(h, len, off, slot, fua, copy, zc, a, &written)) < 0)
-      return r;
-    done->append_lba = written / SECTOR;
-    return a && a->kind != ZNBD_UBLK_ASYNC_NONE ? 0 : (int32_t)len;
-  }
+  case ZNBD_UBLK_IO_OP_ZONE_RESET_ALL:
+    return exec_zone_mgmt(h, &q);
+  case ZNBD_UBLK_IO_OP_ZONE_APPEND:
+    return exec_append(h, &q);
   case ZNBD_UBLK_IO_OP_REPORT_ZONES:
     return report_zones(h, iod, copy);
   default:

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "queue.h"
+#include "../lib/err.h"
 #include "znbd/redo.h"
 #include "znbd/request.h"
 
@@ -555,10 +556,8 @@ znbd_ublk_queue_start(struct znbd_ublk_queue *q, int cdev, uint16_t q_id,
   q->descs = mmap(NULL, q->descs_len, PROT_READ, MAP_SHARED | MAP_POPULATE,
                   cdev, (off_t)(ZNBD_UBLKSRV_CMD_BUF_OFFSET + q_id * max_len));
   if (q->descs == MAP_FAILED) {
-    int e = errno;
-    snprintf(err, errlen, "queue %u: mmap of the descriptors: %s", q_id,
-             strerror(e));
-    errno = e;
+    set_err(err, errlen, "queue %u: mmap of the descriptors: %s", q_id,
+            strerror(errno));
     return -1;
   }
   /* A buffer per tag, each max_io_bytes, page-aligned (a dir= store
@@ -580,10 +579,8 @@ znbd_ublk_queue_start(struct znbd_ublk_queue *q, int cdev, uint16_t q_id,
     if (q->zero_fd >= 0)
       close(q->zero_fd);
     munmap(q->descs, q->descs_len);
-    snprintf(err, errlen, "queue %u: %s", q_id,
-             r == -ENOMEM ? "out of memory" : "/dev/zero: cannot open");
-    errno = -r;
-    return -1;
+    return fail_err(err, errlen, -r, "queue %u: %s", q_id,
+                    r == -ENOMEM ? "out of memory" : "/dev/zero: cannot open");
   }
   for (uint16_t tag = 0; tag < depth; tag++)
     q->tags[tag].buf = (uint8_t *)q->bufs + (size_t)tag * max_io_bytes;

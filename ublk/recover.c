@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "recover.h"
-#include "setup.h"
+#include "../lib/err.h"
 #include "znbd/request.h"
 
 int
@@ -29,42 +29,39 @@ znbd_ublk_recover_check(const struct znbd_ublksrv_ctrl_dev_info *info,
                    ZNBD_UBLK_ATTR_FUA;
 
   if (!(info->flags & ZNBD_UBLK_F_USER_RECOVERY))
-    return znbd_ublk_refuse(err, errlen, EINVAL,
-                            "device %" PRIu32
-                            " was added without user recovery "
-                            "(UBLK_F_USER_RECOVERY)",
-                            id);
+    return fail_err(err, errlen, EINVAL,
+                    "device %" PRIu32 " was added without user recovery "
+                    "(UBLK_F_USER_RECOVERY)",
+                    id);
   if (!(info->flags & ZNBD_UBLK_F_USER_COPY))
-    return znbd_ublk_refuse(err, errlen, EINVAL,
-                            "device %" PRIu32 " was added without user copy "
-                            "(UBLK_F_USER_COPY): not a znbd-ublk device",
-                            id);
+    return fail_err(err, errlen, EINVAL,
+                    "device %" PRIu32 " was added without user copy "
+                    "(UBLK_F_USER_COPY): not a znbd-ublk device",
+                    id);
   if (!!(info->flags & ZNBD_UBLK_F_ZONED) != want_zoned)
-    return znbd_ublk_refuse(
-        err, errlen, EINVAL, "device %" PRIu32 " is %s, not %s", id,
-        want_zoned ? "not zoned" : "zoned", want_zoned ? "zoned" : "plain");
+    return fail_err(err, errlen, EINVAL, "device %" PRIu32 " is %s, not %s", id,
+                    want_zoned ? "not zoned" : "zoned",
+                    want_zoned ? "zoned" : "plain");
   if (!(got->types & ZNBD_UBLK_PARAM_TYPE_BASIC))
-    return znbd_ublk_refuse(
-        err, errlen, EINVAL,
-        "device %" PRIu32 " has no parameters (never set up)", id);
+    return fail_err(err, errlen, EINVAL,
+                    "device %" PRIu32 " has no parameters (never set up)", id);
   if (g->dev_sectors != w->dev_sectors)
-    return znbd_ublk_refuse(
-        err, errlen, EINVAL,
-        "device %" PRIu32 " has %" PRIu64 " sectors, size= gives "
-        "%" PRIu64,
-        id, (uint64_t)g->dev_sectors, (uint64_t)w->dev_sectors);
+    return fail_err(err, errlen, EINVAL,
+                    "device %" PRIu32 " has %" PRIu64 " sectors, size= gives "
+                    "%" PRIu64,
+                    id, (uint64_t)g->dev_sectors, (uint64_t)w->dev_sectors);
   if (g->logical_bs_shift != w->logical_bs_shift)
-    return znbd_ublk_refuse(
-        err, errlen, EINVAL,
-        "device %" PRIu32 " has %u-byte blocks, blocksize= gives %u", id,
-        1u << g->logical_bs_shift, 1u << w->logical_bs_shift);
+    return fail_err(err, errlen, EINVAL,
+                    "device %" PRIu32
+                    " has %u-byte blocks, blocksize= gives %u",
+                    id, 1u << g->logical_bs_shift, 1u << w->logical_bs_shift);
   if (g->max_sectors != w->max_sectors)
-    return znbd_ublk_refuse(err, errlen, EINVAL,
-                            "device %" PRIu32 " takes requests of %" PRIu32
-                            " sectors, this server %" PRIu32,
-                            id, g->max_sectors, w->max_sectors);
+    return fail_err(err, errlen, EINVAL,
+                    "device %" PRIu32 " takes requests of %" PRIu32
+                    " sectors, this server %" PRIu32,
+                    id, g->max_sectors, w->max_sectors);
   if ((g->attrs & attrs) != (w->attrs & attrs))
-    return znbd_ublk_refuse(
+    return fail_err(
         err, errlen, EINVAL,
         "device %" PRIu32 " has attributes 0x%" PRIx32
         " (write cache, FUA, rotational), these parameters 0x%" PRIx32,
@@ -72,18 +69,18 @@ znbd_ublk_recover_check(const struct znbd_ublksrv_ctrl_dev_info *info,
   if (!want_zoned)
     return 0;
   if (g->chunk_sectors != w->chunk_sectors)
-    return znbd_ublk_refuse(err, errlen, EINVAL,
-                            "device %" PRIu32 " has zones of %" PRIu32
-                            " sectors, zone_size= gives %" PRIu32,
-                            id, g->chunk_sectors, w->chunk_sectors);
+    return fail_err(err, errlen, EINVAL,
+                    "device %" PRIu32 " has zones of %" PRIu32
+                    " sectors, zone_size= gives %" PRIu32,
+                    id, g->chunk_sectors, w->chunk_sectors);
   if (got->zoned.max_open_zones != want->zoned.max_open_zones ||
       got->zoned.max_active_zones != want->zoned.max_active_zones)
-    return znbd_ublk_refuse(
-        err, errlen, EINVAL,
-        "device %" PRIu32 " has max open %" PRIu32 ", max active %" PRIu32
-        " zones, these parameters %" PRIu32 ", %" PRIu32,
-        id, got->zoned.max_open_zones, got->zoned.max_active_zones,
-        want->zoned.max_open_zones, want->zoned.max_active_zones);
+    return fail_err(err, errlen, EINVAL,
+                    "device %" PRIu32 " has max open %" PRIu32
+                    ", max active %" PRIu32 " zones, these parameters %" PRIu32
+                    ", %" PRIu32,
+                    id, got->zoned.max_open_zones, got->zoned.max_active_zones,
+                    want->zoned.max_open_zones, want->zoned.max_active_zones);
   return 0;
 }
 
@@ -105,46 +102,40 @@ znbd_ublk_recover_begin(znbd_ublk_cmd_fn *cmd, void *opaque, uint32_t dev_id,
     r = cmd(opaque, ZNBD_UBLK_U_CMD_GET_DEV_INFO, dev_id, info, sizeof *info,
             0);
     if (r == -ENODEV)
-      return znbd_ublk_refuse(err, errlen, ENODEV, "no ublk device %" PRIu32,
-                              dev_id);
+      return fail_err(err, errlen, ENODEV, "no ublk device %" PRIu32, dev_id);
     if (r < 0)
-      return znbd_ublk_refuse(err, errlen, -r, "GET_DEV_INFO: %s",
-                              strerror(-r));
+      return fail_err(err, errlen, -r, "GET_DEV_INFO: %s", strerror(-r));
     if (info->state == ZNBD_UBLK_S_DEV_QUIESCED)
       break;
     if (info->state == ZNBD_UBLK_S_DEV_FAIL_IO)
-      return znbd_ublk_refuse(
-          err, errlen, EINVAL,
-          "device %" PRIu32 " fails its I/O since its server died "
-          "(UBLK_F_USER_RECOVERY_FAIL_IO): not a znbd-ublk device",
-          dev_id);
+      return fail_err(err, errlen, EINVAL,
+                      "device %" PRIu32 " fails its I/O since its server died "
+                      "(UBLK_F_USER_RECOVERY_FAIL_IO): not a znbd-ublk device",
+                      dev_id);
     if (info->state != ZNBD_UBLK_S_DEV_LIVE)
-      return znbd_ublk_refuse(err, errlen, EINVAL,
-                              "device %" PRIu32
-                              " is not started (state %u): nothing "
-                              "to recover",
-                              dev_id, (unsigned)info->state);
+      return fail_err(err, errlen, EINVAL,
+                      "device %" PRIu32 " is not started (state %u): nothing "
+                      "to recover",
+                      dev_id, (unsigned)info->state);
     if (!(info->flags & ZNBD_UBLK_F_USER_RECOVERY))
       break; /* znbd_ublk_recover_check() says why */
     if (info->ublksrv_pid > 0 &&
         (kill(info->ublksrv_pid, 0) == 0 || errno == EPERM))
-      return znbd_ublk_refuse(err, errlen, EBUSY,
-                              "device %" PRIu32
-                              " is served by process %" PRId32,
-                              dev_id, info->ublksrv_pid);
+      return fail_err(err, errlen, EBUSY,
+                      "device %" PRIu32 " is served by process %" PRId32,
+                      dev_id, info->ublksrv_pid);
     if (i + 1 >= tries)
-      return znbd_ublk_refuse(err, errlen, EBUSY,
-                              "device %" PRIu32
-                              " is still LIVE though its server "
-                              "(process %" PRId32 ") is gone",
-                              dev_id, info->ublksrv_pid);
+      return fail_err(err, errlen, EBUSY,
+                      "device %" PRIu32 " is still LIVE though its server "
+                      "(process %" PRId32 ") is gone",
+                      dev_id, info->ublksrv_pid);
     znbd_sleep_ns((uint64_t)wait_ms * 1000000u);
   }
   memset(&got, 0, sizeof got);
   got.len = sizeof got;
   r = cmd(opaque, ZNBD_UBLK_U_CMD_GET_PARAMS, dev_id, &got, sizeof got, 0);
   if (r < 0)
-    return znbd_ublk_refuse(err, errlen, -r, "GET_PARAMS: %s", strerror(-r));
+    return fail_err(err, errlen, -r, "GET_PARAMS: %s", strerror(-r));
   if (znbd_ublk_recover_check(info, &got, want, err, errlen) < 0)
     return -1;
   for (unsigned i = 0;; i++) {
@@ -152,8 +143,7 @@ znbd_ublk_recover_begin(znbd_ublk_cmd_fn *cmd, void *opaque, uint32_t dev_id,
     if (r >= 0)
       return 0;
     if (r != -EBUSY || i + 1 >= tries)
-      return znbd_ublk_refuse(err, errlen, -r, "START_USER_RECOVERY: %s",
-                              strerror(-r));
+      return fail_err(err, errlen, -r, "START_USER_RECOVERY: %s", strerror(-r));
     znbd_sleep_ns((uint64_t)wait_ms * 1000000u);
   }
 }

@@ -5,22 +5,11 @@
  * (blk_revalidate_disk_zones()). */
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "setup.h"
-
-int
-znbd_ublk_refuse(char *err, size_t errlen, int e, const char *fmt, ...)
-{
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-  errno = e;
-  return -1;
-}
+#include "../lib/err.h"
 
 int
 znbd_ublk_setup_params(const struct znbd_params *p, uint32_t max_io_bytes,
@@ -51,18 +40,16 @@ znbd_ublk_setup_params(const struct znbd_params *p, uint32_t max_io_bytes,
   }
   uint64_t zs = g->zone_size / 512;
   if (zs & (zs - 1) || zs > UINT32_MAX)
-    return znbd_ublk_refuse(
-        err, errlen, EINVAL,
-        "zone_size=%" PRIu64 ": a ublk zoned device needs a "
-        "power-of-two zone size (in 512-byte sectors, at most "
-        "%" PRIu64 ")",
-        g->zone_size, (uint64_t)UINT32_MAX);
+    return fail_err(err, errlen, EINVAL,
+                    "zone_size=%" PRIu64 ": a ublk zoned device needs a "
+                    "power-of-two zone size (in 512-byte sectors, at most "
+                    "%" PRIu64 ")",
+                    g->zone_size, (uint64_t)UINT32_MAX);
   if (g->size % g->zone_size)
-    return znbd_ublk_refuse(err, errlen, EINVAL,
-                            "size=%" PRIu64
-                            ": a ublk zoned device is a whole number "
-                            "of zones (zone_size=%" PRIu64 ")",
-                            g->size, g->zone_size);
+    return fail_err(err, errlen, EINVAL,
+                    "size=%" PRIu64 ": a ublk zoned device is a whole number "
+                    "of zones (zone_size=%" PRIu64 ")",
+                    g->size, g->zone_size);
   out->types |= ZNBD_UBLK_PARAM_TYPE_ZONED;
   out->basic.chunk_sectors = (uint32_t)zs;
   out->zoned.max_open_zones = g->max_open;

@@ -31,9 +31,4 @@ int znbd_ublk_setup_params(const struct znbd_params *p, uint32_t max_io_bytes,
                            struct znbd_ublk_params *out, char *err,
                            size_t errlen);
 
-/* A refusal: the message FMT... in ERR (ERRLEN bytes), errno E.  Returns
- * -1.  For setup.c and recover.c. */
-int znbd_ublk_refuse(char *err, size_t errlen, int e, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
 #endif
