@@ -4,7 +4,7 @@
  * "end" line (so a truncated file is detected); it is replaced atomically
  * (write a temporary file, fsync, rename, fsync the directory).  The zone
  * files are named as Linux zloop names them (lib/store_dir.h).  Nothing
- * here opens a store or reads a parameter: lib/params.c adopts a
+ * here opens a store or reads a parameter: lib/params_finish.c adopts a
  * directory's record through this file, the directory store writes it.
  */
 #include <dirent.h>
