@@ -196,15 +196,11 @@ set_size(const char *key, const char *value, uint64_t *dst, char *err,
          size_t errlen)
 {
   uint64_t v;
-  if (znbd_parse_size(value, &v) < 0) {
-    int e = errno;
-    set_err(err, errlen,
-            "%s: cannot parse size '%s' (%s; expected digits with at most "
-            "one suffix b, s, k, m, g, t, p or e, e.g. 64M)",
-            key, value, e == ERANGE ? "too large" : "malformed");
-    errno = EINVAL;
-    return -1;
-  }
+  if (znbd_parse_size(value, &v) < 0)
+    return fail_err(err, errlen, EINVAL,
+                    "%s: cannot parse size '%s' (%s; expected digits with at "
+                    "most one suffix b, s, k, m, g, t, p or e, e.g. 64M)",
+                    key, value, errno == ERANGE ? "too large" : "malformed");
   *dst = v;
   return 0;
 }

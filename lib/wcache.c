@@ -619,9 +619,7 @@ znbd_wcache_sync(struct znbd_wcache *wc, uint64_t len, uint64_t off,
     return -1;
   }
   int r = znbd_wcache_sync_held(wc, len, off);
-  int e = errno;
-  pthread_rwlock_unlock(&wc->cut);
-  errno = e;
+  pthread_rwlock_unlock(&wc->cut); /* keeps errno */
   return r;
 }
 
