@@ -17,6 +17,7 @@
  * (configure --with-fio-source=DIR).  Offsets and lengths are bytes.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +83,22 @@ struct zf_data {
   unsigned nr_done, given, cap;
 };
 
+/* log_err() the message FMT, leaving errno as it found it (the failure's,
+ * as lib/err.h's fail_err() does); returns -errno, the way fio's zone
+ * hooks fail. */
+static int __attribute__((format(printf, 1, 2))) fail_log(const char *fmt, ...)
+{
+  int e = errno;
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  log_err("%s", msg);
+  errno = e;
+  return -e;
+}
+
 static struct znbdc *
 zf_handle(struct thread_data *td)
 {
@@ -102,9 +119,7 @@ zf_handle(struct thread_data *td)
   }
   d->h = znbdc_open(o->uri, o->control, err, sizeof err);
   if (d->h == NULL) {
-    int e = errno;
-    log_err("znbd-fio: %s\n", err);
-    errno = e;
+    fail_log("znbd-fio: %s\n", err);
     return NULL;
   }
   d->pid = getpid();
@@ -401,10 +416,9 @@ zf_report_zones(struct thread_data *td, struct fio_file *f, uint64_t offset,
   if (info == NULL)
     return -ENOMEM;
   if (znbdc_report(h, first, count, info) == -1) {
-    int e = errno;
-    log_err("znbd-fio: report zones: %s\n", znbdc_error(h));
+    int r = fail_log("znbd-fio: report zones: %s\n", znbdc_error(h));
     free(info);
-    return -e;
+    return r;
   }
   for (uint32_t i = 0; i < count; i++) {
     const struct znbd_zone_info *z = &info[i];
@@ -450,10 +464,7 @@ zf_reset_wp(struct thread_data *td, struct fio_file *f, uint64_t offset,
   }
   if (znbdc_reset_zones(
           h, first, (uint32_t)((end - 1) / g->zone_size - first + 1)) == -1) {
-    int e = errno;
-    log_err("znbd-fio: reset: %s\n", znbdc_error(h));
-    errno = e;
-    return -e;
+    return fail_log("znbd-fio: reset: %s\n", znbdc_error(h));
   }
   return 0;
 }

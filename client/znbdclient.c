@@ -17,6 +17,7 @@
 
 #include "znbd/control.h"
 #include "znbd/zonectx.h"
+#include "err.h"
 #include "znbdclient.h"
 
 struct znbdc {
@@ -194,10 +195,9 @@ control_connect(struct znbdc *h, const char *path)
     return fail(h, errno, "control socket %s: %s", path, strerror(errno));
   fd2 = fcntl(h->ctl_fd, F_DUPFD_CLOEXEC, 0);
   if (fd2 == -1 || (h->ctl_in = fdopen(fd2, "r")) == NULL) {
-    int e = errno;
     if (fd2 != -1)
-      close(fd2);
-    return fail(h, e, "control socket %s: %s", path, strerror(e));
+      keep_errno_close(fd2);
+    return fail(h, errno, "control socket %s: %s", path, strerror(errno));
   }
   return 0;
 }
@@ -269,9 +269,9 @@ control_request(struct znbdc *h, const char *req, const void *data,
     return fail(h, ENOMEM, "out of memory");
   if (send_all(h->ctl_fd, msg, strlen(msg)) == -1 ||
       (len && send_all(h->ctl_fd, data, len) == -1)) {
-    int e = errno;
-    free(msg);
-    return fail(h, e, "control socket %s: send: %s", h->ctl_path, strerror(e));
+    free(msg); /* keeps errno */
+    return fail(h, errno, "control socket %s: send: %s", h->ctl_path,
+                strerror(errno));
   }
   free(msg);
   if (read_line(h) == -1)
@@ -476,7 +476,6 @@ znbdc_open(const char *uri, const char *control, char *err, size_t errlen)
   struct znbdc *h = calloc(1, sizeof *h);
   char *desc = NULL;
   int64_t size;
-  int e;
 
   if (h == NULL || (h->uri = strdup(uri)) == NULL) {
     free(h);
@@ -524,11 +523,9 @@ znbdc_open(const char *uri, const char *control, char *err, size_t errlen)
   return h;
 
 fail:
-  e = errno;
-  snprintf(err, errlen, "%s", h->err);
+  set_err(err, errlen, "%s", h->err);
   free(desc);
   znbdc_close(h);
-  errno = e;
   return NULL;
 }
 
@@ -537,6 +534,7 @@ znbdc_close(struct znbdc *h)
 {
   if (h == NULL)
     return;
+  int e = errno;
   if (h->nbd) {
     if (h->pid == getpid() && nbd_aio_is_ready(h->nbd) == 1)
       nbd_shutdown(h->nbd, 0);
@@ -550,6 +548,7 @@ znbdc_close(struct znbdc *h)
   free(h->line);
   free(h->uri);
   free(h);
+  errno = e;
 }
 
 const char *

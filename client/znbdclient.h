@@ -58,7 +58,9 @@ struct znbdc *znbdc_open(const char *uri, const char *control, char *err,
                          size_t errlen);
 
 /* Disconnect (NBD_CMD_DISC when this process opened the handle; a handle
- * inherited through fork() is only closed) and free H.  H may be NULL. */
+ * inherited through fork() is only closed) and free H.  H may be NULL.
+ * Leaves errno as it found it, so a failure path can close a handle and
+ * still return its own errno. */
 void znbdc_close(struct znbdc *h);
 
 /* The message of the last failure on H ("" if none). */

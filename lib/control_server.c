@@ -22,6 +22,7 @@
 
 #include "znbd/control.h"
 #include "znbd/dev.h"
+#include "err.h"
 
 #define MAX_CLIENTS 64 /* served at once, one thread each */
 
@@ -331,15 +332,13 @@ clear_stale(const char *path, char *err, size_t errlen)
 {
   struct stat st;
   struct sockaddr_un addr = {.sun_family = AF_UNIX};
-  int fd, r, e;
+  int fd, r;
 
   if (lstat(path, &st) == -1) {
     if (errno == ENOENT)
       return 0;
-    e = errno;
-    snprintf(err, errlen, "zone_control: %s: %s", path, strerror(e));
-    errno = e;
-    return -1;
+    return fail_err(err, errlen, errno, "zone_control: %s: %s", path,
+                    strerror(errno));
   }
   if (!S_ISSOCK(st.st_mode)) {
     snprintf(err, errlen, "zone_control: %s exists and is not a socket", path);
@@ -347,12 +346,9 @@ clear_stale(const char *path, char *err, size_t errlen)
     return -1;
   }
   fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd == -1) {
-    e = errno;
-    snprintf(err, errlen, "zone_control: socket: %s", strerror(e));
-    errno = e;
-    return -1;
-  }
+  if (fd == -1)
+    return fail_err(err, errlen, errno, "zone_control: socket: %s",
+                    strerror(errno));
   memcpy(addr.sun_path, path, strlen(path) + 1);
   r = connect(fd, (struct sockaddr *)&addr, sizeof addr);
   close(fd);
@@ -362,19 +358,21 @@ clear_stale(const char *path, char *err, size_t errlen)
     errno = EADDRINUSE;
     return -1;
   }
-  if (unlink(path) == -1 && errno != ENOENT) {
-    e = errno;
-    snprintf(err, errlen, "zone_control: removing stale %s: %s", path,
-             strerror(e));
-    errno = e;
-    return -1;
-  }
+  if (unlink(path) == -1 && errno != ENOENT)
+    return fail_err(err, errlen, errno, "zone_control: removing stale %s: %s",
+                    path, strerror(errno));
   return 0;
 }
 
+/* Free C, closing what it holds; BOUND: a socket file it bound, to remove
+ * too (a failed start), or NULL.  Leaves errno as it found it (a failure
+ * path's cleanup, lib/err.h). */
 static void
-control_free(struct znbd_control *c)
+control_free(struct znbd_control *c, const char *bound)
 {
+  int e = errno;
+  if (bound)
+    unlink(bound);
   if (c->listen_fd >= 0)
     close(c->listen_fd);
   if (c->wake[0] >= 0)
@@ -385,6 +383,7 @@ control_free(struct znbd_control *c)
   pthread_cond_destroy(&c->idle);
   free(c->path);
   free(c);
+  errno = e;
 }
 
 struct znbd_control *
@@ -402,6 +401,7 @@ znbd_control_start_stats(struct znbd_dev *d, const char *path,
   struct sockaddr_un addr = {.sun_family = AF_UNIX};
   struct znbd_control *c;
   struct stat st;
+  const char *made = NULL; /* a socket file to remove on failure */
   int e;
 
   if (path == NULL || *path == '\0' || strlen(path) >= sizeof addr.sun_path) {
@@ -454,31 +454,23 @@ znbd_control_start_stats(struct znbd_dev *d, const char *path,
     goto fail_sys;
   if (chmod(bound, 0600) == -1 || stat(bound, &st) == -1 ||
       listen(c->listen_fd, 4) == -1 || (renamed && rename(tmp, path) == -1)) {
-    e = errno;
-    unlink(bound);
-    errno = e;
+    made = bound;
     goto fail_sys;
   }
   c->st_dev = st.st_dev;
   c->st_ino = st.st_ino;
   e = pthread_create(&c->thread, NULL, control_thread, c);
   if (e != 0) {
-    unlink(path);
+    made = path;
     errno = e;
     goto fail_sys;
   }
   return c;
 
 fail_sys:
-  e = errno;
-  snprintf(err, errlen, "zone_control: %s: %s", path, strerror(e));
-  control_free(c);
-  errno = e;
-  return NULL;
+  set_err(err, errlen, "zone_control: %s: %s", path, strerror(errno));
 fail_errno:
-  e = errno;
-  control_free(c);
-  errno = e;
+  control_free(c, made);
   return NULL;
 }
 
@@ -502,5 +494,5 @@ znbd_control_stop(struct znbd_control *c)
   if (lstat(c->path, &st) == 0 && st.st_dev == c->st_dev &&
       st.st_ino == c->st_ino)
     unlink(c->path);
-  control_free(c);
+  control_free(c, NULL);
 }

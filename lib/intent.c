@@ -221,9 +221,7 @@ read_noted(struct znbd_dev *d, int fd, struct redo_rec *out, uint32_t max)
   while (got < len) {
     ssize_t n = pread(fd, buf + got, len - got, (off_t)got);
     if (n < 0) {
-      int e = errno;
-      free(buf);
-      errno = e;
+      free(buf); /* keeps errno */
       return -1;
     }
     if (n == 0)
@@ -313,15 +311,13 @@ znbd_dev_redo_open(struct znbd_dev *d, uint32_t nslots, bool keep, char *err,
 fail_file:
   set_err(err, errlen, "dir=%s: znbd.redo (intent records): %s", d->p.dir,
           strerror(errno));
-fail:;
-  int e = errno;
+fail:
   if (r && r->fd >= 0)
-    close(r->fd);
+    keep_errno_close(r->fd);
   if (r)
     free(r->claimed);
   free(r);
   free(found);
-  errno = e;
   return -1;
 }
 

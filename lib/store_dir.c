@@ -31,7 +31,8 @@
  *   truncating the file back to where the write started: nothing changes.
  *   Conventional zones (and the zoned=false data file) have the range
  *   allocated with fallocate() before the data is written, so a full file
- *   system fails the request before any byte changes.
+ *   system fails the request before any byte changes
+ *   (lib/store_dir_alloc.c).
  *
  * - Reset truncates to 0 (which also frees preallocated space); finish
  *   truncates to the zone capacity (zloop since 2026; the engine's wp goes
@@ -42,7 +43,7 @@
  *   FALLOC_FL_KEEP_SIZE, so the file size stays the wp while appends never
  *   have to allocate (rublk found buffered appends that allocate slow).
  *   Best effort: a file system without fallocate, or without room for the
- *   whole zone, just writes without it.
+ *   whole zone, just writes without it (lib/store_dir_alloc.c).
  *
  * - Durability: every file written (or truncated) since the last flush is
  *   marked dirty; FLUSH starts writeback of all dirty files, then
@@ -279,114 +280,6 @@ write_zeros(struct dir_store *s, int fd, uint64_t len, uint64_t off)
   return 0;
 }
 
-/* Not supported by this file system: not an error for best-effort
- * allocation. */
-static bool
-unsupported(int e)
-{
-  return e == EOPNOTSUPP || e == ENOSYS;
-}
-
-/* The holes a write allocated, to give them back when it is refused. */
-struct hole {
-  int fd;
-  uint64_t off, len;
-};
-struct holes {
-  struct hole *v;
-  size_t n, cap;
-};
-
-static int
-holes_add(struct holes *h, int fd, uint64_t off, uint64_t len)
-{
-  if (h->n == h->cap) {
-    size_t cap = h->cap ? 2 * h->cap : 8;
-    struct hole *v = realloc(h->v, cap * sizeof *v);
-    if (!v)
-      return -1;
-    h->v = v;
-    h->cap = cap;
-  }
-  h->v[h->n++] = (struct hole){fd, off, len};
-  return 0;
-}
-
-/* Punch the holes in H again and free H. */
-static void
-unallocate(struct holes *h)
-{
-  int e = errno;
-  for (size_t i = 0; i < h->n; i++)
-    (void)fallocate(h->v[i].fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                    (off_t)h->v[i].off, (off_t)h->v[i].len);
-  free(h->v);
-  h->v = NULL;
-  h->n = h->cap = 0;
-  errno = e;
-}
-
-/* Allocate [OFF, OFF+LEN) of conventional file FD before a write, so the
- * write cannot fail half done: only its holes (SEEK_HOLE / SEEK_DATA),
- * each recorded in H first.  A refused fallocate (ENOSPC) can leave part
- * of its range allocated (ext4 does): the caller's unallocate punches
- * the recorded holes again, which were holes before, so no data is
- * touched.  Without SEEK_HOLE the whole range is allocated and nothing
- * recorded.  A file system without fallocate is no error (0). */
-static int
-allocate(struct holes *h, int fd, uint64_t off, uint64_t len)
-{
-  uint64_t pos = off, end = off + len;
-  while (pos < end) {
-    off_t a = lseek(fd, (off_t)pos, SEEK_HOLE);
-    if (a < 0 && errno != ENXIO) { /* no SEEK_HOLE: the whole range */
-      if (fallocate(fd, 0, (off_t)off, (off_t)len) < 0 && !unsupported(errno))
-        return -1;
-      return 0;
-    }
-    if (a < 0 || (uint64_t)a >= end)
-      return 0;
-    off_t b = lseek(fd, a, SEEK_DATA);
-    uint64_t hend = b < 0 || (uint64_t)b > end ? end : (uint64_t)b;
-    if (hend <= (uint64_t)a) {
-      /* A write racing this one filled the hole between the two lseeks
-       * (SEEK_DATA found data at A): nothing to allocate there, and a
-       * zero-length fallocate would fail with EINVAL.  Go on after it. */
-      off_t n = lseek(fd, a, SEEK_HOLE);
-      if (n < 0 || n <= a)
-        return 0;
-      pos = (uint64_t)n;
-      continue;
-    }
-    if (holes_add(h, fd, (uint64_t)a, hend - (uint64_t)a) < 0) {
-      errno = ENOMEM;
-      return -1;
-    }
-    if (fallocate(fd, 0, a, (off_t)(hend - (uint64_t)a)) < 0) {
-      if (unsupported(errno)) {
-        h->n--; /* nothing to give back */
-        return 0;
-      }
-      return -1;
-    }
-    pos = hend;
-  }
-  return 0;
-}
-
-/* zone_prealloc: the capacity of sequential zone Z allocated beyond its
- * end of file (KEEP_SIZE: the size stays the wp).  Best effort. */
-static void
-prealloc(struct dir_store *s, struct dzone *z)
-{
-  if (!s->prealloc || !z->seq || atomic_load(&z->prealloc))
-    return;
-  atomic_store(&z->prealloc, true);
-  znbd_store_before_change(&s->base);
-  (void)fallocate(z->fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)z->cap);
-  znbd_store_before_change(&s->base);
-}
-
 /* Write (BUF) or zero (BUF NULL; FLAGS of zero()) [OFF0, OFF0+LEN).
  * First every conventional piece gets its blocks (fallocate), so a full
  * file system fails here before a byte changes; then the data goes in;
@@ -405,11 +298,11 @@ put(struct dir_store *s, const uint8_t *buf, uint64_t len, uint64_t off0,
     uint64_t zoff = off - z->start;
     znbd_store_before_change(&s->base);
     if (z->seq) {
-      prealloc(s, z);
+      znbd_dir_prealloc(s, z);
     } else if ((buf || (flags & ZNBD_STORE_ZERO_ALLOCATE)) &&
-               allocate(&h, z->fd, zoff, plen) < 0) {
+               znbd_dir_allocate(&h, z->fd, zoff, plen) < 0) {
       e = errno == EDQUOT ? ENOSPC : errno;
-      unallocate(&h); /* ENOSPC: nothing written yet, nothing left */
+      znbd_dir_unallocate(&h); /* ENOSPC: nothing written yet, nothing left */
       errno = e;
       return -1;
     }
@@ -640,7 +533,7 @@ static void
 dir_zone_open(struct znbd_store *base, uint32_t zno)
 {
   struct dir_store *s = (struct dir_store *)base;
-  prealloc(s, &s->z[zno]);
+  znbd_dir_prealloc(s, &s->z[zno]);
 }
 
 static int
@@ -743,7 +636,7 @@ dir_write_begin(struct znbd_store *base, uint64_t len, uint64_t off,
   struct dzone *z = piece(s, off, off + len, &plen);
   *undo = NULL;
   if (z->seq) {
-    prealloc(s, z);
+    znbd_dir_prealloc(s, z);
     return 0;
   }
   struct holes *h = calloc(1, sizeof *h);
@@ -751,9 +644,9 @@ dir_write_begin(struct znbd_store *base, uint64_t len, uint64_t off,
     errno = ENOMEM;
     return -1;
   }
-  if (allocate(h, z->fd, off - z->start, len) < 0) {
+  if (znbd_dir_allocate(h, z->fd, off - z->start, len) < 0) {
     int e = errno == EDQUOT ? ENOSPC : errno;
-    unallocate(h);
+    znbd_dir_unallocate(h);
     free(h);
     errno = e;
     return -1;
@@ -780,7 +673,7 @@ dir_write_end(struct znbd_store *base, uint64_t len, uint64_t off, void *undo,
     if (ftruncate(z->fd, (off_t)zoff) < 0) {
     }
   } else if (h)
-    unallocate(h);
+    znbd_dir_unallocate(h);
   if (h)
     free(h->v);
   free(h);

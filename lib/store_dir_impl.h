@@ -1,6 +1,7 @@
 /* znbd lib-internal: the directory store's state, shared by its files
  * (lib/store_dir.c the store and its I/O, lib/store_dir_open.c opening a
- * directory, lib/store_dir_wb.c early writeback); lib/store_dir.h is
+ * directory, lib/store_dir_alloc.c allocating blocks ahead of writes,
+ * lib/store_dir_wb.c early writeback); lib/store_dir.h is
  * what the rest of the library sees.  Offsets and lengths are bytes.
  */
 #ifndef ZNBD_STORE_DIR_IMPL_H
@@ -78,6 +79,33 @@ int znbd_dir_open(struct dir_store *s, const struct znbd_params *p, char *err,
  * the zones' faults).  Caller holds meta_lock (or is alone).  Returns 0,
  * or -1 with errno as znbd_dir_meta_save(). */
 int znbd_dir_save(struct dir_store *s);
+
+/* The holes a write allocated, to give them back when it is refused. */
+struct hole {
+  int fd;
+  uint64_t off, len;
+};
+struct holes {
+  struct hole *v;
+  size_t n, cap;
+};
+
+/* lib/store_dir_alloc.c: allocate [OFF, OFF+LEN) of conventional file FD
+ * before a write, so the write cannot fail half done: only its holes,
+ * each recorded in H first (H zeroed by the caller, its V freed by the
+ * caller or by znbd_dir_unallocate()).  A file system without fallocate
+ * is no error.  Returns 0, or -1 with errno (ENOSPC, EDQUOT, EIO from
+ * fallocate; ENOMEM) and the holes allocated so far recorded in H. */
+int znbd_dir_allocate(struct holes *h, int fd, uint64_t off, uint64_t len);
+
+/* lib/store_dir_alloc.c: punch the holes recorded in H again and free
+ * its list.  Leaves errno as it found it (a failure path's cleanup). */
+void znbd_dir_unallocate(struct holes *h);
+
+/* lib/store_dir_alloc.c: zone_prealloc: the capacity of sequential zone
+ * Z allocated beyond its end of file, once per reset.  Best effort,
+ * never fails. */
+void znbd_dir_prealloc(struct dir_store *s, struct dzone *z);
 
 /* lib/store_dir_wb.c: writeback_mb: N more bytes went into the page cache
  * of zone Z's file, up to file offset END; each writeback_mb of them

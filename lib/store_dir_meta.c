@@ -4,7 +4,7 @@
  * "end" line (so a truncated file is detected); it is replaced atomically
  * (write a temporary file, fsync, rename, fsync the directory).  The zone
  * files are named as Linux zloop names them (lib/store_dir.h).  Nothing
- * here opens a store or reads a parameter: lib/params.c adopts a
+ * here opens a store or reads a parameter: lib/params_finish.c adopts a
  * directory's record through this file, the directory store writes it.
  */
 #include <dirent.h>
@@ -141,7 +141,7 @@ znbd_dir_meta_save(int dirfd, const struct znbd_dir_meta *m, uint32_t nr_zones,
 {
   size_t cap = 1024 + (size_t)nr_zones * 24, len = 0;
   char *buf = malloc(cap);
-  int fd = -1, e;
+  int fd = -1;
 
   if (!buf)
     return -1;
@@ -166,11 +166,9 @@ znbd_dir_meta_save(int dirfd, const struct znbd_dir_meta *m, uint32_t nr_zones,
   return 0;
 
 fail:
-  e = errno;
   if (fd >= 0)
-    close(fd);
+    keep_errno_close(fd);
   free(buf);
-  errno = e;
   return -1;
 }
 
@@ -209,11 +207,9 @@ slurp(int dirfd, const char *name)
   close(fd);
   return buf;
 
-fail:;
-  int e = errno;
+fail:
   free(buf);
-  close(fd);
-  errno = e;
+  keep_errno_close(fd);
   return NULL;
 }
 
@@ -317,10 +313,8 @@ znbd_dir_meta_load(int dirfd, const char *path, struct znbd_dir_meta *m,
   if (!t) {
     if (errno == ENOENT)
       return 0;
-    int e = errno;
-    set_err(err, errlen, "dir: %s/%s: %s", path, META_NAME, strerror(e));
-    errno = e == EFBIG ? EINVAL : e;
-    return -1;
+    return fail_err(err, errlen, errno == EFBIG ? EINVAL : errno,
+                    "dir: %s/%s: %s", path, META_NAME, strerror(errno));
   }
   if (meta_parse(t, m, ro, off, why, sizeof why) < 0) {
     set_err(err, errlen, "dir: %s/%s is corrupt: %s", path, META_NAME, why);
@@ -404,12 +398,8 @@ znbd_dir_probe(const char *path, struct znbd_dir_meta *m, char *err,
 {
   int dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   int r = 0;
-  if (dirfd < 0 && errno != ENOENT) {
-    int e = errno;
-    set_err(err, errlen, "dir: %s: %s", path, strerror(e));
-    errno = e;
-    return -1;
-  }
+  if (dirfd < 0 && errno != ENOENT)
+    return fail_err(err, errlen, errno, "dir: %s: %s", path, strerror(errno));
   bool zloop = false;
   if (dirfd >= 0) {
     r = znbd_dir_meta_load(dirfd, path, m, NULL, NULL, NULL, err, errlen);

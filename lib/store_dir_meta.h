@@ -1,7 +1,7 @@
 /* znbd lib-internal: what a dir= directory records and is named
  * (lib/store_dir_meta.c): the PATH/znbd.meta format, the names of the
  * files a directory holds, and what a directory says before it is opened
- * as a store.  Depends on no parameter code: lib/params.c reads a
+ * as a store.  Depends on no parameter code: lib/params_finish.c reads a
  * directory's record through it, the directory store (lib/store_dir*.c)
  * reads and writes it.  Sizes are bytes.
  */

@@ -546,7 +546,6 @@ int
 znbd_dir_open(struct dir_store *s, const struct znbd_params *p, char *err,
               size_t errlen)
 {
-  int e;
 
   s->path = strdup(p->dir);
   if (!s->path) {
@@ -568,14 +567,12 @@ znbd_dir_open(struct dir_store *s, const struct znbd_params *p, char *err,
    * wrote the same zones); znbd.lock is still locked too, for servers
    * that only know that one. */
   if (flock(s->dirfd, LOCK_EX | LOCK_NB) < 0) {
-    e = errno;
-    set_err(err, errlen,
-            "dir: %s is in use by another server (the directory and its "
-            "%s are locked)%s%s",
-            s->path, LOCK_NAME, e == EWOULDBLOCK ? "" : ": ",
-            e == EWOULDBLOCK ? "" : strerror(e));
-    errno = e == EWOULDBLOCK ? EEXIST : e;
-    return -1;
+    bool busy = errno == EWOULDBLOCK;
+    return fail_err(err, errlen, busy ? EEXIST : errno,
+                    "dir: %s is in use by another server (the directory and "
+                    "its %s are locked)%s%s",
+                    s->path, LOCK_NAME, busy ? "" : ": ",
+                    busy ? "" : strerror(errno));
   }
   s->lockfd = openat(s->dirfd, LOCK_NAME, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (s->lockfd < 0) {
@@ -583,13 +580,11 @@ znbd_dir_open(struct dir_store *s, const struct znbd_params *p, char *err,
     return -1;
   }
   if (flock(s->lockfd, LOCK_EX | LOCK_NB) < 0) {
-    e = errno;
-    set_err(err, errlen,
-            "dir: %s is in use by another server (%s/%s is locked)%s%s",
-            s->path, s->path, LOCK_NAME, e == EWOULDBLOCK ? "" : ": ",
-            e == EWOULDBLOCK ? "" : strerror(e));
-    errno = e == EWOULDBLOCK ? EEXIST : e;
-    return -1;
+    bool busy = errno == EWOULDBLOCK;
+    return fail_err(err, errlen, busy ? EEXIST : errno,
+                    "dir: %s is in use by another server (%s/%s is locked)%s%s",
+                    s->path, s->path, LOCK_NAME, busy ? "" : ": ",
+                    busy ? "" : strerror(errno));
   }
   if (faccessat(s->dirfd, META_NAME, F_OK, 0) == 0) {
     if (open_formatted(s, err, errlen) < 0)

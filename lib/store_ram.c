@@ -119,6 +119,24 @@ map_noreserve(size_t len)
 
 static const struct znbd_store_ops ram_ops;
 
+/* The store's free op; also a failure path's cleanup: leaves errno as it
+ * found it (lib/err.h). */
+static void
+ram_free(struct znbd_store *base)
+{
+  struct ram_store *s = (struct ram_store *)base;
+  int e = errno;
+  if (s->data)
+    munmap(s->data, s->data_len);
+  if (s->bits)
+    munmap((void *)s->bits, s->bits_len);
+  if (s->lazy)
+    munmap((void *)s->lazy, s->bits_len);
+  pthread_mutex_destroy(&s->lazy_lock);
+  free(s);
+  errno = e;
+}
+
 struct znbd_store *
 znbd_store_new(uint64_t size, bool memory_backed)
 {
@@ -159,30 +177,9 @@ znbd_store_new(uint64_t size, bool memory_backed)
     goto fail;
   return &s->base;
 
-fail:;
-  int e = errno;
-  if (s->data)
-    munmap(s->data, s->data_len);
-  if (s->bits)
-    munmap((void *)s->bits, s->bits_len);
-  pthread_mutex_destroy(&s->lazy_lock);
-  free(s);
-  errno = e;
+fail:
+  ram_free(&s->base);
   return NULL;
-}
-
-static void
-ram_free(struct znbd_store *base)
-{
-  struct ram_store *s = (struct ram_store *)base;
-  if (s->data)
-    munmap(s->data, s->data_len);
-  if (s->bits)
-    munmap((void *)s->bits, s->bits_len);
-  if (s->lazy)
-    munmap((void *)s->lazy, s->bits_len);
-  pthread_mutex_destroy(&s->lazy_lock);
-  free(s);
 }
 
 static inline bool

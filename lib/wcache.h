@@ -1,5 +1,5 @@
 /* znbd: the volatile write cache (write_cache=true) and power cuts
- * (lib/wcache.c).
+ * (lib/wcache.c; the replay after a crash, lib/wcache_replay.c).
  *
  * The device keeps a "durable state": what the last completed FLUSH made
  * durable, plus FUA writes and zone management since.  A power cut

@@ -149,7 +149,8 @@ struct znbd_zone *znbd_zones_piece(struct znbd_zones *zs, uint64_t poff,
                                    uint64_t end, uint64_t *plen);
 
 /* Lock / unlock the sequential zones among FIRST..LAST (inclusive) in
- * ascending order; conventional zones carry no state and are skipped. */
+ * ascending order; conventional zones carry no state and are skipped.
+ * Unlocking leaves errno as it found it (lib/err.h). */
 void znbd_zones_lock_range(struct znbd_zones *zs, uint32_t first,
                            uint32_t last);
 void znbd_zones_unlock_range(struct znbd_zones *zs, uint32_t first,
@@ -243,7 +244,9 @@ int znbd_zones_append_prepare(struct znbd_zones *zs, struct znbd_zone_txn *t,
  * FIRST..LAST stay with the caller. */
 void znbd_zones_write_commit(struct znbd_zone_txn *t);
 
-/* Drop a prepared write without changing anything. */
+/* Drop a prepared write without changing anything.  Leaves errno as it
+ * found it (a failure path's cleanup, lib/err.h: it only unlocks and
+ * frees). */
 void znbd_zones_write_abort(struct znbd_zone_txn *t);
 
 /* Stores the data of a write: LEN bytes at device offset OFF from DATA

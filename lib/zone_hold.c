@@ -58,9 +58,7 @@ znbd_zones_hold(struct znbd_zones *zs, struct znbd_zone_hold *h)
     h->zno = zno;
     h->seq = true;
   }
-  int e = errno;
-  pthread_mutex_unlock(&z->lock);
-  errno = e;
+  pthread_mutex_unlock(&z->lock); /* keeps errno */
   return r;
 }
 

@@ -86,7 +86,8 @@ int znbd_zone_append_check(const struct znbd_zone *z, uint64_t len);
 void znbd_zones_close_victims(struct znbd_zones *zs,
                               const struct znbd_zone_txn *t);
 
-/* Unlock the victims T locked (not its own zones) and forget them. */
+/* Unlock the victims T locked (not its own zones) and forget them.
+ * Leaves errno as it found it (lib/err.h). */
 void znbd_zone_txn_release_victims(struct znbd_zone_txn *t);
 
 /* Advance zone Z's wp (locked, sequential, checked) by LEN bytes: EMPTY

@@ -219,7 +219,7 @@ znbd_zones_write(struct znbd_zones *zs, struct znbd_zone_write *w)
   struct znbd_zone *z = &zs->zone[first];
   bool seq = z->type == ZNBD_ZONE_TYPE_SEQWRITE_REQ;
   bool late = !w->store_may_fail;
-  int e = 0;
+  int r = -1;
 
   if (seq)
     pthread_mutex_lock(&z->lock);
@@ -230,14 +230,13 @@ znbd_zones_write(struct znbd_zones *zs, struct znbd_zone_write *w)
     /* Ahead of the wp, and it may not wait (here, or at all). */
     znbd_refusal_now = ZNBD_REFUSAL_UNALIGNED_WRITE;
     if (w->nowait || !w->done)
-      e = EAGAIN;
+      errno = EAGAIN;
     else if (w->timeout_ms == 0)
-      e = EIO; /* no time to wait for the wp */
+      errno = EIO; /* no time to wait for the wp */
     else if (w->waiting && atomic_fetch_add(w->waiting, 1) >= w->wait_max) {
       atomic_fetch_sub(w->waiting, 1);
-      e = EAGAIN; /* enough writes wait already */
+      errno = EAGAIN; /* enough writes wait already */
     } else if (park(zs, z, w) < 0) {
-      e = errno;
       if (w->waiting)
         atomic_fetch_sub(w->waiting, 1);
     } else {
@@ -245,14 +244,12 @@ znbd_zones_write(struct znbd_zones *zs, struct znbd_zone_write *w)
       return ZNBD_ZONE_PARKED;
     }
   } else {
-    e = znbd_zones_run_write(zs, w, first, last, late) < 0 ? errno : 0;
+    r = znbd_zones_run_write(zs, w, first, last, late);
   }
   if (seq)
     pthread_mutex_unlock(&z->lock);
-  if (e) {
-    errno = e;
+  if (r < 0)
     return -1;
-  }
   if (late) {
     w->store(w->opaque, w->data, w->len, w->off); /* RAM: cannot fail */
     for (uint32_t i = first; i <= last; i++)
@@ -272,12 +269,10 @@ znbd_zones_append(struct znbd_zones *zs, uint32_t zno,
   }
   struct znbd_zone *z = &zs->zone[zno];
   pthread_mutex_lock(&z->lock);
-  int e = znbd_zones_run_append(zs, zno, w) < 0 ? errno : 0;
+  int r = znbd_zones_run_append(zs, zno, w);
   pthread_mutex_unlock(&z->lock);
-  if (e) {
-    errno = e;
+  if (r < 0)
     return -1;
-  }
   drain(zs, zno, zno);
   return 0;
 }
@@ -338,7 +333,7 @@ znbd_zones_write_wait(struct znbd_zones *zs, const struct znbd_zone_write *w,
   sw.w.done = sync_done;
   sw.w.waiting = waiting;
   sw.w.wait_max = max;
-  int r = znbd_zones_write(zs, &sw.w), e = errno;
+  int r = znbd_zones_write(zs, &sw.w);
   if (r == ZNBD_ZONE_PARKED) { /* sync_done uncounts it */
     atomic_fetch_add_explicit(&zs->park_waits, 1, memory_order_relaxed);
     yield_wait(&sw.finished);
@@ -351,11 +346,10 @@ znbd_zones_write_wait(struct znbd_zones *zs, const struct znbd_zone_write *w,
       pthread_cond_wait(&sw.cv, &sw.lock);
     pthread_mutex_unlock(&sw.lock);
     r = sw.err ? -1 : 0;
-    e = sw.err;
+    errno = sw.err; /* the parked write's result, from its completion */
   }
   pthread_cond_destroy(&sw.cv);
   pthread_mutex_destroy(&sw.lock);
-  errno = e;
   return r;
 }
 
@@ -395,11 +389,9 @@ znbd_zones_redo(struct znbd_zones *zs, struct znbd_zone_write *w, bool anywhere,
     if (znbd_zones_run_write(zs, &tail, zno, zno, false) < 0)
       r = -1;
   }
-out:;
-  int e = errno;
+out:
   pthread_mutex_unlock(&z->lock);
-  if (r == 1 && end > wp)
+  if (r == 1 && end > wp) /* done: errno is no longer the result */
     drain(zs, zno, zno);
-  errno = e;
   return r;
 }

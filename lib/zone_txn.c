@@ -55,9 +55,7 @@ znbd_zones_write_prepare(struct znbd_zones *zs, struct znbd_zone_txn *t,
       errno = EBUSY;
     if (z->held ||
         znbd_zone_write_check(zs, t, z, poff, plen, &c, &cursor) < 0) {
-      int e = errno;
       znbd_zones_write_abort(t);
-      errno = e;
       return -1;
     }
   }
@@ -129,7 +127,7 @@ znbd_zones_run_write(struct znbd_zones *zs, struct znbd_zone_write *w,
                      uint32_t first, uint32_t last, bool late)
 {
   struct znbd_zone_txn t;
-  int e = 0;
+  int r = -1;
 
   if (first < last)
     znbd_zones_lock_range(zs, first + 1, last);
@@ -139,21 +137,20 @@ znbd_zones_run_write(struct znbd_zones *zs, struct znbd_zone_write *w,
           : ZNBD_REFUSAL_NONE;
   if (why != ZNBD_REFUSAL_NONE) {
     znbd_refusal_now = why;
-    e = EIO;
+    errno = EIO;
   } else if (znbd_zones_write_prepare(zs, &t, w->off, w->len) < 0) {
-    e = errno;
+    /* errno from the zone rules */
   } else if (!late && w->store(w->opaque, w->data, w->len, w->off) < 0) {
-    e = errno;
-    znbd_zones_write_abort(&t);
+    znbd_zones_write_abort(&t); /* keeps errno */
   } else {
     znbd_zones_write_commit(&t);
     for (uint32_t i = first; i <= last && late; i++)
       znbd_zone_copy_begin(&zs->zone[i]);
+    r = 0;
   }
   if (first < last)
-    znbd_zones_unlock_range(zs, first + 1, last);
-  errno = e; /* unlocking may have changed it */
-  return e ? -1 : 0;
+    znbd_zones_unlock_range(zs, first + 1, last); /* keeps errno */
+  return r;
 }
 
 int
@@ -161,16 +158,13 @@ znbd_zones_run_append(struct znbd_zones *zs, uint32_t zno,
                       struct znbd_zone_write *w)
 {
   struct znbd_zone_txn t;
-  int e = 0;
 
-  if (znbd_zones_append_prepare(zs, &t, zno, w->len, &w->off) < 0) {
-    e = errno;
-  } else if (w->store(w->opaque, w->data, w->len, w->off) < 0) {
-    e = errno;
-    znbd_zones_write_abort(&t);
-  } else {
-    znbd_zones_write_commit(&t);
+  if (znbd_zones_append_prepare(zs, &t, zno, w->len, &w->off) < 0)
+    return -1;
+  if (w->store(w->opaque, w->data, w->len, w->off) < 0) {
+    znbd_zones_write_abort(&t); /* keeps errno */
+    return -1;
   }
-  errno = e;
-  return e ? -1 : 0;
+  znbd_zones_write_commit(&t);
+  return 0;
 }

@@ -386,16 +386,19 @@ check_aligned(void *handle, const char *op, uint32_t count, uint64_t offset)
 
 /* The request's injected delay (znbd_req_delay: completion_nsec, the
  * mbps bucket, zone_reset_nsec) for a request of KIND moving LEN bytes
- * on HANDLE's connection; then drop-reply, as far as nbdkit allows. */
+ * on HANDLE's connection; then drop-reply, as far as nbdkit allows.
+ * Leaves errno as it found it: the request's result (lib/err.h's idiom). */
 static void
 complete_delay_io(void *handle, unsigned kind, uint64_t len)
 {
   struct handle *h = handle;
+  int e = errno;
   uint64_t ns = znbd_req_delay(&h->rq, kind, len, 0);
   if (ns)
     nbdkit_nanosleep((unsigned)(ns / 1000000000), (unsigned)(ns % 1000000000));
   if (znbd_req_drop_reply(&h->rq, kind))
     nbdkit_nanosleep(DROP_SECONDS, 0);
+  errno = e;
 }
 
 static int
@@ -405,9 +408,8 @@ zoned_pread(void *handle, void *buf, uint32_t count, uint64_t offset,
   if (check_aligned(handle, "pread", count, offset) < 0)
     return -1;
   int r = znbd_dev_read(dev, buf, count, offset);
-  int e = errno;
   complete_delay_io(handle, ZNBD_IO_READ, count);
-  return r < 0 ? fail("pread", count, offset, e) : 0;
+  return r < 0 ? fail("pread", count, offset, errno) : 0;
 }
 
 /* The device write flag for nbdkit's FUA flag. */
@@ -427,9 +429,8 @@ zoned_pwrite(void *handle, const void *buf, uint32_t count, uint64_t offset,
    * cut cannot come between the two, so ESHUTDOWN means the request
    * changed nothing. */
   int r = bounded_write(handle, buf, count, offset, fua_flag(flags));
-  int e = errno;
   complete_delay_io(handle, ZNBD_IO_WRITE, count);
-  return r < 0 ? fail("pwrite", count, offset, e) : 0;
+  return r < 0 ? fail("pwrite", count, offset, errno) : 0;
 }
 
 static int
@@ -442,9 +443,8 @@ zoned_zero(void *handle, uint32_t count, uint64_t offset, uint32_t flags)
    * (the client sent NO_HOLE) the range must stay allocated. */
   unsigned wflags = (flags & NBDKIT_FLAG_MAY_TRIM) ? 0 : ZNBD_WRITE_ALLOCATE;
   int r = bounded_write(handle, NULL, count, offset, wflags | fua_flag(flags));
-  int e = errno;
   complete_delay_io(handle, ZNBD_IO_WRITE, 0);
-  return r < 0 ? fail("zero", count, offset, e) : 0;
+  return r < 0 ? fail("zero", count, offset, errno) : 0;
 }
 
 static int
@@ -454,9 +454,8 @@ zoned_trim(void *handle, uint32_t count, uint64_t offset, uint32_t flags)
     return -1;
   struct handle *h = handle;
   int r = znbd_req_trim(&h->rq, count, offset, fua_flag(flags));
-  int e = errno;
   complete_delay_io(handle, ZNBD_IO_TRIM, count);
-  return r < 0 ? fail("trim", count, offset, e) : 0;
+  return r < 0 ? fail("trim", count, offset, errno) : 0;
 }
 
 /* FLUSH: RAM is as durable as it gets once a write has returned; dir=
@@ -469,11 +468,10 @@ zoned_flush(void *handle, uint32_t flags)
     return -1;
   struct handle *h = handle;
   int r = znbd_req_flush(&h->rq);
-  int e = errno;
   complete_delay_io(handle, ZNBD_IO_FLUSH, 0);
-  if (r < 0) {
-    nbdkit_error("flush: %s", strerror(e));
-    errno = znbd_dev_wire_errno(e);
+  if (r < 0) { /* nbdkit_error() keeps errno */
+    nbdkit_error("flush: %s", strerror(errno));
+    errno = znbd_dev_wire_errno(errno);
   }
   return r;
 }
@@ -509,14 +507,10 @@ zoned_extents(void *handle, uint32_t count, uint64_t offset, uint32_t flags,
   /* With REQ_ONE nbdkit keeps only the first extent; we still report all
    * of [offset, offset+count) as it is cheap (a bitmap scan). */
   int r = znbd_dev_extents(dev, offset, count, add_extent, extents);
-  int e = errno;
   /* completion_nsec and drop-reply (kind "other"), as for any request. */
   complete_delay_io(handle, ZNBD_IO_OTHER, 0);
-  if (r < 0) {
-    if (e == 0)
-      e = EIO;
-    return fail("extents", count, offset, e);
-  }
+  if (r < 0)
+    return fail("extents", count, offset, errno ? errno : EIO);
   return 0;
 }
 

@@ -173,13 +173,11 @@ exec_read(const struct nbdc *c, const struct nbd_req *r, struct buf *out,
 done:
   put16(out->p + last + 4, NBD_REPLY_FLAG_DONE);
   return;
-fail : {
+fail:
   /* No ref was queued before this: refs are only taken on plain RAM
    * disks, whose reads cannot fail once the range is checked. */
-  int e = errno;
   out->len = start;
-  nbd_reply_errno(c, r, e, out);
-}
+  nbd_reply_errno(c, r, errno, out);
 }
 
 /* WRITE or WRITE_ZEROES R (NO_HOLE: the range stays allocated); with

@@ -231,10 +231,13 @@ run_job(struct tcmu_ring *r, struct znbd_scsi *s, struct tcmu_job *j,
   free(j);
 }
 
-/* Complete the commands whose replies were dropped, as the ring stops. */
+/* Complete the commands whose replies were dropped, as the ring stops.
+ * Leaves errno as it found it: the ring's own error is the one its loop
+ * returns (lib/err.h's idiom). */
 static void
 drain_dropped(struct tcmu_ring *r)
 {
+  int e = errno;
   struct tcmu_job *j = r->dropped;
   r->dropped = NULL;
   while (j) {
@@ -245,6 +248,7 @@ drain_dropped(struct tcmu_ring *r)
   }
   if (kick(r) < 0)
     perror("znbd-tcmu: write to the UIO device");
+  errno = e;
 }
 
 /* The timer thread: completes each held job when it is due; once the
@@ -442,7 +446,7 @@ tcmu_ring_serve(struct tcmu_ring *r, struct znbd_scsi *s,
   uint8_t *ring = (uint8_t *)r->map + mb->cmdr_off;
   struct worker_arg wa = {r, s};
   pthread_t th[TCMU_RING_WORKERS], tth;
-  int nth = 0, rc = 0, e = 0;
+  int nth = 0, rc = 0;
 
   r->head = r->dropped = r->timed = NULL;
   r->qtail = &r->head;
@@ -515,7 +519,7 @@ tcmu_ring_serve(struct tcmu_ring *r, struct znbd_scsi *s,
         errno != EINTR)
       rc = -1;
   }
-  e = errno;
+  /* errno stays the loop's: the rest only locks, joins and drains. */
   pthread_mutex_lock(&r->lock);
   r->quit = 1;
   pthread_cond_broadcast(&r->ready);
@@ -531,7 +535,6 @@ tcmu_ring_serve(struct tcmu_ring *r, struct znbd_scsi *s,
   pthread_join(tth, NULL);
   pthread_cond_destroy(&r->timer);
   drain_dropped(r);
-  errno = e;
   return rc;
 }
 

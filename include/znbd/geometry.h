@@ -50,7 +50,7 @@ struct znbd_geometry_request {
  * > max_active (when set) -> max_active, else max_open >= sequential
  * zones -> 0.  A caller that reports clamps compares R with G.  Checks
  * only what the derivation needs (the callers check the rest with their
- * own messages, lib/params.c).  Returns 0, or -1 with errno EINVAL (size
+ * own messages, lib/params_finish.c).  Returns 0, or -1 with errno EINVAL (size
  * 0; zoned with zone_size 0, zone_capacity > zone_size, or more than
  * UINT32_MAX zones), G then unchanged. */
 int znbd_geometry_derive(struct znbd_geometry *g,

@@ -105,8 +105,8 @@ int znbd_params_set(struct znbd_params *p, const char *key, const char *value,
 /* Check the combination and derive the geometry (geo, by
  * znbd_geometry_derive()), after all keys are set.  With dir=, the
  * directory's recorded geometry first fills the keys not given (see
- * lib/params.c, adopt_dir).  When zoned, a zone_capacity of 0 is replaced
- * by zone_size.  Clamps as null_blk does (zone_nr_conv, zone_max_open,
+ * lib/params_finish.c, adopt_dir).  When zoned, a zone_capacity of 0 is
+ * replaced by zone_size.  Clamps as null_blk does (zone_nr_conv, zone_max_open,
  * zone_max_active; doc/zone-rules.md, rule clamp-limits), writes the
  * clamped values back to those keys and reports each clamp as a
  * ZNBD_LOG_NOTE (include/znbd/log.h).  Returns 0, or -1 with errno
@@ -143,7 +143,7 @@ int znbd_parse_sector_list(const char *s, uint64_t nr_sectors,
                                      uint64_t last),
                            void *opaque);
 
-/* What a parameter's value is (lib/params.c parses each kind one way). */
+/* What a parameter's value is (lib/params_parse.c parses each kind one way). */
 enum znbd_param_type {
   ZNBD_PARAM_T_SIZE,   /* uint64_t bytes, nbdkit size syntax */
   ZNBD_PARAM_T_BOOL,   /* bool, znbd_parse_bool() */
