@@ -59,7 +59,8 @@ background_ready(void)
 {
   if (ready_fd == -1)
     return;
-  /* Paths were made absolute at start-up (absolute_path, lib/params.c):
+  /* Paths were made absolute at start-up (the socket and the pid file
+   * by absolute_path() below, path parameters in lib/params_parse.c):
    * the daemon keeps no directory busy. */
   if (chdir("/") == -1)
     perror("znbd: chdir /");
