@@ -2,7 +2,7 @@
  * with dir=), optionally with zones on top.
  *
  * Structure: every entry point checks the range and alignment first
- * (check_range: EINVAL), then either serves a plain disk straight from
+ * (dev_check_range: EINVAL), then either serves a plain disk straight from
  * the store, or — for a zoned device — hands the request to the zone
  * engine (lib/zone.c).  The zoned branches are marked "ZONED:".  The
  * store is called only through its table of operations (lib/store.h).
@@ -367,27 +367,11 @@ znbd_dev_nr_zones(const struct znbd_dev *d)
   return d->p.geo.nr_zones; /* 0 when not zoned */
 }
 
-static bool
-is_zoned(const struct znbd_dev *d)
-{
-  return d->p.zoned;
-}
-
-/* [off, off+len) inside the device and both ends on a block boundary.
- * A zero length is allowed (and does nothing). */
-static int
-check_range(const struct znbd_dev *d, uint64_t len, uint64_t off)
-{
-  if (off > d->p.size || len > d->p.size - off || (off | len) % d->p.blocksize)
-    return znbd_refuse(ZNBD_REFUSAL_OUT_OF_RANGE, EINVAL);
-  return 0;
-}
-
 int
 znbd_dev_describe(const struct znbd_dev *d, char *buf, size_t len)
 {
   const struct znbd_geometry *g = &d->p.geo;
-  if (!is_zoned(d))
+  if (!dev_is_zoned(d))
     return snprintf(buf, len,
                     "znbd model=none size=%" PRIu64 " blocksize=%" PRIu32,
                     g->size, g->blocksize);
@@ -400,148 +384,17 @@ znbd_dev_describe(const struct znbd_dev *d, char *buf, size_t len)
                   g->nr_conv, g->max_open, g->max_active, g->blocksize);
 }
 
-struct read_ctx {
-  struct znbd_dev *d;
-  uint8_t *buf; /* where byte OFF of the request goes */
-  uint64_t off;
-  /* znbd_dev_read_to(): where the bytes go (BUF is its bounce). */
-  const struct znbd_read_sink *sink;
-};
-
-/* LEN bytes of the read at OFF to C->sink: from the store in place when
- * it can (znbd_store_ref(): RAM pages all allocated), else through BUF. */
-static int
-read_store(struct read_ctx *c, uint8_t *buf, uint64_t len, uint64_t off)
+uint64_t
+dev_badblock_ok(struct znbd_dev *d, const char *what, uint64_t len,
+                uint64_t off, uint64_t first)
 {
-  const void *p = znbd_store_ref(c->d->store, len, off);
-  if (p)
-    return c->sink->drain(c->sink->opaque, p, len, off - c->off);
-  if (znbd_store_read(c->d->store, buf, len, off) < 0)
-    return -1;
-  return c->sink->drain(c->sink->opaque, buf, len, off - c->off);
-}
-
-/* ZONED: one span of a read (znbd_zones_spans; a sequential zone's lock
- * is held).  OFFLINE: EIO (null_process_zoned_cmd).  Bytes at or past the
- * wp, and past the capacity, are "past the wp" (null_zone_valid_read_len)
- * and read per zone_read_past_wp, but for the gap of a finished or
- * READONLY zone (ZNBD_SPAN_GAP): null_blk reads it from memory, so it
- * reads zeros (EIO with zone_read_past_wp=error). */
-static int
-read_span(void *opaque, uint64_t off, uint64_t len, enum znbd_zone_span span)
-{
-  struct read_ctx *c = opaque;
-  uint8_t *buf = c->buf + (off - c->off);
-  enum znbd_read_past_wp past = c->d->p.zone_read_past_wp;
-
-  switch (span) {
-  case ZNBD_SPAN_CONV:
-  case ZNBD_SPAN_DATA:
-    return znbd_store_read(c->d->store, buf, len, off);
-  case ZNBD_SPAN_GAP: /* null_blk reads these never-written bytes: zeros */
-  case ZNBD_SPAN_PAST_WP:
-    if (past == ZNBD_READ_PAST_WP_ERROR)
-      break;
-    memset(buf,
-           past == ZNBD_READ_PAST_WP_ONES && span == ZNBD_SPAN_PAST_WP ? 0xff
-                                                                       : 0,
-           len);
-    return 0;
-  case ZNBD_SPAN_OFFLINE:
-    break;
-  }
-  errno = EIO;
-  return -1;
-}
-
-/* read_span() for znbd_dev_read_to(): data from the store in place where
- * it can be; zeros (or ones) past the wp as read_span() makes them, in
- * the bounce buffer, then drained.  A callback of its own, so that a
- * plain read's read_span() stays a tail call into the store. */
-static int
-sink_span(void *opaque, uint64_t off, uint64_t len, enum znbd_zone_span span)
-{
-  struct read_ctx *c = opaque;
-  uint8_t *buf = c->buf + (off - c->off);
-  if (span == ZNBD_SPAN_CONV || span == ZNBD_SPAN_DATA)
-    return read_store(c, buf, len, off);
-  if (read_span(opaque, off, len, span) < 0)
-    return -1;
-  return c->sink->drain(c->sink->opaque, buf, len, off - c->off);
-}
-
-static int
-zoned_read(struct znbd_dev *d, uint8_t *buf, uint64_t len, uint64_t off,
-           const struct znbd_read_sink *sink)
-{
-  struct read_ctx c = {d, buf, off, sink};
-  return znbd_zones_spans(&d->zs, off, len, sink ? sink_span : read_span, &c)
-             ? -1
-             : 0;
-}
-
-/* Bad blocks, null_handle_badblocks(): whether [OFF, OFF+LEN) (bytes)
- * touches a bad sector.  If so the error is counted (by
- * znbd_faults_bb_hit, under the list's lock) and logged, and *OK
- * gets the bytes that badblocks_partial_io lets through: those before the
- * first bad sector, rounded down to the block size (0 without it). */
-static bool
-badblock_hit(struct znbd_dev *d, const char *what, uint64_t len, uint64_t off,
-             uint64_t *ok)
-{
-  uint64_t first;
-  if (!znbd_faults_bb_hit(&d->f, off / 512, (len + 511) / 512,
-                          d->p.badblocks_once, &first))
-    return false;
   uint64_t bad = first * 512 / d->p.blocksize * d->p.blocksize;
-  *ok = d->p.badblocks_partial_io && bad > off ? bad - off : 0;
+  uint64_t ok = d->p.badblocks_partial_io && bad > off ? bad - off : 0;
   znbd_log(ZNBD_LOG_FAULT,
            "badblock: %s of %" PRIu64 " bytes at %" PRIu64
            ": bad sectors from %" PRIu64 "%s; %" PRIu64 " bytes done",
-           what, len, off, first, d->p.badblocks_once ? " (cleared)" : "", *ok);
-  return true;
-}
-
-int
-znbd_dev_read_check(struct znbd_dev *d, uint64_t len, uint64_t off)
-{
-  uint64_t ok;
-  if (check_range(d, len, off) < 0)
-    return -1;
-  if (len && badblock_hit(d, "read", len, off, &ok))
-    /* a partial read carries nothing over NBD */
-    return znbd_refuse(ZNBD_REFUSAL_BAD_BLOCK, EIO);
-  return 0;
-}
-
-int
-znbd_dev_read(struct znbd_dev *d, void *buf, uint64_t len, uint64_t off)
-{
-  if (znbd_dev_read_check(d, len, off) < 0)
-    return -1;
-  if (is_zoned(d))
-    return zoned_read(d, buf, len, off, NULL);
-  return znbd_store_read(d->store, buf, len, off);
-}
-
-int
-znbd_dev_read_to(struct znbd_dev *d, const struct znbd_read_sink *sink,
-                 uint64_t len, uint64_t off)
-{
-  if (znbd_dev_read_check(d, len, off) < 0)
-    return -1;
-  if (is_zoned(d))
-    return zoned_read(d, sink->bounce, len, off, sink);
-  struct read_ctx c = {d, sink->bounce, off, sink};
-  return read_store(&c, sink->bounce, len, off);
-}
-
-const void *
-znbd_dev_read_ref(struct znbd_dev *d, uint64_t len, uint64_t off)
-{
-  if (is_zoned(d) || check_range(d, len, off) < 0)
-    return NULL;
-  return znbd_store_ref(d->store, len, off);
+           what, len, off, first, d->p.badblocks_once ? " (cleared)" : "", ok);
+  return ok;
 }
 
 /* Store a write's data (DATA NULL: zeros, nothing allocated); the zone
@@ -581,7 +434,7 @@ store_append(void *opaque, const void *data, uint64_t len, uint64_t off)
 {
   struct append_ctx *a = opaque;
   struct znbd_dev *d = a->d;
-  if (badblock_hit(d, "append", len, off, &(uint64_t){0}))
+  if (dev_badblock_hit(d, "append", len, off, &(uint64_t){0}))
     return znbd_refuse(ZNBD_REFUSAL_BAD_BLOCK, EIO);
   if (d->redo)
     znbd_intent_note(d->redo, a->slot, znbd_zones_zone_no(&d->zs, off), off,
@@ -742,7 +595,7 @@ dev_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
     errno = EINVAL;
     return -1;
   }
-  if (check_range(d, len, off) < 0 ||
+  if (dev_check_range(d, len, off) < 0 ||
       dev_wc_begin(d, h->fence, true, len, off) < 0)
     return -1;
   int r = dev_write_faults(d, buf, len, off, flags, h);
@@ -762,7 +615,8 @@ dev_write_faults(struct znbd_dev *d, const void *buf, uint64_t len,
                  uint64_t off, unsigned flags, const struct znbd_park_how *h)
 {
   uint64_t ok;
-  if (len && badblock_hit(d, buf ? "write" : "write zeroes", len, off, &ok)) {
+  if (len &&
+      dev_badblock_hit(d, buf ? "write" : "write zeroes", len, off, &ok)) {
     struct znbd_park_how now = {.fence = h->fence};
     if (ok &&
         write_checked(d, buf, ok, off, flags | ZNBD_WRITE_NOWAIT, &now) < 0 &&
@@ -777,7 +631,7 @@ static int
 write_checked(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
               unsigned flags, const struct znbd_park_how *h)
 {
-  if (is_zoned(d))
+  if (dev_is_zoned(d))
     return len ? zoned_write(d, buf, len, off, flags, h) : 0;
   /* WRITE_ZEROES: nothing allocated, whole pages freed, unless NO_HOLE
    * (doc/proto.md, NBD_CMD_FLAG_NO_HOLE) asks the range to stay
@@ -794,7 +648,7 @@ write_checked(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
 void
 znbd_dev_close_parking(struct znbd_dev *d)
 {
-  if (is_zoned(d))
+  if (dev_is_zoned(d))
     znbd_zones_close_parking(&d->zs);
 }
 
@@ -818,12 +672,12 @@ dev_append_zone(const struct znbd_dev *d, uint64_t len, uint64_t zone_start,
                 uint32_t *zno)
 {
   /* Not zoned: there is no zone to append to.  Only the start and the
-   * alignment are checked here, not check_range()'s end of the range: a
+   * alignment are checked here, not dev_check_range()'s end of the range: a
    * length past the zone capacity, and so past the end of the device (the
    * last zone's capacity ends inside it), is refused by the zone checks
    * with EIO, as null_zone_write() (and before it bio_check_eod()) does in
    * Linux. */
-  if (!is_zoned(d) || zone_start >= d->p.size || len == 0 ||
+  if (!dev_is_zoned(d) || zone_start >= d->p.size || len == 0 ||
       (zone_start | len) % d->p.blocksize) {
     errno = EINVAL;
     return -1;
@@ -865,7 +719,7 @@ znbd_dev_trim_zones(struct znbd_dev *d, uint64_t len, uint64_t off,
 {
   const struct znbd_zones *zs = &d->zs;
   *first = *end = 0;
-  if (!is_zoned(d) || len == 0 || off >= d->p.size || len > d->p.size - off)
+  if (!dev_is_zoned(d) || len == 0 || off >= d->p.size || len > d->p.size - off)
     return;
   uint32_t f = znbd_zones_zone_no(zs, off);
   if (off != zs->zone[f].start)
@@ -917,11 +771,11 @@ int
 znbd_dev_trim_fenced(struct znbd_dev *d, uint64_t fence, uint64_t len,
                      uint64_t off, unsigned flags)
 {
-  if (check_range(d, len, off) < 0 ||
+  if (dev_check_range(d, len, off) < 0 ||
       dev_wc_begin(d, fence, false, len, off) < 0)
     return -1;
-  int r = is_zoned(d) ? zoned_trim(d, len, off)
-                      : znbd_store_zero(d->store, len, off, 0);
+  int r = dev_is_zoned(d) ? zoned_trim(d, len, off)
+                          : znbd_store_zero(d->store, len, off, 0);
   if (r == 0 && (flags & ZNBD_WRITE_FUA))
     r = sync_held(d, len, off);
   return dev_wc_end(d, r);
@@ -951,7 +805,7 @@ int
 znbd_dev_sync_fenced(struct znbd_dev *d, uint64_t fence, uint64_t len,
                      uint64_t off)
 {
-  if (check_range(d, len, off) < 0)
+  if (dev_check_range(d, len, off) < 0)
     return -1;
   if (d->wc)
     return znbd_wcache_sync(d->wc, len, off, fence);
@@ -1034,10 +888,10 @@ znbd_dev_extents(struct znbd_dev *d, uint64_t off, uint64_t len,
                            uint32_t flags),
                  void *opaque)
 {
-  if (check_range(d, len, off) < 0)
+  if (dev_check_range(d, len, off) < 0)
     return -1;
   struct extents_ctx c = {d, fn, opaque};
-  if (is_zoned(d))
+  if (dev_is_zoned(d))
     return znbd_zones_spans(&d->zs, off, len, extent_span, &c);
   return znbd_store_extents(d->store, off, len, store_extent, &c);
 }
@@ -1058,7 +912,8 @@ znbd_dev_zone_op_fenced(struct znbd_dev *d, uint64_t fence,
                         enum znbd_zone_op op, uint32_t zone)
 {
   /* Not zoned: no zones. */
-  if (!is_zoned(d) || (zone == ZNBD_ALL_ZONES && op != ZNBD_ZONE_OP_RESET)) {
+  if (!dev_is_zoned(d) ||
+      (zone == ZNBD_ALL_ZONES && op != ZNBD_ZONE_OP_RESET)) {
     errno = EINVAL;
     return -1;
   }
@@ -1078,7 +933,7 @@ znbd_dev_report(struct znbd_dev *d, uint32_t first, uint32_t nr,
                 struct znbd_zone_info *out)
 {
   /* Not zoned: nothing to report. */
-  if (!is_zoned(d) || first >= d->zs.nr_zones)
+  if (!dev_is_zoned(d) || first >= d->zs.nr_zones)
     return 0;
   if (nr > d->zs.nr_zones - first)
     nr = d->zs.nr_zones - first;
@@ -1091,14 +946,14 @@ uint32_t
 znbd_dev_zone_index(const struct znbd_dev *d, uint64_t off)
 {
   /* A shift for power-of-2 zone sizes, else one division. */
-  return is_zoned(d) ? znbd_zones_zone_no(&d->zs, off) : 0;
+  return dev_is_zoned(d) ? znbd_zones_zone_no(&d->zs, off) : 0;
 }
 
 void
 znbd_dev_stats(struct znbd_dev *d, struct znbd_dev_stats *out)
 {
   memset(out, 0, sizeof *out);
-  if (is_zoned(d)) {
+  if (dev_is_zoned(d)) {
     znbd_zones_counters(&d->zs, &out->nr_imp_open, &out->nr_exp_open,
                         &out->nr_closed);
     out->park_waits = atomic_load(&d->zs.park_waits);
@@ -1176,7 +1031,7 @@ znbd_dev_delay_nsec(struct znbd_dev *d, unsigned kind, uint64_t len)
 {
   if (kind == ZNBD_IO_READ || kind == ZNBD_IO_WRITE)
     return znbd_faults_throttle(&d->f, len);
-  if (kind == ZNBD_IO_TRIM && is_zoned(d))
+  if (kind == ZNBD_IO_TRIM && dev_is_zoned(d))
     return d->p.zone_reset_nsec;
   return 0;
 }

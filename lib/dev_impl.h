@@ -7,10 +7,12 @@
 #ifndef ZNBD_DEV_IMPL_H
 #define ZNBD_DEV_IMPL_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "faults.h"
+#include "refusal.h"
 #include "store.h"
 #include "wcache.h"
 #include "zone.h"
@@ -27,6 +29,48 @@ struct znbd_dev {
   struct znbd_redo *redo; /* intent records (lib/intent.c), or NULL */
   unsigned frontend;      /* znbd_dev_set_frontend(), or 0 */
 };
+
+static inline bool
+dev_is_zoned(const struct znbd_dev *d)
+{
+  return d->p.zoned;
+}
+
+/* [OFF, OFF+LEN) inside the device and both ends on a block boundary (a
+ * zero length is allowed and does nothing): 0, or -1 with errno EINVAL and
+ * the reason ZNBD_REFUSAL_OUT_OF_RANGE. */
+static inline int
+dev_check_range(const struct znbd_dev *d, uint64_t len, uint64_t off)
+{
+  if (off > d->p.size || len > d->p.size - off || (off | len) % d->p.blocksize)
+    return znbd_refuse(ZNBD_REFUSAL_OUT_OF_RANGE, EINVAL);
+  return 0;
+}
+
+/* lib/dev.c: a bad-block hit of dev_badblock_hit() below, FIRST its first
+ * bad sector: logged, and the bytes badblocks_partial_io lets through
+ * returned (those before FIRST, rounded down to the block size; 0
+ * without it). */
+uint64_t dev_badblock_ok(struct znbd_dev *d, const char *what, uint64_t len,
+                         uint64_t off, uint64_t first);
+
+/* Bad blocks, null_handle_badblocks(): whether [OFF, OFF+LEN) (bytes)
+ * touches a bad sector.  If so the error is counted (by
+ * znbd_faults_bb_hit, under the list's lock) and logged, and *OK gets the
+ * bytes that badblocks_partial_io lets through (dev_badblock_ok()).
+ * WHAT names the request in the log ("read", "write").  Lock-free when
+ * the list is empty. */
+static inline bool
+dev_badblock_hit(struct znbd_dev *d, const char *what, uint64_t len,
+                 uint64_t off, uint64_t *ok)
+{
+  uint64_t first;
+  if (!znbd_faults_bb_hit(&d->f, off / 512, (len + 511) / 512,
+                          d->p.badblocks_once, &first))
+    return false;
+  *ok = dev_badblock_ok(d, what, len, off, first);
+  return true;
+}
 
 /* lib/dev.c: write_cache: enter (a due power cut, or FENCE older than
  * the last cut: ESHUTDOWN) and keep the durable contents of [OFF,

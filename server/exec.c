@@ -62,13 +62,14 @@ struct ref_sink {
  * send runs, which may be after requests that came later in the same
  * batch: those overlap the READ (the client had no reply yet), so either
  * content is allowed (doc/proto.md leaves overlapping requests unordered). */
-static const void *
+static int
 read_ref(const struct nbdc *c, uint64_t off, uint32_t len, unsigned xflags,
-         const struct ref_sink *rs)
+         const struct ref_sink *rs, const void **ref)
 {
+  *ref = NULL;
   if (!(xflags & EXEC_REF) || !rs->add_ref || len < REF_MIN)
-    return NULL;
-  return znbd_dev_read_ref(c->cfg->dev, len, off);
+    return 0;
+  return znbd_req_read(&c->rq, ref, len, off, ZNBD_READ_REF);
 }
 
 static int
@@ -77,7 +78,9 @@ read_data_chunk(const struct nbdc *c, const struct nbd_req *r, uint64_t off,
                 const struct ref_sink *rs)
 {
   *last = out->len;
-  const void *ref = read_ref(c, off, len, xflags, rs);
+  const void *ref;
+  if (read_ref(c, off, len, xflags, rs, &ref) < 0)
+    return -1;
   if (!ref && !buf_try_reserve(out, NBD_CHUNK_HEADER_SIZE + 8 + (size_t)len)) {
     errno = ENOMEM; /* nbd_chunk() below then needs no allocation */
     return -1;
@@ -91,7 +94,7 @@ read_data_chunk(const struct nbdc *c, const struct nbd_req *r, uint64_t off,
     rs->add_ref(rs->opaque, ref, len);
     return 0;
   }
-  if (znbd_dev_read(c->cfg->dev, p + 8, len, off) == -1)
+  if (znbd_req_read(&c->rq, p + 8, len, off, 0) == -1)
     return -1;
   buf_commit(out, NBD_CHUNK_HEADER_SIZE + 8 + (size_t)len);
   return 0;
@@ -109,7 +112,8 @@ exec_read(const struct nbdc *c, const struct nbd_req *r, struct buf *out,
       nbd_reply_errno(c, r, ENOMEM, out);
       return;
     }
-    if (znbd_dev_read(d, p + NBD_SIMPLE_REPLY_SIZE, r->len, r->off) == -1) {
+    if (znbd_req_read(&c->rq, p + NBD_SIMPLE_REPLY_SIZE, r->len, r->off, 0) ==
+        -1) {
       nbd_reply_errno(c, r, errno, out);
       return;
     }
@@ -119,7 +123,8 @@ exec_read(const struct nbdc *c, const struct nbd_req *r, struct buf *out,
   }
   size_t last = out->len;
   /* Holes are answered without reading: bad blocks are checked first. */
-  if (c->cfg->holes_ok && znbd_dev_read_check(d, r->len, r->off) == -1) {
+  if (c->cfg->holes_ok &&
+      znbd_req_read(&c->rq, NULL, r->len, r->off, ZNBD_READ_CHECK) == -1) {
     nbd_reply_errno(c, r, errno, out);
     return;
   }

@@ -334,7 +334,7 @@ znbd_ublk_io_exec(struct znbd_ublk_io *h,
       a->len = len;
       return 0;
     }
-    if (znbd_dev_read_to(h->dev, &sink, len, off) < 0)
+    if (znbd_req_read(&h->rq, &sink, len, off, ZNBD_READ_SINK) < 0)
       return fc.err ? fc.err : fail(errno);
     return (int32_t)len;
   }

@@ -100,41 +100,54 @@ uint32_t znbd_dev_nr_zones(const struct znbd_dev *d); /* 0: not zoned */
  * length it needed (snprintf-style). */
 int znbd_dev_describe(const struct znbd_dev *d, char *buf, size_t len);
 
-/* Read LEN bytes at OFF.  Errors: EINVAL (range/alignment), EIO (OFFLINE
- * zone; past the wp with zone_read_past_wp=error; a bad sector, see
- * znbd_dev_badblocks_edit). */
-int znbd_dev_read(struct znbd_dev *d, void *buf, uint64_t len, uint64_t off);
+/* Read flags: how znbd_dev_read() (and znbd_req_read()) give the bytes,
+ * and which rule a read follows besides the device's.  At most one of
+ * CHECK, SINK and REF. */
+/* Check only: the range, ZNBD_READ_ONE_TYPE and the bad blocks (counted,
+ * logged, cleared with badblocks_once) as a read would, BUF unused: for a
+ * front-end that answers a read without the bytes (holes from
+ * znbd_dev_extents). */
+#define ZNBD_READ_CHECK 0x1
+/* BUF is a const struct znbd_read_sink *: the RAM store's bytes go to its
+ * DRAIN in place (one copy, DRAIN's, instead of two), taken under the
+ * zone's lock as a read's copy is; other bytes (zeros past the wp, dir=,
+ * holes) through SINK->bounce.  DRAIN is called once a run of bytes, in
+ * order, and not again after it failed; the read then fails with DRAIN's
+ * errno. */
+#define ZNBD_READ_SINK 0x2
+/* Zero-copy read of a plain RAM disk (zoned=false): BUF is a const void
+ * **, which gets a pointer to the LEN bytes at OFF inside the store when
+ * all of them are allocated data (see znbd_store_ref() for how long they
+ * stay valid), else NULL: a zoned device (reads depend on the wp, under
+ * the zone lock), holes, dir=.  With NULL the caller reads by copy, which
+ * makes the zoned device's checks. */
+#define ZNBD_READ_REF 0x4
+/* A ZBC read: one may not touch zones of more than one type (ZBC-2
+ * 4.5.3): EIO, reason ZNBD_REFUSAL_READ_MIXED_TYPES.  NBD and the block
+ * layer have no such rule. */
+#define ZNBD_READ_ONE_TYPE 0x8
 
-/* The bad-block check of znbd_dev_read alone, for a front-end that
- * answers a read without calling it (holes from znbd_dev_extents).
- * Returns 0, or -1 with errno EIO (a bad block: counted, logged, cleared
- * with badblocks_once) or EINVAL (range). */
-int znbd_dev_read_check(struct znbd_dev *d, uint64_t len, uint64_t off);
+/* Read LEN bytes at OFF into BUF, or as FLAGS (ZNBD_READ_* above) say.
+ * Reads are not fenced: a read changes nothing a power cut could undo.
+ * Errors, each with its reason (znbd/refusal.h, znbd_req_refusal() after
+ * znbd_req_read()): EINVAL (range or alignment, OUT_OF_RANGE), EIO
+ * (an OFFLINE zone, ZONE_OFFLINE, null_process_zoned_cmd(); past the wp
+ * with zone_read_past_wp=error, READ_PAST_WP; a bad sector, BAD_BLOCK,
+ * see znbd_dev_badblocks_edit; zone types mixed with ZNBD_READ_ONE_TYPE,
+ * READ_MIXED_TYPES), and a store's or DRAIN's errno with no reason. */
+int znbd_dev_read(struct znbd_dev *d, void *buf, uint64_t len, uint64_t off,
+                  unsigned flags);
 
-/* Where a read's bytes go when not into a buffer of the caller's: DRAIN
- * takes LEN bytes of the read from SRC, for its byte AT (0: the first);
- * 0, or -1 with errno (the read then fails with it).  BOUNCE: at least
- * the read's length, for bytes the store cannot give in place. */
+/* Where a read's bytes go with ZNBD_READ_SINK, when not into a buffer of
+ * the caller's: DRAIN takes LEN bytes of the read from SRC, for its byte
+ * AT (0: the first); 0, or -1 with errno (the read then fails with it).
+ * BOUNCE: at least the read's length, for bytes the store cannot give in
+ * place. */
 struct znbd_read_sink {
   int (*drain)(void *opaque, const void *src, uint64_t len, uint64_t at);
   void *opaque;
   void *bounce;
 };
-
-/* znbd_dev_read() into SINK: the RAM store's bytes go to DRAIN in place
- * (one copy, DRAIN's, instead of two), taken under the zone's lock as a
- * read's copy is; other bytes (zeros past the wp, dir=, holes) through
- * SINK->bounce.  DRAIN is called once a run of bytes, in order, and not
- * again after it failed.  Errors: znbd_dev_read()'s, and DRAIN's errno. */
-int znbd_dev_read_to(struct znbd_dev *d, const struct znbd_read_sink *sink,
-                     uint64_t len, uint64_t off);
-
-/* Zero-copy read of a plain RAM disk (zoned=false): a pointer to the LEN
- * bytes at OFF inside the store when all of them are allocated data (see
- * znbd_store_ref() for how long they stay valid), else NULL: zoned
- * devices (reads depend on the wp, under the zone lock), holes, a bad
- * range.  The caller then uses znbd_dev_read(). */
-const void *znbd_dev_read_ref(struct znbd_dev *d, uint64_t len, uint64_t off);
 
 /* Write flags. */
 #define ZNBD_WRITE_NOWAIT 0x1 /* ahead of wp: fail with EAGAIN, don't wait */

@@ -70,6 +70,14 @@ void znbd_req_ctx_init_unfenced(struct znbd_req_ctx *c, struct znbd_dev *d);
  * sooner.  Sets no errno. */
 bool znbd_req_cut(const struct znbd_req_ctx *c);
 
+/* The one read entry point: znbd_dev_read() with FLAGS ZNBD_READ_* (CHECK,
+ * SINK, REF, ONE_TYPE), its reason left for znbd_req_refusal().  Not
+ * fenced (a read changes nothing): a front-end that must not answer
+ * after a power cut asks znbd_req_cut() first.  Returns 0 or -1 with
+ * errno as znbd_dev_read(). */
+int znbd_req_read(const struct znbd_req_ctx *c, void *buf, uint64_t len,
+                  uint64_t off, unsigned flags);
+
 /* The one write entry point: LEN bytes from BUF at OFF (BUF NULL: zeros),
  * FLAGS ZNBD_WRITE_* (NOWAIT, ALLOCATE, FUA, ONE_ZONE).  A write ahead of
  * the wp (pipeline_zoned_writes, not NOWAIT) is parked: with DONE, it

@@ -56,9 +56,9 @@ test_start_lists(void)
   CHECK_EQ(cond(d, 5), ZNBD_ZONE_COND_FULL);
   /* READONLY readable, OFFLINE not (rule `read-offline`), neither
    * writable. */
-  CHECK_EQ(znbd_dev_read(d, buf, 512, 2 * 128 * 1024), 0);
+  CHECK_EQ(znbd_dev_read(d, buf, 512, 2 * 128 * 1024, 0), 0);
   errno = 0;
-  CHECK(znbd_dev_read(d, buf, 512, 3 * 128 * 1024) < 0 && errno == EIO);
+  CHECK(znbd_dev_read(d, buf, 512, 3 * 128 * 1024, 0) < 0 && errno == EIO);
   errno = 0;
   CHECK(znbd_dev_write(d, buf, 512, 2 * 128 * 1024, 0) < 0 && errno == EIO);
   /* Whole-device trim = reset-all, FULL zones reset, faulty ones kept
@@ -120,7 +120,8 @@ test_pipeline(void)
   /* Behind the wp never waits. */
   CHECK_EQ(znbd_dev_write(d, buf, 4096, 0, 0), 0);
   /* Zoned reads depend on the wp: never zero-copy. */
-  CHECK(znbd_dev_read_ref(d, 4096, 0) == NULL);
+  const void *ref = buf;
+  CHECK(znbd_dev_read(d, &ref, 4096, 0, ZNBD_READ_REF) == 0 && !ref);
   errno = 0;
   CHECK(znbd_dev_write(d, buf, 4096, 0, 0) < 0 && errno == EIO);
 
@@ -137,7 +138,7 @@ test_pipeline(void)
   CHECK_EQ(cond(d, 1), ZNBD_ZONE_COND_FULL);
   int bad = 0;
   for (unsigned c = 0; c < 256; c++) {
-    znbd_dev_read(d, got, 4096, (1 << 20) + c * 4096ULL);
+    znbd_dev_read(d, got, 4096, (1 << 20) + c * 4096ULL, 0);
     for (unsigned k = 0; k < 4096; k++)
       bad += got[k] != (uint8_t)c;
   }
@@ -424,20 +425,20 @@ test_ones_gap(void)
   CHECK_EQ(znbd_dev_write(d, buf, 8192, 2 * M, 0), 0);
   CHECK_EQ(znbd_dev_zone_op(d, ZNBD_ZONE_OP_SET_READONLY, 3), 0);
 
-  CHECK_EQ(znbd_dev_read(d, buf, M, 0), 0);
+  CHECK_EQ(znbd_dev_read(d, buf, M, 0, 0), 0);
   CHECK_EQ(count_bytes(buf, 8192, 7), 8192);
   /* [8K, capacity) is below the finished zone's wp, discarded: zeros;
    * so is the gap. */
   CHECK_EQ(count_bytes(buf + 8192, M - 8192, 0), M - 8192);
-  CHECK_EQ(znbd_dev_read(d, buf, M, M), 0);
+  CHECK_EQ(znbd_dev_read(d, buf, M, M, 0), 0);
   CHECK_EQ(count_bytes(buf, cap, 0), cap);
   CHECK_EQ(count_bytes(buf + cap, gap, 0xff), gap);
-  CHECK_EQ(znbd_dev_read(d, buf, M, 2 * M), 0);
+  CHECK_EQ(znbd_dev_read(d, buf, M, 2 * M, 0), 0);
   CHECK_EQ(count_bytes(buf + 8192, M - 8192, 0xff), M - 8192);
-  CHECK_EQ(znbd_dev_read(d, buf, M, 3 * M), 0);
+  CHECK_EQ(znbd_dev_read(d, buf, M, 3 * M, 0), 0);
   CHECK_EQ(count_bytes(buf, M, 0), M);
   /* A read straddling zones 1 and 2 splits at the zone boundary. */
-  CHECK_EQ(znbd_dev_read(d, buf, 8192, 2 * M - 4096), 0);
+  CHECK_EQ(znbd_dev_read(d, buf, 8192, 2 * M - 4096, 0), 0);
   CHECK_EQ(count_bytes(buf, 4096, 0xff), 4096);
   CHECK_EQ(count_bytes(buf + 4096, 4096, 7), 4096);
 
@@ -448,6 +449,7 @@ test_ones_gap(void)
   CHECK(e.off[1] == cap && e.len[1] == gap && e.flags[1] == 3);
   CHECK(e.off[2] == M && e.len[2] == cap && e.flags[2] == 0);
   CHECK(e.off[3] == M + cap && e.len[3] == gap && e.flags[3] == 1);
+
   znbd_dev_free(d);
 }
 
@@ -492,7 +494,7 @@ test_read_rules(void)
   /* `read-data`: a conventional zone reads what was written, zeros
    * around it (even with zone_read_past_wp=error: it has no wp). */
   memset(buf, 0xaa, 24 * 1024);
-  CHECK_EQ(znbd_dev_read(d, buf, 24 * 1024, 0), 0);
+  CHECK_EQ(znbd_dev_read(d, buf, 24 * 1024, 0, 0), 0);
   CHECK_EQ(count_bytes(buf, 8192, 0), 8192);
   CHECK_EQ(count_bytes(buf + 8192, 8192, 5), 8192);
   CHECK_EQ(count_bytes(buf + 16384, 8192, 0), 8192);
@@ -501,17 +503,17 @@ test_read_rules(void)
    * `read-past-wp` with error refuses the whole read with EIO. */
   memset(pat, 6, sizeof pat);
   CHECK_EQ(znbd_dev_write(d, pat, 8192, M, 0), 0);
-  CHECK_EQ(znbd_dev_read(d, buf, 8192, M), 0);
+  CHECK_EQ(znbd_dev_read(d, buf, 8192, M, 0), 0);
   CHECK_EQ(count_bytes(buf, 8192, 6), 8192);
   errno = 0;
-  CHECK(znbd_dev_read(d, buf, 4096, M + 8192) < 0 && errno == EIO);
+  CHECK(znbd_dev_read(d, buf, 4096, M + 8192, 0) < 0 && errno == EIO);
   errno = 0;
-  CHECK(znbd_dev_read(d, buf, 8192, M + 4096) < 0 && errno == EIO);
+  CHECK(znbd_dev_read(d, buf, 8192, M + 4096, 0) < 0 && errno == EIO);
   /* A READONLY zone reads its data up to its capacity, zeros where
    * nothing was written: no wp to read past any more. */
   CHECK_EQ(znbd_dev_zone_op(d, ZNBD_ZONE_OP_SET_READONLY, 1), 0);
   memset(buf, 0xaa, cap);
-  CHECK_EQ(znbd_dev_read(d, buf, cap, M), 0);
+  CHECK_EQ(znbd_dev_read(d, buf, cap, M, 0), 0);
   CHECK_EQ(count_bytes(buf, 8192, 6), 8192);
   CHECK_EQ(count_bytes(buf + 8192, cap - 8192, 0), cap - 8192);
   znbd_dev_free(d);
@@ -528,10 +530,10 @@ test_read_rules(void)
   CHECK_EQ(test_zone(d, 1).cond, ZNBD_ZONE_COND_IMP_OPEN);
   CHECK_EQ(test_wp(d, 1), M + 8192);
   memset(buf, 0xaa, 8192);
-  CHECK_EQ(znbd_dev_read(d, buf, 8192, M), 0);
+  CHECK_EQ(znbd_dev_read(d, buf, 8192, M, 0), 0);
   CHECK_EQ(count_bytes(buf, 8192, 0), 8192);
   memset(buf, 0xaa, 8192);
-  CHECK_EQ(znbd_dev_read(d, buf, 8192, 0), 0);
+  CHECK_EQ(znbd_dev_read(d, buf, 8192, 0, 0), 0);
   CHECK_EQ(count_bytes(buf, 8192, 0), 8192);
   znbd_dev_stats(d, &st);
   CHECK_EQ(st.allocated, 0);
@@ -609,7 +611,7 @@ test_parked_async(void)
   CHECK_EQ(p[1].err, 0);
   CHECK_EQ(p[2].err, 0);
   CHECK_EQ(test_wp(d, 0), 3 * 4096);
-  CHECK_EQ(znbd_dev_read(d, got, sizeof got, 0), 0);
+  CHECK_EQ(znbd_dev_read(d, got, sizeof got, 0, 0), 0);
   for (int i = 0; i < 3; i++)
     CHECK(memcmp(got + i * 4096, a[i], 4096) == 0);
 
