@@ -836,66 +836,6 @@ znbd_dev_on_power_cut(struct znbd_dev *d, void (*fn)(void *opaque),
     znbd_wcache_on_cut(d->wc, fn, opaque);
 }
 
-struct extents_ctx {
-  struct znbd_dev *d;
-  int (*fn)(void *opaque, uint64_t off, uint64_t len, uint32_t flags);
-  void *opaque;
-};
-
-/* Unallocated pages read as zeros: HOLE|ZERO. */
-static int
-store_extent(void *opaque, uint64_t off, uint64_t len, bool allocated)
-{
-  struct extents_ctx *c = opaque;
-  return c->fn(c->opaque, off, len,
-               allocated ? 0 : ZNBD_EXTENT_HOLE | ZNBD_EXTENT_ZERO);
-}
-
-/* ZONED: base:allocation of one span (znbd_zones_spans).  Conventional:
- * the store's allocation.  Sequential: [start, wp) data, [wp, zone end)
- * a hole (and past the capacity too); the hole reads as zeros
- * (HOLE|ZERO) only with zone_read_past_wp=zero, else it is HOLE alone.
- * READONLY: data up to the capacity.  OFFLINE: HOLE (reads fail). */
-static int
-extent_span(void *opaque, uint64_t off, uint64_t len, enum znbd_zone_span span)
-{
-  struct extents_ctx *c = opaque;
-
-  switch (span) {
-  case ZNBD_SPAN_CONV:
-    return znbd_store_extents(c->d->store, off, len, store_extent, c);
-  case ZNBD_SPAN_DATA:
-    return c->fn(c->opaque, off, len, 0);
-  case ZNBD_SPAN_GAP: /* reads as zeros unless zone_read_past_wp=error */
-    return c->fn(c->opaque, off, len,
-                 c->d->p.zone_read_past_wp != ZNBD_READ_PAST_WP_ERROR
-                     ? ZNBD_EXTENT_HOLE | ZNBD_EXTENT_ZERO
-                     : ZNBD_EXTENT_HOLE);
-  case ZNBD_SPAN_PAST_WP:
-    return c->fn(c->opaque, off, len,
-                 c->d->p.zone_read_past_wp == ZNBD_READ_PAST_WP_ZERO
-                     ? ZNBD_EXTENT_HOLE | ZNBD_EXTENT_ZERO
-                     : ZNBD_EXTENT_HOLE);
-  case ZNBD_SPAN_OFFLINE:
-    break;
-  }
-  return c->fn(c->opaque, off, len, ZNBD_EXTENT_HOLE);
-}
-
-int
-znbd_dev_extents(struct znbd_dev *d, uint64_t off, uint64_t len,
-                 int (*fn)(void *opaque, uint64_t off, uint64_t len,
-                           uint32_t flags),
-                 void *opaque)
-{
-  if (dev_check_range(d, len, off) < 0)
-    return -1;
-  struct extents_ctx c = {d, fn, opaque};
-  if (dev_is_zoned(d))
-    return znbd_zones_spans(&d->zs, off, len, extent_span, &c);
-  return znbd_store_extents(d->store, off, len, store_extent, &c);
-}
-
 int
 znbd_dev_zone_op(struct znbd_dev *d, enum znbd_zone_op op, uint32_t zone)
 {

@@ -261,42 +261,16 @@ alloc_add(void *opaque, uint64_t off, uint64_t len, uint32_t flags)
   return bs_add(opaque, off, len, flags & 3);
 }
 
+/* Zone-context extent callback: E's condition, type and past-wp flag in
+ * the x-znbd:zone status bits (znbd/zonectx.h). */
 static int
-zone_extents(struct znbd_dev *d, struct bs *b, uint64_t off)
+zone_add(void *opaque, const struct znbd_zone_extent *e)
 {
-  struct znbd_zone_info zi[64];
-  uint32_t z = znbd_dev_zone_index(d, off);
-  for (;;) {
-    uint32_t n = znbd_dev_report(d, z, 64, zi);
-    if (n == 0)
-      return 0;
-    for (uint32_t i = 0; i < n; i++, z++) {
-      struct znbd_zone_info *q = &zi[i];
-      uint32_t st =
-          (q->cond & ZNBD_ZONECTX_COND_MASK) |
-          ((q->type << ZNBD_ZONECTX_TYPE_SHIFT) & ZNBD_ZONECTX_TYPE_MASK);
-      uint64_t zs = q->start, ze = q->start + q->len;
-      if (zs < off)
-        zs = off;
-      if (zs >= b->end)
-        return 0;
-      bool split = q->type == ZNBD_ZONE_TYPE_SEQWRITE_REQ &&
-                   q->wp != ZNBD_WP_INVALID && q->cond != ZNBD_ZONE_COND_FULL;
-      int rc;
-      if (split && q->wp > zs) {
-        rc = bs_add(b, zs, (q->wp < ze ? q->wp : ze) - zs, st);
-        if (rc)
-          return 0;
-      }
-      if (split) {
-        uint64_t s = q->wp > zs ? q->wp : zs;
-        if (s < ze && (rc = bs_add(b, s, ze - s, st | ZNBD_ZONECTX_PAST_WP)))
-          return 0;
-      } else if ((rc = bs_add(b, zs, ze - zs, st))) {
-        return 0;
-      }
-    }
-  }
+  uint32_t st =
+      (e->cond & ZNBD_ZONECTX_COND_MASK) |
+      ((e->type << ZNBD_ZONECTX_TYPE_SHIFT) & ZNBD_ZONECTX_TYPE_MASK) |
+      (e->past_wp ? ZNBD_ZONECTX_PAST_WP : 0);
+  return bs_add(opaque, e->off, e->len, st);
 }
 
 /* BLOCK_STATUS.  An unaligned range is looked up rounded out to whole
@@ -334,7 +308,8 @@ exec_block_status(const struct nbdc *c, const struct nbd_req *r,
         return -1;
       }
     } else {
-      zone_extents(d, &b, r->off);
+      /* A refusal leaves B empty: answered below as plain data. */
+      znbd_dev_zone_extents(d, astart, aend - astart, zone_add, &b);
     }
     if (b.n == 0) { /* never empty: report the range as plain data */
       bs_add(&b, r->off, r->len, 0);

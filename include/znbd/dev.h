@@ -250,6 +250,30 @@ int znbd_dev_extents(struct znbd_dev *d, uint64_t off, uint64_t len,
                                uint32_t flags),
                      void *opaque);
 
+/* One extent of the zone context (znbd/zonectx.h): bytes [OFF, OFF+LEN)
+ * of one zone, its condition and type, and whether they lie at or past
+ * the zone's wp. */
+struct znbd_zone_extent {
+  uint64_t off, len;
+  enum znbd_zone_cond cond;
+  enum znbd_zone_type type;
+  bool past_wp;
+};
+typedef int (*znbd_zone_extent_fn)(void *opaque,
+                                   const struct znbd_zone_extent *e);
+
+/* The zone context of [OFF, OFF+LEN): call FN for each zone from the one
+ * holding OFF until one starts at or past OFF+LEN, in order, the first
+ * clipped to start at OFF and each running to its zone's end (past
+ * OFF+LEN: the NBD spec lets the last extent go beyond the request).  A
+ * sequential zone with a valid wp that is not FULL is two extents, [start,
+ * wp) and [wp, end) with PAST_WP (either left out when empty); any other
+ * zone is one.  Each zone's wp is read under its lock, one zone at a
+ * time.  Stops at FN's first non-zero result and returns it; -1 with
+ * errno EINVAL for a device that is not zoned or a bad range. */
+int znbd_dev_zone_extents(struct znbd_dev *d, uint64_t off, uint64_t len,
+                          znbd_zone_extent_fn fn, void *opaque);
+
 /* Copy up to NR zones from index FIRST into OUT.  Returns the number
  * copied (0 past the end or when not zoned). */
 uint32_t znbd_dev_report(struct znbd_dev *d, uint32_t first, uint32_t nr,

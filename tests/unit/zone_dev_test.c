@@ -390,6 +390,23 @@ count_bytes(const uint8_t *buf, uint64_t len, uint8_t v)
   return n;
 }
 
+/* The extents znbd_dev_zone_extents() gave, up to 8; with STOP_AT, the
+ * callback returns 7 once it has that many. */
+struct zext {
+  struct znbd_zone_extent e[8];
+  unsigned n, stop_at;
+};
+
+static int
+zext_add(void *opaque, const struct znbd_zone_extent *e)
+{
+  struct zext *z = opaque;
+  if (z->n < 8)
+    z->e[z->n] = *e;
+  z->n++;
+  return z->stop_at && z->n >= z->stop_at ? 7 : 0;
+}
+
 /* Rule `read-past-wp`: zone_read_past_wp=ones with capacity < zone size, as
  * null_blk's null_zone_valid_read_len(): a finished zone's wp is start + zone
  * size and a READONLY zone's wp is invalid, so their [capacity, zone end) gap
@@ -450,6 +467,33 @@ test_ones_gap(void)
   CHECK(e.off[2] == M && e.len[2] == cap && e.flags[2] == 0);
   CHECK(e.off[3] == M + cap && e.len[3] == gap && e.flags[3] == 1);
 
+  /* The zone context: FULL and READONLY zones whole, the open zone split
+   * at its wp; the first extent starts at the offset asked. */
+  struct zext z = {0};
+  CHECK_EQ(znbd_dev_zone_extents(d, 4096, 4 * M - 4096, zext_add, &z), 0);
+  CHECK_EQ(z.n, 5);
+  CHECK(z.e[0].off == 4096 && z.e[0].len == M - 4096 &&
+        z.e[0].cond == ZNBD_ZONE_COND_FULL && !z.e[0].past_wp);
+  CHECK(z.e[1].off == M && z.e[1].len == M &&
+        z.e[1].cond == ZNBD_ZONE_COND_FULL && !z.e[1].past_wp);
+  CHECK(z.e[2].off == 2 * M && z.e[2].len == 8192 &&
+        z.e[2].cond == ZNBD_ZONE_COND_IMP_OPEN && !z.e[2].past_wp &&
+        z.e[2].type == ZNBD_ZONE_TYPE_SEQWRITE_REQ);
+  CHECK(z.e[3].off == 2 * M + 8192 && z.e[3].len == M - 8192 &&
+        z.e[3].cond == ZNBD_ZONE_COND_IMP_OPEN && z.e[3].past_wp);
+  CHECK(z.e[4].off == 3 * M && z.e[4].len == M &&
+        z.e[4].cond == ZNBD_ZONE_COND_READONLY && !z.e[4].past_wp);
+  /* A range inside one zone gives that zone only, to its end; FN's
+   * result stops the walk. */
+  z.n = 0;
+  CHECK_EQ(znbd_dev_zone_extents(d, 2 * M, 4096, zext_add, &z), 0);
+  CHECK(z.n == 2 && z.e[1].off == 2 * M + 8192 && z.e[1].len == M - 8192);
+  z.n = 0;
+  z.stop_at = 1;
+  CHECK_EQ(znbd_dev_zone_extents(d, 0, 4 * M, zext_add, &z), 7);
+  CHECK_EQ(z.n, 1);
+  CHECK(znbd_dev_zone_extents(d, 100, 4096, zext_add, &z) == -1 &&
+        errno == EINVAL);
   znbd_dev_free(d);
 }
 
