@@ -1,8 +1,8 @@
 /* znbd lib-internal: the device's state (struct znbd_dev of
- * include/znbd/dev.h), shared by lib/dev.c, which serves requests on it,
- * lib/intent.c, which keeps the intent records of a server that may be
- * recovered, and lib/redo.c, which redoes its requests
- * (include/znbd/redo.h).  Offsets and lengths are bytes.
+ * include/znbd/dev.h), shared by lib/dev*.c, which make it and serve
+ * requests on it, lib/intent.c, which keeps the intent records of a
+ * server that may be recovered, and lib/redo.c, which redoes its
+ * requests (include/znbd/redo.h).  Offsets and lengths are bytes.
  */
 #ifndef ZNBD_DEV_IMPL_H
 #define ZNBD_DEV_IMPL_H
@@ -47,8 +47,8 @@ dev_check_range(const struct znbd_dev *d, uint64_t len, uint64_t off)
   return 0;
 }
 
-/* lib/dev.c: a bad-block hit of dev_badblock_hit() below, FIRST its first
- * bad sector: logged, and the bytes badblocks_partial_io lets through
+/* lib/dev_inject.c: a bad-block hit of dev_badblock_hit() below, FIRST its
+ * first bad sector: logged, and the bytes badblocks_partial_io lets through
  * returned (those before FIRST, rounded down to the block size; 0
  * without it). */
 uint64_t dev_badblock_ok(struct znbd_dev *d, const char *what, uint64_t len,
@@ -72,7 +72,13 @@ dev_badblock_hit(struct znbd_dev *d, const char *what, uint64_t len,
   return true;
 }
 
-/* lib/dev.c: write_cache: enter (a due power cut, or FENCE older than
+/* lib/dev.c: the zone engine's discard callback (znbd_zone_discard_fn)
+ * for NBD TRIM: a reset zone's memory (OPAQUE the device) goes back to
+ * the store at once, a finished one is finished there. */
+void dev_discard_release(void *opaque, const struct znbd_zone *z,
+                         uint64_t from);
+
+/* lib/dev_power.c: write_cache: enter (a due power cut, or FENCE older than
  * the last cut: ESHUTDOWN) and keep the durable contents of [OFF,
  * OFF+LEN) before changing them; dev_wc_end() leaves, returning R with
  * errno kept.  Without write_cache both do nothing.  Returns 0, or -1
@@ -81,13 +87,13 @@ int dev_wc_begin(struct znbd_dev *d, uint64_t fence, bool write, uint64_t len,
                  uint64_t off);
 int dev_wc_end(struct znbd_dev *d, int r);
 
-/* lib/dev.c: the zone of an append of LEN bytes to the zone starting
+/* lib/dev_write.c: the zone of an append of LEN bytes to the zone starting
  * at ZONE_START (bytes) into *ZNO.  Returns 0, or -1 with errno EINVAL
  * (not zoned, not a zone start, LEN 0 or not whole blocks). */
 int dev_append_zone(const struct znbd_dev *d, uint64_t len, uint64_t zone_start,
                     uint32_t *zno);
 
-/* lib/dev.c: the zone engine's store callback of a write (struct
+/* lib/dev_write.c: the zone engine's store callback of a write (struct
  * znbd_zone_write): LEN bytes from DATA at OFF into D's store (OPAQUE),
  * zeros for DATA NULL.  Returns 0, or -1 with errno (ENOSPC, EIO). */
 int dev_store_data(void *opaque, const void *data, uint64_t len, uint64_t off);

@@ -8,7 +8,7 @@
  *   - how a write ahead of the wp waits: through a callback (a front-end
  *     that must not block), or on the calling thread, bounded per context;
  *   - the injected delay (completion_nsec, mbps, zone latencies) and the
- *     drop-reply decision (lib/dev.c, znbd_dev_request_delay and
+ *     drop-reply decision (lib/dev_inject.c, znbd_dev_request_delay and
  *     znbd_dev_drop_reply);
  *   - the ALL rule of zone management (lib/zone_all.c).
  * Offsets and lengths are bytes; errors are -1 with errno as for the

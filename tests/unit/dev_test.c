@@ -23,6 +23,29 @@ make(const char *size, const char *bs, const char *backed)
   return test_dev(&p);
 }
 
+/* The read flags on D, a plain RAM disk with 0x42 at [512, 1536). */
+static void
+read_flags(struct znbd_dev *d)
+{
+  /* Zero-copy reads: the page written before, in place; a hole gives NULL
+   * (the caller copies); a bad range or misalignment is refused. */
+  const void *ref = NULL;
+  CHECK_EQ(znbd_dev_read(d, &ref, 1024, 512, ZNBD_READ_REF), 0);
+  const uint8_t *rb = ref;
+  CHECK(rb != NULL && rb[0] == 0x42 && rb[1023] == 0x42);
+  ref = rb;
+  CHECK(znbd_dev_read(d, &ref, 4096, 4096, ZNBD_READ_REF) == 0 && !ref);
+  ref = rb;
+  CHECK(znbd_dev_read(d, &ref, 512, 1 << 20, ZNBD_READ_REF) == -1 &&
+        errno == EINVAL && !ref);
+  CHECK(znbd_dev_read(d, &ref, 100, 512, ZNBD_READ_REF) == -1 &&
+        errno == EINVAL);
+  /* Check only: the range, BUF unused. */
+  CHECK_EQ(znbd_dev_read(d, NULL, 4096, 4096, ZNBD_READ_CHECK), 0);
+  CHECK(znbd_dev_read(d, NULL, 100, 512, ZNBD_READ_CHECK) == -1 &&
+        errno == EINVAL);
+}
+
 static void
 test_ramdisk(void)
 {
@@ -48,23 +71,7 @@ test_ramdisk(void)
   CHECK(got[0] == 0 && got[511] == 0 && got[512] == 0x42 && got[1535] == 0x42 &&
         got[1536] == 0);
 
-  /* Zero-copy reads: the page written above, in place; a hole gives NULL
-   * (the caller copies); a bad range or misalignment is refused. */
-  const void *ref = NULL;
-  CHECK_EQ(znbd_dev_read(d, &ref, 1024, 512, ZNBD_READ_REF), 0);
-  const uint8_t *rb = ref;
-  CHECK(rb != NULL && rb[0] == 0x42 && rb[1023] == 0x42);
-  ref = rb;
-  CHECK(znbd_dev_read(d, &ref, 4096, 4096, ZNBD_READ_REF) == 0 && !ref);
-  ref = rb;
-  CHECK(znbd_dev_read(d, &ref, 512, 1 << 20, ZNBD_READ_REF) == -1 &&
-        errno == EINVAL && !ref);
-  CHECK(znbd_dev_read(d, &ref, 100, 512, ZNBD_READ_REF) == -1 &&
-        errno == EINVAL);
-  /* Check only: the range, BUF unused. */
-  CHECK_EQ(znbd_dev_read(d, NULL, 4096, 4096, ZNBD_READ_CHECK), 0);
-  CHECK(znbd_dev_read(d, NULL, 100, 512, ZNBD_READ_CHECK) == -1 &&
-        errno == EINVAL);
+  read_flags(d);
 
   struct znbd_dev_stats st;
   znbd_dev_stats(d, &st);

@@ -701,6 +701,20 @@ test_parked_async(void)
   CHECK_EQ(st.park_waits, 0);
   CHECK_EQ(st.park_sleeps, 0);
   znbd_dev_free(d);
+}
+
+/* How a parked write ends when nothing fills its gap: the timeout, and
+ * parking closed. */
+static void
+test_parked_ends(void)
+{
+  static const char *const kv[] = {
+      "size", "4M", "zone_size", "1M", "zone_write_timeout", "60000", NULL};
+  static uint8_t a[2][4096];
+  struct znbd_req_ctx c;
+  struct znbd_dev *d;
+  memset(a[0], 0x11, 4096);
+  memset(a[1], 0x22, 4096);
 
   /* The timeout: nobody fills the gap, the sweeper fails it with EIO and
    * nothing changed. */
@@ -825,5 +839,6 @@ main(void)
   test_ones_gap();
   test_read_rules();
   test_parked_async();
+  test_parked_ends();
   return check_done("zone_dev_test");
 }
