@@ -147,8 +147,11 @@ bool znbd_req_drop_reply(const struct znbd_req_ctx *c, unsigned kind);
  * under the zone's lock for a zone rule; ZNBD_REFUSAL_NONE when no rule
  * refused (ENOMEM, a store's EIO, EBUSY).  Per thread, as errno: each
  * call above clears it as it begins.  A parked write's failure
- * (ZNBD_WRITE_PARKED, then DONE with an error) has no reason here.
- * Never fails. */
+ * (ZNBD_WRITE_PARKED, then DONE with an error) has its reason here for
+ * the time of DONE, on the thread that calls it: FULL, READONLY or
+ * OFFLINE when the zone stopped taking writes, UNALIGNED_WRITE when its
+ * wp went past the write, the rule's when the write ran and was refused,
+ * NONE when it timed out or its zone was reset.  Never fails. */
 enum znbd_refusal znbd_req_refusal(void);
 
 /* Hold the calling thread NS nanoseconds (a delay znbd_req_delay()

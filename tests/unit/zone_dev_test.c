@@ -603,6 +603,7 @@ test_read_rules(void)
 struct parked {
   _Atomic int calls;
   _Atomic int err;
+  _Atomic int why; /* znbd_req_refusal() in DONE */
 };
 
 static void
@@ -610,6 +611,7 @@ parked_done(void *opaque, int err)
 {
   struct parked *p = opaque;
   p->err = err;
+  p->why = (int)znbd_req_refusal();
   p->calls++;
 }
 
@@ -666,15 +668,18 @@ test_parked_async(void)
   CHECK_EQ(znbd_dev_zone_op(d, ZNBD_ZONE_OP_RESET, 1), 0);
   CHECK_EQ(r.calls, 1);
   CHECK_EQ(r.err, EIO);
+  CHECK_EQ(r.why, ZNBD_REFUSAL_NONE); /* no rule: the zone went */
   CHECK_EQ(test_wp(d, 1), 1 << 20);
   /* A write that jumps past a parked one fails it (EIO), and a second
    * write for the same offset runs in its place. */
   struct parked j = {0};
   CHECK_EQ(znbd_req_write(&c, a[0], 4096, (2 << 20) + 4096, 0, parked_done, &j),
            ZNBD_WRITE_PARKED);
-  CHECK_EQ(znbd_dev_write(d, NULL, 8192, 2 << 20, 0), 0);
+  CHECK_EQ(znbd_req_write(&c, NULL, 8192, 2 << 20, 0, NULL, NULL), 0);
   CHECK_EQ(j.calls, 1);
   CHECK_EQ(j.err, EIO);
+  CHECK_EQ(j.why, ZNBD_REFUSAL_UNALIGNED_WRITE);
+  CHECK_EQ(znbd_req_refusal(), ZNBD_REFUSAL_NONE); /* the writer's own */
   CHECK_EQ(test_wp(d, 2), (2 << 20) + 8192);
   /* A bounded caller whose waiting threads are at their limit: refused
    * at once; in order it writes as usual. */
