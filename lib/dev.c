@@ -14,8 +14,6 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,19 +21,17 @@
 
 #include "znbd/dev.h"
 #include "znbd/log.h"
-#include "znbd/redo.h"
 #include "busy.h"
 #include "dev_fenced.h"
-#include "refusal.h"
 #include "dev_impl.h"
+#include "dev_unfenced.h"
+#include "err.h"
+#include "faults.h"
 #include "intent.h"
 #include "store.h"
 #include "store_dir.h"
 #include "wcache.h"
 #include "zone.h"
-#include "err.h"
-#include "faults.h"
-#include "dev_unfenced.h"
 
 static char *
 dup_or_null(const char *s, bool *fail)

@@ -3,28 +3,12 @@
  * operation latencies, and the errno a front-end puts on the wire. */
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdatomic.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
 #include "znbd/dev.h"
 #include "znbd/log.h"
-#include "znbd/redo.h"
-#include "busy.h"
-#include "dev_fenced.h"
-#include "refusal.h"
 #include "dev_impl.h"
-#include "intent.h"
-#include "store.h"
-#include "store_dir.h"
-#include "wcache.h"
-#include "zone.h"
-#include "err.h"
 #include "faults.h"
-#include "dev_unfenced.h"
 
 uint64_t
 dev_badblock_ok(struct znbd_dev *d, const char *what, uint64_t len,

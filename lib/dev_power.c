@@ -2,30 +2,13 @@
  * the power cut that write_cache=true emulates, and the hold of the cut's
  * lock every request that changes data takes (dev_wc_begin, dev_wc_end:
  * lib/dev_impl.h), so that a cut comes before a request or after it. */
-#include <errno.h>
-#include <inttypes.h>
-#include <stdarg.h>
-#include <stdatomic.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
 #include "znbd/dev.h"
-#include "znbd/log.h"
-#include "znbd/redo.h"
-#include "busy.h"
 #include "dev_fenced.h"
-#include "refusal.h"
 #include "dev_impl.h"
-#include "intent.h"
-#include "store.h"
-#include "store_dir.h"
-#include "wcache.h"
-#include "zone.h"
-#include "err.h"
-#include "faults.h"
 #include "dev_unfenced.h"
+#include "store.h"
+#include "wcache.h"
 
 /* Returns R with errno kept. */
 int

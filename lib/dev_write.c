@@ -6,29 +6,19 @@
  * the zone engine (zoned_write), which parks a write ahead of the wp
  * (park_write) and stores through the callbacks at the top. */
 #include <errno.h>
-#include <inttypes.h>
-#include <stdarg.h>
-#include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
 #include "znbd/dev.h"
-#include "znbd/log.h"
 #include "znbd/redo.h"
 #include "busy.h"
 #include "dev_fenced.h"
-#include "refusal.h"
 #include "dev_impl.h"
+#include "dev_unfenced.h"
 #include "intent.h"
+#include "refusal.h"
 #include "store.h"
-#include "store_dir.h"
 #include "wcache.h"
 #include "zone.h"
-#include "err.h"
-#include "faults.h"
-#include "dev_unfenced.h"
 
 /* Store a write's data (DATA NULL: zeros, nothing allocated); the zone
  * engine's store callback (znbd_zone_store_fn). */
