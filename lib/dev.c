@@ -1,16 +1,19 @@
 /* znbd: the device (include/znbd/dev.h): a store (RAM, or a directory
- * with dir=), optionally with zones on top.
- *
- * Structure: every entry point checks the range and alignment first
- * (check_range: EINVAL), then either serves a plain disk straight from
- * the store, or — for a zoned device — hands the request to the zone
- * engine (lib/zone.c).  The zoned branches are marked "ZONED:".  The
+ * with dir=), optionally with zones on top.  This file makes and frees
+ * it (parameters, store, zones restored from a persistent store, the
+ * write cache's journal replayed), and answers what it is: its geometry,
+ * its zones (report, zone operations) and its counters.  The requests
+ * live beside it, one idea a file: reads (lib/dev_read.c), writes,
+ * appends and trims (lib/dev_write.c), flush, sync and power cuts
+ * (lib/dev_power.c), extents (lib/dev_extents.c), injected faults and
+ * delays (lib/dev_inject.c).  Every entry point checks the range and
+ * alignment first (dev_check_range: EINVAL), then either serves a plain
+ * disk straight from the store, or hands a zoned device's request to the
+ * zone engine (lib/zone.c); zoned branches are marked "ZONED:".  The
  * store is called only through its table of operations (lib/store.h).
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,19 +21,17 @@
 
 #include "znbd/dev.h"
 #include "znbd/log.h"
-#include "znbd/redo.h"
 #include "busy.h"
 #include "dev_fenced.h"
-#include "refusal.h"
 #include "dev_impl.h"
+#include "dev_unfenced.h"
+#include "err.h"
+#include "faults.h"
 #include "intent.h"
 #include "store.h"
 #include "store_dir.h"
 #include "wcache.h"
 #include "zone.h"
-#include "err.h"
-#include "faults.h"
-#include "dev_unfenced.h"
 
 static char *
 dup_or_null(const char *s, bool *fail)
@@ -74,9 +75,8 @@ discard(void *opaque, const struct znbd_zone *z, uint64_t from)
   discard_how(opaque, z, from, false);
 }
 
-/* NBD TRIM: a reset zone's memory goes back at once. */
-static void
-discard_release(void *opaque, const struct znbd_zone *z, uint64_t from)
+void
+dev_discard_release(void *opaque, const struct znbd_zone *z, uint64_t from)
 {
   discard_how(opaque, z, from, true);
 }
@@ -172,13 +172,10 @@ zoned_setup(struct znbd_dev *d, char *err, size_t errlen)
        * zone_full=true as full files). */
       .zone_full = p->zone_full && !p->dir,
   };
-  if (znbd_zones_init(&d->zs, &g) < 0) {
-    int e = errno;
-    set_err(err, errlen, "zone_size: cannot lay out %" PRIu32 " zones: %s",
-            p->geo.nr_zones, strerror(e));
-    errno = e;
-    return -1;
-  }
+  if (znbd_zones_init(&d->zs, &g) < 0)
+    return fail_err(err, errlen, errno,
+                    "zone_size: cannot lay out %" PRIu32 " zones: %s",
+                    p->geo.nr_zones, strerror(errno));
   if (d->store->ops->zones && restore_zones(d, err, errlen) < 0)
     return -1;
   struct fault_ctx ro = {d, ZNBD_ZONE_OP_SET_READONLY, ZNBD_ZONE_COND_READONLY};
@@ -224,15 +221,15 @@ replay_journal(struct znbd_dev *d, char *err, size_t errlen)
   if (fd < 0)
     return 0;
   if (znbd_wcache_replay(st, fd, &d->p.geo, why, sizeof why) < 0) {
-    int e = errno;
-    if (e == EINVAL)
+    /* set_err() keeps errno */
+    if (errno == EINVAL)
       set_err(err, errlen,
               "write_cache: %s/znbd.wcache, the undo journal of writes not "
               "yet flushed, is damaged: %s; no file was changed. To start "
               "with the zone files as they are (keeping unflushed writes), "
               "move znbd.wcache out of the directory",
               d->p.dir, why);
-    else if (e == ESTALE)
+    else if (errno == ESTALE)
       set_err(err, errlen,
               "write_cache: %s/znbd.wcache holds the writes a crash left "
               "unflushed, but %s; no file was changed. To start with the "
@@ -242,8 +239,7 @@ replay_journal(struct znbd_dev *d, char *err, size_t errlen)
     else
       set_err(err, errlen,
               "write_cache: %s/znbd.wcache (the undo journal): %s: %s",
-              d->p.dir, why, strerror(e));
-    errno = e;
+              d->p.dir, why, strerror(errno));
     return -1;
   }
   return 0;
@@ -276,28 +272,22 @@ znbd_dev_new(const struct znbd_params *p, char *err, size_t errlen)
     goto nomem;
   if (p->badblocks &&
       znbd_faults_bb_edit(&d->f, p->badblocks, true, err, errlen) < 0) {
-    int e = errno;
     znbd_dev_free(d);
-    errno = e;
     return NULL;
   }
 
   if (p->dir) {
     d->store = znbd_store_dir_open(p, err, errlen);
     if (!d->store) {
-      int e = errno;
       znbd_dev_free(d);
-      errno = e;
       return NULL;
     }
   } else {
     d->store = znbd_store_new(p->size, p->memory_backed);
     if (!d->store) {
-      int e = errno;
       set_err(err, errlen, "size: cannot map a store of %" PRIu64 " bytes: %s",
-              p->size, strerror(e));
+              p->size, strerror(errno));
       znbd_dev_free(d);
-      errno = e;
       return NULL;
     }
     znbd_store_ram_limit(d->store,
@@ -305,17 +295,13 @@ znbd_dev_new(const struct znbd_params *p, char *err, size_t errlen)
   }
   if (replay_journal(d, err, errlen) < 0 ||
       (p->zoned && zoned_setup(d, err, errlen) < 0)) {
-    int e = errno;
     znbd_dev_free(d);
-    errno = e;
     return NULL;
   }
   if (p->write_cache &&
       !(d->wc = znbd_wcache_new(d->store, p->zoned ? &d->zs : NULL, p->size))) {
-    int e = errno;
-    set_err(err, errlen, "write_cache: cannot set up: %s", strerror(e));
+    set_err(err, errlen, "write_cache: cannot set up: %s", strerror(errno));
     znbd_dev_free(d);
-    errno = e;
     return NULL;
   }
   return d;
@@ -327,11 +313,13 @@ nomem:
   return NULL;
 }
 
+/* Keeps errno (lib/err.h): callers free on their failure paths. */
 void
 znbd_dev_free(struct znbd_dev *d)
 {
   if (!d)
     return;
+  int e = errno;
   if (d->wc) {
     /* Shutting down: flush as a drive does before power goes. */
     if (znbd_wcache_flush(d->wc, ZNBD_NO_FENCE) < 0)
@@ -347,6 +335,7 @@ znbd_dev_free(struct znbd_dev *d)
   znbd_params_free(&d->p);
   znbd_faults_destroy(&d->f);
   free(d);
+  errno = e;
 }
 
 const struct znbd_params *
@@ -367,27 +356,11 @@ znbd_dev_nr_zones(const struct znbd_dev *d)
   return d->p.geo.nr_zones; /* 0 when not zoned */
 }
 
-static bool
-is_zoned(const struct znbd_dev *d)
-{
-  return d->p.zoned;
-}
-
-/* [off, off+len) inside the device and both ends on a block boundary.
- * A zero length is allowed (and does nothing). */
-static int
-check_range(const struct znbd_dev *d, uint64_t len, uint64_t off)
-{
-  if (off > d->p.size || len > d->p.size - off || (off | len) % d->p.blocksize)
-    return znbd_refuse(ZNBD_REFUSAL_OUT_OF_RANGE, EINVAL);
-  return 0;
-}
-
 int
 znbd_dev_describe(const struct znbd_dev *d, char *buf, size_t len)
 {
   const struct znbd_geometry *g = &d->p.geo;
-  if (!is_zoned(d))
+  if (!dev_is_zoned(d))
     return snprintf(buf, len,
                     "znbd model=none size=%" PRIu64 " blocksize=%" PRIu32,
                     g->size, g->blocksize);
@@ -400,665 +373,13 @@ znbd_dev_describe(const struct znbd_dev *d, char *buf, size_t len)
                   g->nr_conv, g->max_open, g->max_active, g->blocksize);
 }
 
-struct read_ctx {
-  struct znbd_dev *d;
-  uint8_t *buf; /* where byte OFF of the request goes */
-  uint64_t off;
-  /* znbd_dev_read_to(): where the bytes go (BUF is its bounce). */
-  const struct znbd_read_sink *sink;
-};
-
-/* LEN bytes of the read at OFF to C->sink: from the store in place when
- * it can (znbd_store_ref(): RAM pages all allocated), else through BUF. */
-static int
-read_store(struct read_ctx *c, uint8_t *buf, uint64_t len, uint64_t off)
-{
-  const void *p = znbd_store_ref(c->d->store, len, off);
-  if (p)
-    return c->sink->drain(c->sink->opaque, p, len, off - c->off);
-  if (znbd_store_read(c->d->store, buf, len, off) < 0)
-    return -1;
-  return c->sink->drain(c->sink->opaque, buf, len, off - c->off);
-}
-
-/* ZONED: one span of a read (znbd_zones_spans; a sequential zone's lock
- * is held).  OFFLINE: EIO (null_process_zoned_cmd).  Bytes at or past the
- * wp, and past the capacity, are "past the wp" (null_zone_valid_read_len)
- * and read per zone_read_past_wp, but for the gap of a finished or
- * READONLY zone (ZNBD_SPAN_GAP): null_blk reads it from memory, so it
- * reads zeros (EIO with zone_read_past_wp=error). */
-static int
-read_span(void *opaque, uint64_t off, uint64_t len, enum znbd_zone_span span)
-{
-  struct read_ctx *c = opaque;
-  uint8_t *buf = c->buf + (off - c->off);
-  enum znbd_read_past_wp past = c->d->p.zone_read_past_wp;
-
-  switch (span) {
-  case ZNBD_SPAN_CONV:
-  case ZNBD_SPAN_DATA:
-    return znbd_store_read(c->d->store, buf, len, off);
-  case ZNBD_SPAN_GAP: /* null_blk reads these never-written bytes: zeros */
-  case ZNBD_SPAN_PAST_WP:
-    if (past == ZNBD_READ_PAST_WP_ERROR)
-      break;
-    memset(buf,
-           past == ZNBD_READ_PAST_WP_ONES && span == ZNBD_SPAN_PAST_WP ? 0xff
-                                                                       : 0,
-           len);
-    return 0;
-  case ZNBD_SPAN_OFFLINE:
-    break;
-  }
-  errno = EIO;
-  return -1;
-}
-
-/* read_span() for znbd_dev_read_to(): data from the store in place where
- * it can be; zeros (or ones) past the wp as read_span() makes them, in
- * the bounce buffer, then drained.  A callback of its own, so that a
- * plain read's read_span() stays a tail call into the store. */
-static int
-sink_span(void *opaque, uint64_t off, uint64_t len, enum znbd_zone_span span)
-{
-  struct read_ctx *c = opaque;
-  uint8_t *buf = c->buf + (off - c->off);
-  if (span == ZNBD_SPAN_CONV || span == ZNBD_SPAN_DATA)
-    return read_store(c, buf, len, off);
-  if (read_span(opaque, off, len, span) < 0)
-    return -1;
-  return c->sink->drain(c->sink->opaque, buf, len, off - c->off);
-}
-
-static int
-zoned_read(struct znbd_dev *d, uint8_t *buf, uint64_t len, uint64_t off,
-           const struct znbd_read_sink *sink)
-{
-  struct read_ctx c = {d, buf, off, sink};
-  return znbd_zones_spans(&d->zs, off, len, sink ? sink_span : read_span, &c)
-             ? -1
-             : 0;
-}
-
-/* Bad blocks, null_handle_badblocks(): whether [OFF, OFF+LEN) (bytes)
- * touches a bad sector.  If so the error is counted (by
- * znbd_faults_bb_hit, under the list's lock) and logged, and *OK
- * gets the bytes that badblocks_partial_io lets through: those before the
- * first bad sector, rounded down to the block size (0 without it). */
-static bool
-badblock_hit(struct znbd_dev *d, const char *what, uint64_t len, uint64_t off,
-             uint64_t *ok)
-{
-  uint64_t first;
-  if (!znbd_faults_bb_hit(&d->f, off / 512, (len + 511) / 512,
-                          d->p.badblocks_once, &first))
-    return false;
-  uint64_t bad = first * 512 / d->p.blocksize * d->p.blocksize;
-  *ok = d->p.badblocks_partial_io && bad > off ? bad - off : 0;
-  znbd_log(ZNBD_LOG_FAULT,
-           "badblock: %s of %" PRIu64 " bytes at %" PRIu64
-           ": bad sectors from %" PRIu64 "%s; %" PRIu64 " bytes done",
-           what, len, off, first, d->p.badblocks_once ? " (cleared)" : "", *ok);
-  return true;
-}
-
-int
-znbd_dev_read_check(struct znbd_dev *d, uint64_t len, uint64_t off)
-{
-  uint64_t ok;
-  if (check_range(d, len, off) < 0)
-    return -1;
-  if (len && badblock_hit(d, "read", len, off, &ok))
-    /* a partial read carries nothing over NBD */
-    return znbd_refuse(ZNBD_REFUSAL_BAD_BLOCK, EIO);
-  return 0;
-}
-
-int
-znbd_dev_read(struct znbd_dev *d, void *buf, uint64_t len, uint64_t off)
-{
-  if (znbd_dev_read_check(d, len, off) < 0)
-    return -1;
-  if (is_zoned(d))
-    return zoned_read(d, buf, len, off, NULL);
-  return znbd_store_read(d->store, buf, len, off);
-}
-
-int
-znbd_dev_read_to(struct znbd_dev *d, const struct znbd_read_sink *sink,
-                 uint64_t len, uint64_t off)
-{
-  if (znbd_dev_read_check(d, len, off) < 0)
-    return -1;
-  if (is_zoned(d))
-    return zoned_read(d, sink->bounce, len, off, sink);
-  struct read_ctx c = {d, sink->bounce, off, sink};
-  return read_store(&c, sink->bounce, len, off);
-}
-
-const void *
-znbd_dev_read_ref(struct znbd_dev *d, uint64_t len, uint64_t off)
-{
-  if (is_zoned(d) || check_range(d, len, off) < 0)
-    return NULL;
-  return znbd_store_ref(d->store, len, off);
-}
-
-/* Store a write's data (DATA NULL: zeros, nothing allocated); the zone
- * engine's store callback (znbd_zone_store_fn). */
-int
-dev_store_data(void *opaque, const void *data, uint64_t len, uint64_t off)
-{
-  struct znbd_dev *d = opaque;
-  if (data)
-    return znbd_store_write(d->store, data, len, off);
-  return znbd_store_zero(d->store, len, off, 0);
-}
-
-/* Store a ZNBD_WRITE_SOURCE write's data (SRC: its struct
- * znbd_write_source); the zone engine's store callback as dev_store_data. */
-static int
-store_source(void *opaque, const void *src, uint64_t len, uint64_t off)
-{
-  struct znbd_dev *d = opaque;
-  const struct znbd_write_source *s = src;
-  return znbd_store_write_from(d->store, s->fill, s->opaque, s->bounce, len,
-                               off);
-}
-
-/* An append's store callback (OPAQUE: its struct append_ctx): the
- * offset is known only here, under the zone's lock, so bad blocks are
- * checked here, and the intent record of a server that may be recovered
- * is written here, before the data (include/znbd/redo.h); a failure makes
- * the engine abort the append (nothing written, no partial append). */
-struct append_ctx {
-  struct znbd_dev *d;
-  uint32_t slot; /* ZNBD_NO_SLOT: no intent record */
-};
-
-static int
-store_append(void *opaque, const void *data, uint64_t len, uint64_t off)
-{
-  struct append_ctx *a = opaque;
-  struct znbd_dev *d = a->d;
-  if (badblock_hit(d, "append", len, off, &(uint64_t){0}))
-    return znbd_refuse(ZNBD_REFUSAL_BAD_BLOCK, EIO);
-  if (d->redo)
-    znbd_intent_note(d->redo, a->slot, znbd_zones_zone_no(&d->zs, off), off,
-                     len);
-  return dev_store_data(d, data, len, off);
-}
-
-/* ZONED: a parked write with a DONE callback: the engine's entry
- * and the caller's completion (W first: the engine hands W back). */
-struct async_write {
-  struct znbd_zone_write w;
-  znbd_write_done_fn done;
-  void *opaque;
-};
-
-static void
-async_done(struct znbd_zone_write *w, int err)
-{
-  struct async_write *a = (struct async_write *)w;
-  a->done(a->opaque, err);
-  free(a);
-}
-
-/* ZONED: park W (a write ahead of the wp that may wait) as H says. */
-static int
-park_write(const struct znbd_zone_write *w, struct znbd_zones *zs,
-           const struct znbd_park_how *h)
-{
-  znbd_write_done_fn done = h->done;
-  void *opaque = h->opaque;
-  int r, e;
-  if (done) {
-    struct async_write *a = malloc(sizeof *a);
-    if (!a)
-      return -1; /* ENOMEM */
-    *a = (struct async_write){*w, done, opaque};
-    a->w.done = async_done;
-    r = znbd_zones_write(zs, &a->w);
-    if (r == ZNBD_ZONE_PARKED)
-      return ZNBD_WRITE_PARKED;
-    e = errno;
-    free(a);
-    errno = e;
-    return r;
-  }
-  return znbd_zones_write_wait(zs, w, h->waiting, h->max);
-}
-
-/* ZONED: the zone engine runs the write (znbd_zones_write); a store that
- * can fail (dir=), or a source's fill() that can, stores before the
- * commit, so a failed write changes no wp.  A write ahead of the wp is
- * first refused (EAGAIN: nothing allocated for the common, in-order
- * case), then parked if it may wait. */
-static int
-zoned_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
-            unsigned flags, const struct znbd_park_how *h)
-{
-  bool source = flags & ZNBD_WRITE_SOURCE;
-  struct znbd_zone_write w = {
-      .off = off,
-      .len = len,
-      .data = buf,
-      .store = source ? store_source : dev_store_data,
-      .opaque = d,
-      .store_may_fail = source || znbd_store_write_may_fail(d->store),
-      .pipeline = d->p.pipeline_zoned_writes,
-      .one_zone = flags & ZNBD_WRITE_ONE_ZONE,
-      .timeout_ms = d->p.zone_write_timeout,
-  };
-  int r = znbd_zones_write(&d->zs, &w);
-  if (r < 0 && errno == EAGAIN && !(flags & ZNBD_WRITE_NOWAIT))
-    r = park_write(&w, &d->zs, h);
-  return r;
-}
-
-static int dev_write(struct znbd_dev *d, const void *buf, uint64_t len,
-                     uint64_t off, unsigned flags,
-                     const struct znbd_park_how *h);
-
-/* A write whose range is checked and free of bad blocks. */
-static int write_checked(struct znbd_dev *d, const void *buf, uint64_t len,
-                         uint64_t off, unsigned flags,
-                         const struct znbd_park_how *h);
-
-int
-znbd_dev_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
-               unsigned flags)
-{
-  struct znbd_park_how h = {.fence = ZNBD_NO_FENCE};
-  unsigned tries = 0;
-  int r;
-  while (znbd_busy_again(false, r = dev_write(d, buf, len, off, flags, &h),
-                         &tries))
-    ;
-  return r;
-}
-
-int
-znbd_dev_write_how(struct znbd_dev *d, const void *buf, uint64_t len,
-                   uint64_t off, unsigned flags, const struct znbd_park_how *h)
-{
-  return dev_write(d, buf, len, off, flags, h);
-}
-
-/* write_cache: enter (a due power cut, or FENCE older than the last cut:
- * ESHUTDOWN) and keep the durable contents of [OFF, OFF+LEN) before
- * changing them. */
-int
-dev_wc_begin(struct znbd_dev *d, uint64_t fence, bool write, uint64_t len,
-             uint64_t off)
-{
-  if (!d->wc)
-    return 0;
-  if (znbd_wcache_enter(d->wc, write, fence) < 0)
-    return -1;
-  if (znbd_wcache_save(d->wc, len, off) < 0) {
-    int e = errno;
-    znbd_wcache_leave(d->wc);
-    errno = e;
-    return -1;
-  }
-  return 0;
-}
-
-/* Returns R with errno kept. */
-int
-dev_wc_end(struct znbd_dev *d, int r)
-{
-  if (d->wc) {
-    int e = errno;
-    znbd_wcache_leave(d->wc);
-    errno = e;
-  }
-  return r;
-}
-
-/* Between wc_begin and wc_end: FUA of [OFF, OFF+LEN) within the same
- * hold of the cut lock (ZNBD_WRITE_FUA). */
-static int
-sync_held(struct znbd_dev *d, uint64_t len, uint64_t off)
-{
-  return d->wc ? znbd_wcache_sync_held(d->wc, len, off)
-               : znbd_store_sync(d->store, len, off);
-}
-
-static int dev_write_faults(struct znbd_dev *d, const void *buf, uint64_t len,
-                            uint64_t off, unsigned flags,
-                            const struct znbd_park_how *h);
-
-/* With write_cache, between wc_begin and wc_end.  A parked write runs
- * later inside the write that fills its gap (which holds the write
- * cache's lock shared then). */
-static int
-dev_write(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
-          unsigned flags, const struct znbd_park_how *h)
-{
-  if ((flags & ZNBD_WRITE_SOURCE) && (!buf || !(flags & ZNBD_WRITE_NOWAIT))) {
-    errno = EINVAL;
-    return -1;
-  }
-  if (check_range(d, len, off) < 0 ||
-      dev_wc_begin(d, h->fence, true, len, off) < 0)
-    return -1;
-  int r = dev_write_faults(d, buf, len, off, flags, h);
-  if (r == 0 && (flags & ZNBD_WRITE_FUA)) /* ran here, not parked */
-    r = sync_held(d, len, off);
-  if (r < 0 && errno == EAGAIN && d->wc)
-    znbd_wcache_refund(d->wc); /* not run: it counts when it is sent again */
-  return dev_wc_end(d, r);
-}
-
-/* Bad blocks are checked before the zone rules (lib/faults.c); with
- * badblocks_partial_io the part before the first bad block is written as
- * a write of its own (the wp moves that far; ahead of the wp it is not
- * parked but refused), then EIO. */
-static int
-dev_write_faults(struct znbd_dev *d, const void *buf, uint64_t len,
-                 uint64_t off, unsigned flags, const struct znbd_park_how *h)
-{
-  uint64_t ok;
-  if (len && badblock_hit(d, buf ? "write" : "write zeroes", len, off, &ok)) {
-    struct znbd_park_how now = {.fence = h->fence};
-    if (ok &&
-        write_checked(d, buf, ok, off, flags | ZNBD_WRITE_NOWAIT, &now) < 0 &&
-        errno != EAGAIN)
-      return -1;
-    return znbd_refuse(ZNBD_REFUSAL_BAD_BLOCK, EIO);
-  }
-  return write_checked(d, buf, len, off, flags, h);
-}
-
-static int
-write_checked(struct znbd_dev *d, const void *buf, uint64_t len, uint64_t off,
-              unsigned flags, const struct znbd_park_how *h)
-{
-  if (is_zoned(d))
-    return len ? zoned_write(d, buf, len, off, flags, h) : 0;
-  /* WRITE_ZEROES: nothing allocated, whole pages freed, unless NO_HOLE
-   * (doc/proto.md, NBD_CMD_FLAG_NO_HOLE) asks the range to stay
-   * provisioned. */
-  if (!buf)
-    return znbd_store_zero(
-        d->store, len, off,
-        (flags & ZNBD_WRITE_ALLOCATE) ? ZNBD_STORE_ZERO_ALLOCATE : 0);
-  if (flags & ZNBD_WRITE_SOURCE)
-    return store_source(d, buf, len, off);
-  return znbd_store_write(d->store, buf, len, off);
-}
-
-void
-znbd_dev_close_parking(struct znbd_dev *d)
-{
-  if (is_zoned(d))
-    znbd_zones_close_parking(&d->zs);
-}
-
-int
-znbd_dev_append(struct znbd_dev *d, const void *buf, uint64_t len,
-                uint64_t zone_start, uint64_t *written)
-{
-  unsigned tries = 0;
-  int r;
-  while (znbd_busy_again(false,
-                         r = znbd_dev_append_fenced(d, ZNBD_NO_FENCE, buf, len,
-                                                    zone_start, ZNBD_NO_SLOT,
-                                                    written),
-                         &tries))
-    ;
-  return r;
-}
-
-int
-dev_append_zone(const struct znbd_dev *d, uint64_t len, uint64_t zone_start,
-                uint32_t *zno)
-{
-  /* Not zoned: there is no zone to append to.  Only the start and the
-   * alignment are checked here, not check_range()'s end of the range: a
-   * length past the zone capacity, and so past the end of the device (the
-   * last zone's capacity ends inside it), is refused by the zone checks
-   * with EIO, as null_zone_write() (and before it bio_check_eod()) does in
-   * Linux. */
-  if (!is_zoned(d) || zone_start >= d->p.size || len == 0 ||
-      (zone_start | len) % d->p.blocksize) {
-    errno = EINVAL;
-    return -1;
-  }
-  *zno = znbd_zones_zone_no(&d->zs, zone_start);
-  if (d->zs.zone[*zno].start != zone_start) {
-    errno = EINVAL;
-    return -1;
-  }
-  return 0;
-}
-
-int
-znbd_dev_append_fenced(struct znbd_dev *d, uint64_t fence, const void *buf,
-                       uint64_t len, uint64_t zone_start, uint32_t slot,
-                       uint64_t *written)
-{
-  uint32_t zno;
-  if (dev_append_zone(d, len, zone_start, &zno) < 0 ||
-      dev_wc_begin(d, fence, true, 0, 0) < 0)
-    return -1;
-  /* Always stored before the commit: the offset is known only then. */
-  struct append_ctx a = {d, slot};
-  struct znbd_zone_write w = {
-      .len = len, .data = buf, .store = store_append, .opaque = &a};
-  if (znbd_zones_append(&d->zs, zno, &w) < 0)
-    return dev_wc_end(d, -1);
-  *written = w.off;
-  return dev_wc_end(d, 0);
-}
-
-/* ZONED: NBD TRIM.  Whole sequential zones are reset (failures, e.g.
- * READONLY, are ignored: TRIM is advisory), the whole device is a
- * reset-all, partly covered sequential zones are left alone, conventional
- * ranges have their pages freed. */
-void
-znbd_dev_trim_zones(struct znbd_dev *d, uint64_t len, uint64_t off,
-                    uint32_t *first, uint32_t *end)
-{
-  const struct znbd_zones *zs = &d->zs;
-  *first = *end = 0;
-  if (!is_zoned(d) || len == 0 || off >= d->p.size || len > d->p.size - off)
-    return;
-  uint32_t f = znbd_zones_zone_no(zs, off);
-  if (off != zs->zone[f].start)
-    f++; /* partly covered: left alone */
-  *first = f < zs->nr_conv ? zs->nr_conv : f;
-  /* The zone holding the end is partly covered, unless the end is the
-   * device's (a runt last zone ends there). */
-  *end =
-      off + len >= d->p.size ? zs->nr_zones : znbd_zones_zone_no(zs, off + len);
-}
-
-static int
-zoned_trim(struct znbd_dev *d, uint64_t len, uint64_t off)
-{
-  uint64_t end = off + len, plen;
-  bool all = off == 0 && len == d->p.size;
-  uint32_t first, last;
-  znbd_dev_trim_zones(d, len, off, &first, &last);
-
-  if (all)
-    znbd_zones_mgmt(&d->zs, ZNBD_ZONE_OP_RESET, ZNBD_ALL_ZONES, discard_release,
-                    d);
-  for (; off < end; off += plen) {
-    struct znbd_zone *z = znbd_zones_piece(&d->zs, off, end, &plen);
-    if (z->type == ZNBD_ZONE_TYPE_CONVENTIONAL) {
-      if (znbd_store_zero(d->store, plen, off, 0) < 0) /* no zone state */
-        return -1;
-    } else if (!all && (uint32_t)(z - d->zs.zone) >= first &&
-               (uint32_t)(z - d->zs.zone) < last) {
-      znbd_zones_mgmt(&d->zs, ZNBD_ZONE_OP_RESET, (uint32_t)(z - d->zs.zone),
-                      discard_release, d);
-    }
-  }
-  return 0;
-}
-
-int
-znbd_dev_trim(struct znbd_dev *d, uint64_t len, uint64_t off)
-{
-  unsigned tries = 0;
-  int r;
-  while (znbd_busy_again(
-      false, r = znbd_dev_trim_fenced(d, ZNBD_NO_FENCE, len, off, 0), &tries))
-    ;
-  return r;
-}
-
-int
-znbd_dev_trim_fenced(struct znbd_dev *d, uint64_t fence, uint64_t len,
-                     uint64_t off, unsigned flags)
-{
-  if (check_range(d, len, off) < 0 ||
-      dev_wc_begin(d, fence, false, len, off) < 0)
-    return -1;
-  int r = is_zoned(d) ? zoned_trim(d, len, off)
-                      : znbd_store_zero(d->store, len, off, 0);
-  if (r == 0 && (flags & ZNBD_WRITE_FUA))
-    r = sync_held(d, len, off);
-  return dev_wc_end(d, r);
-}
-
-int
-znbd_dev_flush(struct znbd_dev *d)
-{
-  return znbd_dev_flush_fenced(d, ZNBD_NO_FENCE);
-}
-
-int
-znbd_dev_flush_fenced(struct znbd_dev *d, uint64_t fence)
-{
-  if (d->wc)
-    return znbd_wcache_flush(d->wc, fence);
-  return znbd_store_flush(d->store);
-}
-
-int
-znbd_dev_sync(struct znbd_dev *d, uint64_t len, uint64_t off)
-{
-  return znbd_dev_sync_fenced(d, ZNBD_NO_FENCE, len, off);
-}
-
-int
-znbd_dev_sync_fenced(struct znbd_dev *d, uint64_t fence, uint64_t len,
-                     uint64_t off)
-{
-  if (check_range(d, len, off) < 0)
-    return -1;
-  if (d->wc)
-    return znbd_wcache_sync(d->wc, len, off, fence);
-  return znbd_store_sync(d->store, len, off);
-}
-
-int
-znbd_dev_power_cut(struct znbd_dev *d, uint64_t after)
-{
-  if (!d->wc) {
-    errno = EINVAL;
-    return -1;
-  }
-  return znbd_wcache_cut(d->wc, after);
-}
-
-uint64_t
-znbd_dev_generation(struct znbd_dev *d)
-{
-  return d->wc ? znbd_wcache_generation(d->wc) : 0;
-}
-
-void
-znbd_dev_on_power_cut(struct znbd_dev *d, void (*fn)(void *opaque),
-                      void *opaque)
-{
-  if (d->wc)
-    znbd_wcache_on_cut(d->wc, fn, opaque);
-}
-
-struct extents_ctx {
-  struct znbd_dev *d;
-  int (*fn)(void *opaque, uint64_t off, uint64_t len, uint32_t flags);
-  void *opaque;
-};
-
-/* Unallocated pages read as zeros: HOLE|ZERO. */
-static int
-store_extent(void *opaque, uint64_t off, uint64_t len, bool allocated)
-{
-  struct extents_ctx *c = opaque;
-  return c->fn(c->opaque, off, len,
-               allocated ? 0 : ZNBD_EXTENT_HOLE | ZNBD_EXTENT_ZERO);
-}
-
-/* ZONED: base:allocation of one span (znbd_zones_spans).  Conventional:
- * the store's allocation.  Sequential: [start, wp) data, [wp, zone end)
- * a hole (and past the capacity too); the hole reads as zeros
- * (HOLE|ZERO) only with zone_read_past_wp=zero, else it is HOLE alone.
- * READONLY: data up to the capacity.  OFFLINE: HOLE (reads fail). */
-static int
-extent_span(void *opaque, uint64_t off, uint64_t len, enum znbd_zone_span span)
-{
-  struct extents_ctx *c = opaque;
-
-  switch (span) {
-  case ZNBD_SPAN_CONV:
-    return znbd_store_extents(c->d->store, off, len, store_extent, c);
-  case ZNBD_SPAN_DATA:
-    return c->fn(c->opaque, off, len, 0);
-  case ZNBD_SPAN_GAP: /* reads as zeros unless zone_read_past_wp=error */
-    return c->fn(c->opaque, off, len,
-                 c->d->p.zone_read_past_wp != ZNBD_READ_PAST_WP_ERROR
-                     ? ZNBD_EXTENT_HOLE | ZNBD_EXTENT_ZERO
-                     : ZNBD_EXTENT_HOLE);
-  case ZNBD_SPAN_PAST_WP:
-    return c->fn(c->opaque, off, len,
-                 c->d->p.zone_read_past_wp == ZNBD_READ_PAST_WP_ZERO
-                     ? ZNBD_EXTENT_HOLE | ZNBD_EXTENT_ZERO
-                     : ZNBD_EXTENT_HOLE);
-  case ZNBD_SPAN_OFFLINE:
-    break;
-  }
-  return c->fn(c->opaque, off, len, ZNBD_EXTENT_HOLE);
-}
-
-int
-znbd_dev_extents(struct znbd_dev *d, uint64_t off, uint64_t len,
-                 int (*fn)(void *opaque, uint64_t off, uint64_t len,
-                           uint32_t flags),
-                 void *opaque)
-{
-  if (check_range(d, len, off) < 0)
-    return -1;
-  struct extents_ctx c = {d, fn, opaque};
-  if (is_zoned(d))
-    return znbd_zones_spans(&d->zs, off, len, extent_span, &c);
-  return znbd_store_extents(d->store, off, len, store_extent, &c);
-}
-
-int
-znbd_dev_zone_op(struct znbd_dev *d, enum znbd_zone_op op, uint32_t zone)
-{
-  unsigned tries = 0;
-  int r;
-  while (znbd_busy_again(
-      false, r = znbd_dev_zone_op_fenced(d, ZNBD_NO_FENCE, op, zone), &tries))
-    ;
-  return r;
-}
-
 int
 znbd_dev_zone_op_fenced(struct znbd_dev *d, uint64_t fence,
                         enum znbd_zone_op op, uint32_t zone)
 {
   /* Not zoned: no zones. */
-  if (!is_zoned(d) || (zone == ZNBD_ALL_ZONES && op != ZNBD_ZONE_OP_RESET)) {
+  if (!dev_is_zoned(d) ||
+      (zone == ZNBD_ALL_ZONES && op != ZNBD_ZONE_OP_RESET)) {
     errno = EINVAL;
     return -1;
   }
@@ -1073,12 +394,23 @@ znbd_dev_zone_op_fenced(struct znbd_dev *d, uint64_t fence,
   return dev_wc_end(d, 0);
 }
 
+int
+znbd_dev_zone_op(struct znbd_dev *d, enum znbd_zone_op op, uint32_t zone)
+{
+  unsigned tries = 0;
+  int r;
+  while (znbd_busy_again(
+      false, r = znbd_dev_zone_op_fenced(d, ZNBD_NO_FENCE, op, zone), &tries))
+    ;
+  return r;
+}
+
 uint32_t
 znbd_dev_report(struct znbd_dev *d, uint32_t first, uint32_t nr,
                 struct znbd_zone_info *out)
 {
   /* Not zoned: nothing to report. */
-  if (!is_zoned(d) || first >= d->zs.nr_zones)
+  if (!dev_is_zoned(d) || first >= d->zs.nr_zones)
     return 0;
   if (nr > d->zs.nr_zones - first)
     nr = d->zs.nr_zones - first;
@@ -1091,14 +423,14 @@ uint32_t
 znbd_dev_zone_index(const struct znbd_dev *d, uint64_t off)
 {
   /* A shift for power-of-2 zone sizes, else one division. */
-  return is_zoned(d) ? znbd_zones_zone_no(&d->zs, off) : 0;
+  return dev_is_zoned(d) ? znbd_zones_zone_no(&d->zs, off) : 0;
 }
 
 void
 znbd_dev_stats(struct znbd_dev *d, struct znbd_dev_stats *out)
 {
   memset(out, 0, sizeof *out);
-  if (is_zoned(d)) {
+  if (dev_is_zoned(d)) {
     znbd_zones_counters(&d->zs, &out->nr_imp_open, &out->nr_exp_open,
                         &out->nr_closed);
     out->park_waits = atomic_load(&d->zs.park_waits);
@@ -1111,19 +443,6 @@ znbd_dev_stats(struct znbd_dev *d, struct znbd_dev_stats *out)
   out->delay_nsec = atomic_load(&d->f.delay_nsec);
 }
 
-int
-znbd_dev_badblocks_edit(struct znbd_dev *d, const char *list, bool add,
-                        char *err, size_t errlen)
-{
-  return znbd_faults_bb_edit(&d->f, list, add, err, errlen);
-}
-
-size_t
-znbd_dev_badblocks_list(struct znbd_dev *d, char *buf, size_t len)
-{
-  return znbd_faults_bb_format(&d->f, buf, len);
-}
-
 void
 znbd_dev_set_frontend(struct znbd_dev *d, unsigned frontend)
 {
@@ -1134,104 +453,4 @@ unsigned
 znbd_dev_frontend(const struct znbd_dev *d)
 {
   return d->frontend;
-}
-
-void
-znbd_dev_drop_reply_set(struct znbd_dev *d, uint32_t every, unsigned kinds)
-{
-  atomic_store(&d->f.drop_every, 0);
-  atomic_store(&d->f.drop_kinds, kinds);
-  atomic_store(&d->f.drop_seen, 0);
-  atomic_store(&d->f.drop_every, every);
-}
-
-void
-znbd_dev_drop_reply_get(struct znbd_dev *d, uint32_t *every, unsigned *kinds)
-{
-  *every = (uint32_t)atomic_load(&d->f.drop_every);
-  *kinds = atomic_load(&d->f.drop_kinds);
-}
-
-bool
-znbd_dev_drop_reply(struct znbd_dev *d, unsigned kind)
-{
-  uint32_t every =
-      (uint32_t)atomic_load_explicit(&d->f.drop_every, memory_order_relaxed);
-  if (!every || !(atomic_load(&d->f.drop_kinds) & kind))
-    return false;
-  if ((atomic_fetch_add(&d->f.drop_seen, 1) + 1) % every != 0)
-    return false;
-  atomic_fetch_add(&d->f.dropped, 1);
-  znbd_log(ZNBD_LOG_FAULT, "drop-reply: the reply to this %s is not sent",
-           kind == ZNBD_IO_READ    ? "read"
-           : kind == ZNBD_IO_WRITE ? "write"
-           : kind == ZNBD_IO_FLUSH ? "flush"
-           : kind == ZNBD_IO_TRIM  ? "trim"
-                                   : "request");
-  return true;
-}
-
-uint64_t
-znbd_dev_delay_nsec(struct znbd_dev *d, unsigned kind, uint64_t len)
-{
-  if (kind == ZNBD_IO_READ || kind == ZNBD_IO_WRITE)
-    return znbd_faults_throttle(&d->f, len);
-  if (kind == ZNBD_IO_TRIM && is_zoned(d))
-    return d->p.zone_reset_nsec;
-  return 0;
-}
-
-uint64_t
-znbd_dev_request_delay(struct znbd_dev *d, unsigned kind, uint64_t len,
-                       enum znbd_zone_op op)
-{
-  uint64_t ns = d->p.completion_nsec;
-  if (kind == ZNBD_IO_ZONE_MGMT)
-    ns += znbd_dev_zone_op_nsec(d, op);
-  else
-    ns += znbd_dev_delay_nsec(d, kind, len);
-  if (ns) { /* counted here, so one test can see every front-end ask */
-    atomic_fetch_add(&d->f.delayed, 1);
-    atomic_fetch_add(&d->f.delay_nsec, ns);
-  }
-  return ns;
-}
-
-uint64_t
-znbd_dev_zone_op_nsec(const struct znbd_dev *d, enum znbd_zone_op op)
-{
-  switch (op) {
-  case ZNBD_ZONE_OP_OPEN:
-    return d->p.zone_open_nsec;
-  case ZNBD_ZONE_OP_CLOSE:
-    return d->p.zone_close_nsec;
-  case ZNBD_ZONE_OP_FINISH:
-    return d->p.zone_finish_nsec;
-  case ZNBD_ZONE_OP_RESET:
-    return d->p.zone_reset_nsec;
-  default:
-    return 0;
-  }
-}
-
-int
-znbd_dev_wire_errno(int err)
-{
-  switch (err) {
-  case ETOOMANYREFS: /* open limit */
-  case EOVERFLOW:    /* active limit */
-    return ENOSPC;
-  case EAGAIN:
-  case ETIMEDOUT:
-    return EIO;
-  case EIO:
-  case EINVAL:
-  case ENOMEM:
-  case ENOSPC:
-  case EPERM:
-  case ESHUTDOWN: /* a power cut (NBD_ESHUTDOWN) */
-    return err;
-  default:
-    return EIO;
-  }
 }

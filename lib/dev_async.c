@@ -49,10 +49,8 @@ store_begin(struct znbd_dev *d, struct znbd_async_write *w)
   if (d->store->ops->async->write_begin(d->store, h->len, w->off, &w->undo) ==
       0)
     return 0;
-  int e = errno;
-  if (d->p.zoned)
+  if (d->p.zoned) /* not done: it only locks and unlocks, errno kept */
     znbd_zones_unhold(&d->zs, h, false);
-  errno = e;
   return -1;
 }
 
@@ -137,7 +135,7 @@ struct plan {
 
 /* znbd_zone_span_fn: CONV and DATA spans from the store (at most one,
  * first: a read within one zone), the rest filled as read_span() in
- * lib/dev.c fills it. */
+ * lib/dev_read.c fills it. */
 static int
 plan_span(void *opaque, uint64_t off, uint64_t len, enum znbd_zone_span span)
 {

@@ -273,7 +273,7 @@ check_append(struct state *s, const char *line, const char *reply, int rc,
   if (!back)
     abort();
   /* A bad block added since cannot be: the append would have failed. */
-  if (znbd_dev_read(s->dev, back, len, off) == 0 &&
+  if (znbd_dev_read(s->dev, back, len, off, 0) == 0 &&
       memcmp(back, data, len) != 0)
     FAIL("'%s': data at %" PRIu64 " differs from the append's", line, off);
   free(back);

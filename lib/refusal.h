@@ -4,7 +4,8 @@
  * enters, read by znbd_req_refusal() after it failed.  A thread-local
  * costs the hot path one store per request and no allocation, and keeps
  * every call's signature; a parked write's failure, which lands on
- * another thread, carries only its errno. */
+ * another thread, has its reason set on that thread for the time of its
+ * completion (lib/zone_impl.h, call_done()). */
 #ifndef ZNBD_LIB_REFUSAL_H
 #define ZNBD_LIB_REFUSAL_H
 

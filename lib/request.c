@@ -50,6 +50,14 @@ znbd_req_ctx_busy_ok(struct znbd_req_ctx *c)
 }
 
 int
+znbd_req_read(const struct znbd_req_ctx *c, void *buf, uint64_t len,
+              uint64_t off, unsigned flags)
+{
+  znbd_refusal_now = ZNBD_REFUSAL_NONE;
+  return znbd_dev_read(c->dev, buf, len, off, flags);
+}
+
+int
 znbd_req_write(const struct znbd_req_ctx *c, const void *buf, uint64_t len,
                uint64_t off, unsigned flags, znbd_write_done_fn done,
                void *opaque)

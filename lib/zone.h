@@ -40,6 +40,7 @@
 #include <stdint.h>
 
 #include "znbd/dev.h"
+#include "znbd/refusal.h"
 
 struct znbd_zone_write;
 
@@ -273,12 +274,14 @@ struct znbd_zone_write {
   _Atomic unsigned *waiting;
   unsigned wait_max;
   /* Parked writes: called once, with no zone lock held, by the thread
-   * that ran W (ERR 0) or failed it (ERR an errno).  NULL: never parked
-   * (EAGAIN instead). */
+   * that ran W (ERR 0) or failed it (ERR an errno; the rule's reason, or
+   * ZNBD_REFUSAL_NONE, is that thread's znbd_refusal_now meanwhile, for
+   * znbd_req_refusal()).  NULL: never parked (EAGAIN instead). */
   void (*done)(struct znbd_zone_write *w, int err);
   /* The engine's, while parked. */
   uint64_t deadline_ns; /* CLOCK_MONOTONIC */
   int err;
+  enum znbd_refusal why; /* with ERR: the refusing rule's reason */
   struct znbd_zone_write *next;
 };
 

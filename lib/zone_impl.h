@@ -143,16 +143,18 @@ struct done_list {
     NULL, &(l).head                                                            \
   }
 
-/* Take the parked write *PP off zone Z (locked) into DL with ERR. */
+/* Take the parked write *PP off zone Z (locked) into DL with ERR and the
+ * reason WHY (ZNBD_REFUSAL_NONE when no rule refused it). */
 static inline void
 unpark(struct znbd_zones *zs, struct znbd_zone *z, struct znbd_zone_write **pp,
-       int err, struct done_list *dl)
+       int err, enum znbd_refusal why, struct done_list *dl)
 {
   struct znbd_zone_write *w = *pp;
   *pp = w->next;
   atomic_fetch_sub(&z->nparked, 1);
   atomic_fetch_sub(&zs->nparked, 1);
   w->err = err;
+  w->why = why;
   w->next = NULL;
   *dl->tail = w;
   dl->tail = &w->next;
@@ -163,17 +165,21 @@ static inline void
 unpark_all(struct znbd_zones *zs, struct znbd_zone *z, struct done_list *dl)
 {
   while (z->parked)
-    unpark(zs, z, &z->parked, EIO, dl);
+    unpark(zs, z, &z->parked, EIO, ZNBD_REFUSAL_NONE, dl);
 }
 
-/* Tell the writes in DL how they ended (no zone lock held). */
+/* Tell the writes in DL how they ended (no zone lock held), each DONE
+ * with its reason as the thread's for the call; the thread's own stays. */
 static inline void
 call_done(struct done_list *dl)
 {
+  enum znbd_refusal own = znbd_refusal_now;
   for (struct znbd_zone_write *w = dl->head, *n; w; w = n) {
     n = w->next;
+    znbd_refusal_now = w->why;
     w->done(w, w->err);
   }
+  znbd_refusal_now = own;
   dl->head = NULL;
   dl->tail = &dl->head;
 }

@@ -51,7 +51,7 @@ sweep(struct znbd_zones *zs, uint64_t now)
     pthread_mutex_lock(&z->lock);
     for (struct znbd_zone_write **pp = &z->parked; *pp;) {
       if ((*pp)->deadline_ns <= now)
-        unpark(zs, z, pp, EIO, &dl);
+        unpark(zs, z, pp, EIO, ZNBD_REFUSAL_NONE, &dl); /* timed out */
       else
         pp = &(*pp)->next;
     }
@@ -169,6 +169,23 @@ ahead_of_wp(const struct znbd_zone *z, uint64_t off)
          off > z->wp && off < z->start + z->capacity;
 }
 
+/* Why a write parked in zone Z (locked) cannot run: Z's condition takes
+ * writes no more, or its wp went past the write. */
+static enum znbd_refusal
+unwritable_why(const struct znbd_zone *z)
+{
+  switch (z->cond) {
+  case ZNBD_ZONE_COND_FULL:
+    return ZNBD_REFUSAL_ZONE_FULL;
+  case ZNBD_ZONE_COND_READONLY:
+    return ZNBD_REFUSAL_ZONE_READONLY;
+  case ZNBD_ZONE_COND_OFFLINE:
+    return ZNBD_REFUSAL_ZONE_OFFLINE;
+  default:
+    return ZNBD_REFUSAL_UNALIGNED_WRITE;
+  }
+}
+
 /* Zone I (locked): run the parked writes its wp reached, in order, until
  * the next is still ahead; fail those it went past, and all of them when
  * the zone is no longer writable.  *HI grows to the last zone a parked
@@ -182,12 +199,15 @@ drain_locked(struct znbd_zones *zs, uint32_t i, uint32_t *hi,
 
   while ((w = z->parked) && (!znbd_zone_writable(z) || w->off <= z->wp)) {
     if (!znbd_zone_writable(z) || w->off != z->wp) {
-      unpark(zs, z, &z->parked, EIO, dl);
+      unpark(zs, z, &z->parked, EIO, unwritable_why(z), dl);
       continue;
     }
     uint32_t last = znbd_zones_last_zone_no(zs, i, w->off, w->len);
+    enum znbd_refusal own = znbd_refusal_now;
+    znbd_refusal_now = ZNBD_REFUSAL_NONE;
     int e = znbd_zones_run_write(zs, w, i, last, false) < 0 ? errno : 0;
-    unpark(zs, z, &z->parked, e, dl);
+    unpark(zs, z, &z->parked, e, e ? znbd_refusal_now : ZNBD_REFUSAL_NONE, dl);
+    znbd_refusal_now = own;
     if (e == 0 && last > *hi)
       *hi = last;
   }
@@ -284,6 +304,7 @@ struct sync_write {
   pthread_cond_t cv;
   _Atomic bool finished; /* set under LOCK, also read without it */
   int err;
+  enum znbd_refusal why;
 };
 
 /* The parked write ran or failed: its thread no longer counts as waiting
@@ -297,6 +318,7 @@ sync_done(struct znbd_zone_write *w, int err)
     atomic_fetch_sub(w->waiting, 1);
   pthread_mutex_lock(&sw->lock);
   sw->err = err;
+  sw->why = znbd_refusal_now; /* call_done() set it */
   atomic_store_explicit(&sw->finished, true, memory_order_release);
   pthread_cond_signal(&sw->cv);
   pthread_mutex_unlock(&sw->lock);
@@ -347,6 +369,8 @@ znbd_zones_write_wait(struct znbd_zones *zs, const struct znbd_zone_write *w,
     pthread_mutex_unlock(&sw.lock);
     r = sw.err ? -1 : 0;
     errno = sw.err; /* the parked write's result, from its completion */
+    if (r < 0)
+      znbd_refusal_now = sw.why;
   }
   pthread_cond_destroy(&sw.cv);
   pthread_mutex_destroy(&sw.lock);

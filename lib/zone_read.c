@@ -80,13 +80,9 @@ znbd_zones_spans(struct znbd_zones *zs, uint64_t off, uint64_t len,
         r = clipped_span(fn, opaque, poff, pend, gend, z->start + z->len,
                          ZNBD_SPAN_PAST_WP);
     }
-    if (r) {
-      int e = errno;
-      pthread_mutex_unlock(&z->lock);
-      errno = e;
+    pthread_mutex_unlock(&z->lock); /* keeps errno */
+    if (r)
       return r;
-    }
-    pthread_mutex_unlock(&z->lock);
   }
   return 0;
 }

@@ -407,7 +407,8 @@ zoned_pread(void *handle, void *buf, uint32_t count, uint64_t offset,
 {
   if (check_aligned(handle, "pread", count, offset) < 0)
     return -1;
-  int r = znbd_dev_read(dev, buf, count, offset);
+  struct handle *h = handle;
+  int r = znbd_req_read(&h->rq, buf, count, offset, 0);
   complete_delay_io(handle, ZNBD_IO_READ, count);
   return r < 0 ? fail("pread", count, offset, errno) : 0;
 }

@@ -62,13 +62,14 @@ struct ref_sink {
  * send runs, which may be after requests that came later in the same
  * batch: those overlap the READ (the client had no reply yet), so either
  * content is allowed (doc/proto.md leaves overlapping requests unordered). */
-static const void *
+static int
 read_ref(const struct nbdc *c, uint64_t off, uint32_t len, unsigned xflags,
-         const struct ref_sink *rs)
+         const struct ref_sink *rs, const void **ref)
 {
+  *ref = NULL;
   if (!(xflags & EXEC_REF) || !rs->add_ref || len < REF_MIN)
-    return NULL;
-  return znbd_dev_read_ref(c->cfg->dev, len, off);
+    return 0;
+  return znbd_req_read(&c->rq, ref, len, off, ZNBD_READ_REF);
 }
 
 static int
@@ -77,7 +78,9 @@ read_data_chunk(const struct nbdc *c, const struct nbd_req *r, uint64_t off,
                 const struct ref_sink *rs)
 {
   *last = out->len;
-  const void *ref = read_ref(c, off, len, xflags, rs);
+  const void *ref;
+  if (read_ref(c, off, len, xflags, rs, &ref) < 0)
+    return -1;
   if (!ref && !buf_try_reserve(out, NBD_CHUNK_HEADER_SIZE + 8 + (size_t)len)) {
     errno = ENOMEM; /* nbd_chunk() below then needs no allocation */
     return -1;
@@ -91,7 +94,7 @@ read_data_chunk(const struct nbdc *c, const struct nbd_req *r, uint64_t off,
     rs->add_ref(rs->opaque, ref, len);
     return 0;
   }
-  if (znbd_dev_read(c->cfg->dev, p + 8, len, off) == -1)
+  if (znbd_req_read(&c->rq, p + 8, len, off, 0) == -1)
     return -1;
   buf_commit(out, NBD_CHUNK_HEADER_SIZE + 8 + (size_t)len);
   return 0;
@@ -109,7 +112,8 @@ exec_read(const struct nbdc *c, const struct nbd_req *r, struct buf *out,
       nbd_reply_errno(c, r, ENOMEM, out);
       return;
     }
-    if (znbd_dev_read(d, p + NBD_SIMPLE_REPLY_SIZE, r->len, r->off) == -1) {
+    if (znbd_req_read(&c->rq, p + NBD_SIMPLE_REPLY_SIZE, r->len, r->off, 0) ==
+        -1) {
       nbd_reply_errno(c, r, errno, out);
       return;
     }
@@ -119,7 +123,8 @@ exec_read(const struct nbdc *c, const struct nbd_req *r, struct buf *out,
   }
   size_t last = out->len;
   /* Holes are answered without reading: bad blocks are checked first. */
-  if (c->cfg->holes_ok && znbd_dev_read_check(d, r->len, r->off) == -1) {
+  if (c->cfg->holes_ok &&
+      znbd_req_read(&c->rq, NULL, r->len, r->off, ZNBD_READ_CHECK) == -1) {
     nbd_reply_errno(c, r, errno, out);
     return;
   }
@@ -254,42 +259,16 @@ alloc_add(void *opaque, uint64_t off, uint64_t len, uint32_t flags)
   return bs_add(opaque, off, len, flags & 3);
 }
 
+/* Zone-context extent callback: E's condition, type and past-wp flag in
+ * the x-znbd:zone status bits (znbd/zonectx.h). */
 static int
-zone_extents(struct znbd_dev *d, struct bs *b, uint64_t off)
+zone_add(void *opaque, const struct znbd_zone_extent *e)
 {
-  struct znbd_zone_info zi[64];
-  uint32_t z = znbd_dev_zone_index(d, off);
-  for (;;) {
-    uint32_t n = znbd_dev_report(d, z, 64, zi);
-    if (n == 0)
-      return 0;
-    for (uint32_t i = 0; i < n; i++, z++) {
-      struct znbd_zone_info *q = &zi[i];
-      uint32_t st =
-          (q->cond & ZNBD_ZONECTX_COND_MASK) |
-          ((q->type << ZNBD_ZONECTX_TYPE_SHIFT) & ZNBD_ZONECTX_TYPE_MASK);
-      uint64_t zs = q->start, ze = q->start + q->len;
-      if (zs < off)
-        zs = off;
-      if (zs >= b->end)
-        return 0;
-      bool split = q->type == ZNBD_ZONE_TYPE_SEQWRITE_REQ &&
-                   q->wp != ZNBD_WP_INVALID && q->cond != ZNBD_ZONE_COND_FULL;
-      int rc;
-      if (split && q->wp > zs) {
-        rc = bs_add(b, zs, (q->wp < ze ? q->wp : ze) - zs, st);
-        if (rc)
-          return 0;
-      }
-      if (split) {
-        uint64_t s = q->wp > zs ? q->wp : zs;
-        if (s < ze && (rc = bs_add(b, s, ze - s, st | ZNBD_ZONECTX_PAST_WP)))
-          return 0;
-      } else if ((rc = bs_add(b, zs, ze - zs, st))) {
-        return 0;
-      }
-    }
-  }
+  uint32_t st =
+      (e->cond & ZNBD_ZONECTX_COND_MASK) |
+      ((e->type << ZNBD_ZONECTX_TYPE_SHIFT) & ZNBD_ZONECTX_TYPE_MASK) |
+      (e->past_wp ? ZNBD_ZONECTX_PAST_WP : 0);
+  return bs_add(opaque, e->off, e->len, st);
 }
 
 /* BLOCK_STATUS.  An unaligned range is looked up rounded out to whole
@@ -327,7 +306,8 @@ exec_block_status(const struct nbdc *c, const struct nbd_req *r,
         return -1;
       }
     } else {
-      zone_extents(d, &b, r->off);
+      /* A refusal leaves B empty: answered below as plain data. */
+      znbd_dev_zone_extents(d, astart, aend - astart, zone_add, &b);
     }
     if (b.n == 0) { /* never empty: report the range as plain data */
       bs_add(&b, r->off, r->len, 0);

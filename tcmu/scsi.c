@@ -481,6 +481,10 @@ znbd_scsi_refusal_sense(enum znbd_refusal why, int err, bool write)
     return S_NOT_READY;
   case ZNBD_REFUSAL_OUT_OF_RANGE:
     return S_LBA_RANGE;
+  case ZNBD_REFUSAL_READ_MIXED_TYPES:
+    return S_READ_INVALID;
+  case ZNBD_REFUSAL_READ_PAST_WP: /* refused at start-up (URSWRZ=1) */
+    return S_READ_ERROR;
   default:
     return errno_sense(err, write);
   }
@@ -546,35 +550,6 @@ zbc_out(struct znbd_scsi *s, struct znbd_scsi_cmd *c)
 
 /* ---- READ / WRITE (SBC-4 5.15-5.17, 5.39-5.41) ---------------------- */
 
-/* For a read of a zoned device: the sense that [OFF, OFF+LEN) (bytes)
- * gets before the device is asked, or 0.  Reads may touch a gap zone, and
- * get what null_blk returns past a zone's capacity (the kernel splits
- * reads at the zone size, gap included: see znbd-tcmu(1), DEVIATIONS);
- * they may not mix zone types (ZBC-2 4.5.3).  Writes are the core's to
- * refuse (ZNBD_WRITE_ONE_ZONE, znbd_scsi_refusal_sense()). */
-static uint32_t
-read_check(struct znbd_scsi *s, uint64_t off, uint64_t len)
-{
-  uint32_t i = znbd_dev_zone_index(s->dev, off);
-  struct znbd_zone_info z, first;
-  if (znbd_dev_report(s->dev, i, 1, &first) != 1)
-    return S_LBA_RANGE;
-  for (z = first;;) {
-    /* A READONLY zone keeps its data and is read as any other (ZBC-2's
-     * READ ONLY condition; null_blk's null_process_zoned_cmd() fails only
-     * writes to it); an OFFLINE zone is not read. */
-    if (z.cond == ZNBD_ZONE_COND_OFFLINE)
-      return S_ZONE_OFFLINE;
-    if (z.type != first.type)
-      return S_READ_INVALID;
-    if (z.start + z.len >= off + len)
-      break;
-    if (znbd_dev_report(s->dev, ++i, 1, &z) != 1)
-      return S_LBA_RANGE;
-  }
-  return 0;
-}
-
 /* The kind (ZNBD_IO_READ or ZNBD_IO_WRITE) of the READ or WRITE
  * opcode OP, or 0 for another command. */
 static unsigned
@@ -632,11 +607,6 @@ read_write(struct znbd_scsi *s, struct znbd_scsi_cmd *c, bool write)
   uint64_t off = lba * p->blocksize, len = blocks * p->blocksize;
   if (iov_total(c) < len)
     return fail(c, S_INVALID_FIELD);
-  if (p->zoned && !write) {
-    uint32_t zs = read_check(s, off, len);
-    if (zs)
-      return fail(c, zs);
-  }
   /* Data in one buffer (the usual case) is used where it lies, in the
    * ring's data area; only a scattered one is gathered into a copy. */
   bool direct = c->iovcnt >= 1 && c->iov[0].iov_len >= len;
@@ -652,17 +622,19 @@ read_write(struct znbd_scsi *s, struct znbd_scsi_cmd *c, bool write)
     if (r == 0 && fua)
       r = znbd_req_sync(&s->rq, len, off);
   } else {
-    r = znbd_dev_read(s->dev, buf, len, off);
+    /* Reads may touch a gap zone, and get what null_blk returns past a
+     * zone's capacity (the kernel splits reads at the zone size, gap
+     * included: see znbd-tcmu(1), DEVIATIONS); they may not mix zone
+     * types (ZBC-2 4.5.3), nor touch an OFFLINE zone: the core refuses
+     * (ZNBD_READ_ONE_TYPE, znbd_scsi_refusal_sense()). */
+    r = znbd_req_read(&s->rq, buf, len, off, ZNBD_READ_ONE_TYPE);
     if (r == 0 && !direct)
       iov_copy(c, buf, len, false);
   }
-  int err = errno;
   if (!direct)
-    free(buf);
+    free(buf); /* keeps errno */
   if (r < 0)
-    return fail(c, znbd_scsi_refusal_sense(write ? znbd_req_refusal()
-                                                 : ZNBD_REFUSAL_NONE,
-                                           err, write));
+    return refused(c, write);
   c->read_len = write ? 0 : len;
   return ZNBD_SCSI_GOOD;
 }

@@ -111,7 +111,9 @@ int znbd_scsi_exec(struct znbd_scsi *s, struct znbd_scsi_cmd *c);
  * FULL zone, an op on a conventional zone or in a condition that does not
  * take it INVALID FIELD IN CDB 05/24/00; a bad block MEDIUM ERROR
  * (03/0C/00 write, 03/11/00 read); fenced by a power cut LOGICAL UNIT
- * NOT READY 02/04/00; out of range 05/21/00.  Without a reason, by ERR:
+ * NOT READY 02/04/00; out of range 05/21/00; a read mixing zone types
+ * ATTEMPT TO READ INVALID DATA 05/21/06, one past the wp (with
+ * zone_read_past_wp=error) a medium error 03/11/00.  Without a reason, by ERR:
  * ETOOMANYREFS and EOVERFLOW as the resources, EINVAL INVALID FIELD IN
  * CDB, ESHUTDOWN NOT READY, else a medium error.  Never fails. */
 uint32_t znbd_scsi_refusal_sense(enum znbd_refusal why, int err, bool write);

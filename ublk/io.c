@@ -324,7 +324,7 @@ exec_read(struct znbd_ublk_io *h, const struct ublk_req *q)
     a->len = q->len;
     return 0;
   }
-  if (znbd_dev_read_to(h->dev, &sink, q->len, q->off) < 0)
+  if (znbd_req_read(&h->rq, &sink, q->len, q->off, ZNBD_READ_SINK) < 0)
     return fc.err ? fc.err : fail(errno);
   return (int32_t)q->len;
 }

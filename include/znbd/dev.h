@@ -100,41 +100,54 @@ uint32_t znbd_dev_nr_zones(const struct znbd_dev *d); /* 0: not zoned */
  * length it needed (snprintf-style). */
 int znbd_dev_describe(const struct znbd_dev *d, char *buf, size_t len);
 
-/* Read LEN bytes at OFF.  Errors: EINVAL (range/alignment), EIO (OFFLINE
- * zone; past the wp with zone_read_past_wp=error; a bad sector, see
- * znbd_dev_badblocks_edit). */
-int znbd_dev_read(struct znbd_dev *d, void *buf, uint64_t len, uint64_t off);
+/* Read flags: how znbd_dev_read() (and znbd_req_read()) give the bytes,
+ * and which rule a read follows besides the device's.  At most one of
+ * CHECK, SINK and REF. */
+/* Check only: the range, ZNBD_READ_ONE_TYPE and the bad blocks (counted,
+ * logged, cleared with badblocks_once) as a read would, BUF unused: for a
+ * front-end that answers a read without the bytes (holes from
+ * znbd_dev_extents). */
+#define ZNBD_READ_CHECK 0x1
+/* BUF is a const struct znbd_read_sink *: the RAM store's bytes go to its
+ * DRAIN in place (one copy, DRAIN's, instead of two), taken under the
+ * zone's lock as a read's copy is; other bytes (zeros past the wp, dir=,
+ * holes) through SINK->bounce.  DRAIN is called once a run of bytes, in
+ * order, and not again after it failed; the read then fails with DRAIN's
+ * errno. */
+#define ZNBD_READ_SINK 0x2
+/* Zero-copy read of a plain RAM disk (zoned=false): BUF is a const void
+ * **, which gets a pointer to the LEN bytes at OFF inside the store when
+ * all of them are allocated data (see znbd_store_ref() for how long they
+ * stay valid), else NULL: a zoned device (reads depend on the wp, under
+ * the zone lock), holes, dir=.  With NULL the caller reads by copy, which
+ * makes the zoned device's checks. */
+#define ZNBD_READ_REF 0x4
+/* A ZBC read: one may not touch zones of more than one type (ZBC-2
+ * 4.5.3): EIO, reason ZNBD_REFUSAL_READ_MIXED_TYPES.  NBD and the block
+ * layer have no such rule. */
+#define ZNBD_READ_ONE_TYPE 0x8
 
-/* The bad-block check of znbd_dev_read alone, for a front-end that
- * answers a read without calling it (holes from znbd_dev_extents).
- * Returns 0, or -1 with errno EIO (a bad block: counted, logged, cleared
- * with badblocks_once) or EINVAL (range). */
-int znbd_dev_read_check(struct znbd_dev *d, uint64_t len, uint64_t off);
+/* Read LEN bytes at OFF into BUF, or as FLAGS (ZNBD_READ_* above) say.
+ * Reads are not fenced: a read changes nothing a power cut could undo.
+ * Errors, each with its reason (znbd/refusal.h, znbd_req_refusal() after
+ * znbd_req_read()): EINVAL (range or alignment, OUT_OF_RANGE), EIO
+ * (an OFFLINE zone, ZONE_OFFLINE, null_process_zoned_cmd(); past the wp
+ * with zone_read_past_wp=error, READ_PAST_WP; a bad sector, BAD_BLOCK,
+ * see znbd_dev_badblocks_edit; zone types mixed with ZNBD_READ_ONE_TYPE,
+ * READ_MIXED_TYPES), and a store's or DRAIN's errno with no reason. */
+int znbd_dev_read(struct znbd_dev *d, void *buf, uint64_t len, uint64_t off,
+                  unsigned flags);
 
-/* Where a read's bytes go when not into a buffer of the caller's: DRAIN
- * takes LEN bytes of the read from SRC, for its byte AT (0: the first);
- * 0, or -1 with errno (the read then fails with it).  BOUNCE: at least
- * the read's length, for bytes the store cannot give in place. */
+/* Where a read's bytes go with ZNBD_READ_SINK, when not into a buffer of
+ * the caller's: DRAIN takes LEN bytes of the read from SRC, for its byte
+ * AT (0: the first); 0, or -1 with errno (the read then fails with it).
+ * BOUNCE: at least the read's length, for bytes the store cannot give in
+ * place. */
 struct znbd_read_sink {
   int (*drain)(void *opaque, const void *src, uint64_t len, uint64_t at);
   void *opaque;
   void *bounce;
 };
-
-/* znbd_dev_read() into SINK: the RAM store's bytes go to DRAIN in place
- * (one copy, DRAIN's, instead of two), taken under the zone's lock as a
- * read's copy is; other bytes (zeros past the wp, dir=, holes) through
- * SINK->bounce.  DRAIN is called once a run of bytes, in order, and not
- * again after it failed.  Errors: znbd_dev_read()'s, and DRAIN's errno. */
-int znbd_dev_read_to(struct znbd_dev *d, const struct znbd_read_sink *sink,
-                     uint64_t len, uint64_t off);
-
-/* Zero-copy read of a plain RAM disk (zoned=false): a pointer to the LEN
- * bytes at OFF inside the store when all of them are allocated data (see
- * znbd_store_ref() for how long they stay valid), else NULL: zoned
- * devices (reads depend on the wp, under the zone lock), holes, a bad
- * range.  The caller then uses znbd_dev_read(). */
-const void *znbd_dev_read_ref(struct znbd_dev *d, uint64_t len, uint64_t off);
 
 /* Write flags. */
 #define ZNBD_WRITE_NOWAIT 0x1 /* ahead of wp: fail with EAGAIN, don't wait */
@@ -236,6 +249,30 @@ int znbd_dev_extents(struct znbd_dev *d, uint64_t off, uint64_t len,
                      int (*fn)(void *opaque, uint64_t off, uint64_t len,
                                uint32_t flags),
                      void *opaque);
+
+/* One extent of the zone context (znbd/zonectx.h): bytes [OFF, OFF+LEN)
+ * of one zone, its condition and type, and whether they lie at or past
+ * the zone's wp. */
+struct znbd_zone_extent {
+  uint64_t off, len;
+  enum znbd_zone_cond cond;
+  enum znbd_zone_type type;
+  bool past_wp;
+};
+typedef int (*znbd_zone_extent_fn)(void *opaque,
+                                   const struct znbd_zone_extent *e);
+
+/* The zone context of [OFF, OFF+LEN): call FN for each zone from the one
+ * holding OFF until one starts at or past OFF+LEN, in order, the first
+ * clipped to start at OFF and each running to its zone's end (past
+ * OFF+LEN: the NBD spec lets the last extent go beyond the request).  A
+ * sequential zone with a valid wp that is not FULL is two extents, [start,
+ * wp) and [wp, end) with PAST_WP (either left out when empty); any other
+ * zone is one.  Each zone's wp is read under its lock, one zone at a
+ * time.  Stops at FN's first non-zero result and returns it; -1 with
+ * errno EINVAL for a device that is not zoned or a bad range. */
+int znbd_dev_zone_extents(struct znbd_dev *d, uint64_t off, uint64_t len,
+                          znbd_zone_extent_fn fn, void *opaque);
 
 /* Copy up to NR zones from index FIRST into OUT.  Returns the number
  * copied (0 past the end or when not zoned). */

@@ -35,6 +35,11 @@ enum znbd_refusal {
   ZNBD_REFUSAL_BAD_BLOCK,    /* touches a bad block (EIO) */
   ZNBD_REFUSAL_FENCED,       /* a power cut since the context (ESHUTDOWN) */
   ZNBD_REFUSAL_OUT_OF_RANGE, /* past the device's end or unaligned (EINVAL) */
+  /* A ZBC read (ZNBD_READ_ONE_TYPE) touching zones of two types (EIO):
+   * ZBC-2 4.5.3, ATTEMPT TO READ INVALID DATA. */
+  ZNBD_REFUSAL_READ_MIXED_TYPES,
+  /* A read of bytes past a zone's wp with zone_read_past_wp=error (EIO). */
+  ZNBD_REFUSAL_READ_PAST_WP,
   ZNBD_REFUSAL_COUNT
 };
 

@@ -8,7 +8,7 @@
  *   - how a write ahead of the wp waits: through a callback (a front-end
  *     that must not block), or on the calling thread, bounded per context;
  *   - the injected delay (completion_nsec, mbps, zone latencies) and the
- *     drop-reply decision (lib/dev.c, znbd_dev_request_delay and
+ *     drop-reply decision (lib/dev_inject.c, znbd_dev_request_delay and
  *     znbd_dev_drop_reply);
  *   - the ALL rule of zone management (lib/zone_all.c).
  * Offsets and lengths are bytes; errors are -1 with errno as for the
@@ -69,6 +69,14 @@ void znbd_req_ctx_init_unfenced(struct znbd_req_ctx *c, struct znbd_dev *d);
  * below is what makes this safe; this check only ends the connection
  * sooner.  Sets no errno. */
 bool znbd_req_cut(const struct znbd_req_ctx *c);
+
+/* The one read entry point: znbd_dev_read() with FLAGS ZNBD_READ_* (CHECK,
+ * SINK, REF, ONE_TYPE), its reason left for znbd_req_refusal().  Not
+ * fenced (a read changes nothing): a front-end that must not answer
+ * after a power cut asks znbd_req_cut() first.  Returns 0 or -1 with
+ * errno as znbd_dev_read(). */
+int znbd_req_read(const struct znbd_req_ctx *c, void *buf, uint64_t len,
+                  uint64_t off, unsigned flags);
 
 /* The one write entry point: LEN bytes from BUF at OFF (BUF NULL: zeros),
  * FLAGS ZNBD_WRITE_* (NOWAIT, ALLOCATE, FUA, ONE_ZONE).  A write ahead of
@@ -139,8 +147,11 @@ bool znbd_req_drop_reply(const struct znbd_req_ctx *c, unsigned kind);
  * under the zone's lock for a zone rule; ZNBD_REFUSAL_NONE when no rule
  * refused (ENOMEM, a store's EIO, EBUSY).  Per thread, as errno: each
  * call above clears it as it begins.  A parked write's failure
- * (ZNBD_WRITE_PARKED, then DONE with an error) has no reason here.
- * Never fails. */
+ * (ZNBD_WRITE_PARKED, then DONE with an error) has its reason here for
+ * the time of DONE, on the thread that calls it: FULL, READONLY or
+ * OFFLINE when the zone stopped taking writes, UNALIGNED_WRITE when its
+ * wp went past the write, the rule's when the write ran and was refused,
+ * NONE when it timed out or its zone was reset.  Never fails. */
 enum znbd_refusal znbd_req_refusal(void);
 
 /* Hold the calling thread NS nanoseconds (a delay znbd_req_delay()

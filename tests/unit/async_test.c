@@ -97,7 +97,7 @@ test_write(void)
   file_write(&w.io, a, 64 * KiB);
   CHECK_EQ(znbd_req_write_end(&c, &w, 0), 0);
   CHECK_EQ(test_wp(d, 1), ZS + 64 * KiB);
-  CHECK_EQ(znbd_dev_read(d, got, 64 * KiB, ZS), 0);
+  CHECK_EQ(znbd_dev_read(d, got, 64 * KiB, ZS, 0), 0);
   CHECK(memcmp(got, a, 64 * KiB) == 0);
   /* Not held any more. */
   CHECK_EQ(znbd_req_write_begin(&c, 4 * KiB, ZS + 64 * KiB, 0, true, &w2), 0);
@@ -119,7 +119,7 @@ test_write(void)
   file_write(&w2.io, a + 4 * KiB, 4 * KiB);
   CHECK_EQ(znbd_req_write_end(&c, &w2, 0), 0);
   CHECK_EQ(znbd_req_write_end(&c, &w, 0), 0);
-  CHECK_EQ(znbd_dev_read(d, got, 8 * KiB, 0), 0);
+  CHECK_EQ(znbd_dev_read(d, got, 8 * KiB, 0, 0), 0);
   CHECK(memcmp(got, a, 8 * KiB) == 0);
   znbd_dev_free(d);
 }
@@ -146,7 +146,7 @@ test_failed(void)
   CHECK_EQ(test_wp(d, 3), 3 * ZS + 16 * KiB);
   CHECK_EQ(test_zone(d, 3).cond, ZNBD_ZONE_COND_IMP_OPEN);
   CHECK_EQ(file_size(3), 16 * KiB);
-  CHECK_EQ(znbd_dev_read(d, got, 16 * KiB, 3 * ZS), 0);
+  CHECK_EQ(znbd_dev_read(d, got, 16 * KiB, 3 * ZS, 0), 0);
   CHECK(memcmp(got, a, 16 * KiB) == 0);
   /* The zone takes the write again. */
   CHECK_EQ(znbd_req_write_begin(&c, 4 * KiB, 3 * ZS + 16 * KiB, 0, true, &w),
@@ -191,7 +191,7 @@ test_append(void)
   file_write(&w.io, a, 32 * KiB);
   CHECK_EQ(znbd_req_write_end(&c, &w, 0), 0);
   CHECK_EQ(test_wp(d, 4), 4 * ZS + 40 * KiB);
-  CHECK_EQ(znbd_dev_read(d, got, 32 * KiB, 4 * ZS + 8 * KiB), 0);
+  CHECK_EQ(znbd_dev_read(d, got, 32 * KiB, 4 * ZS + 8 * KiB, 0), 0);
   CHECK(memcmp(got, a, 32 * KiB) == 0);
   /* Now zone 4 can be closed for zone 5. */
   CHECK_EQ(znbd_req_append_begin(&c, 4 * KiB, 5 * ZS, 1, true, &w2), 0);

@@ -799,10 +799,10 @@ test_append_socket(void)
   CHECKF(r && strcmp(r, "ok 1048576\nok 1052672\n") == 0, "two appends: '%s'",
          r ? r : "(null)");
   back = malloc(8192);
-  CHECKF(znbd_dev_read(d, back, 4096, MB) == 0 && back[0] == 0x11 &&
+  CHECKF(znbd_dev_read(d, back, 4096, MB, 0) == 0 && back[0] == 0x11 &&
              back[4095] == 0x11,
          "first append's data");
-  CHECKF(znbd_dev_read(d, back, 8192, MB + 4096) == 0 && back[0] == 0x22 &&
+  CHECKF(znbd_dev_read(d, back, 8192, MB + 4096, 0) == 0 && back[0] == 0x22 &&
              back[8191] == 0x22,
          "second append's data");
   CHECKF(znbd_dev_report(d, 1, 1, &z) == 1 && z.wp == MB + 12288 &&

@@ -23,6 +23,29 @@ make(const char *size, const char *bs, const char *backed)
   return test_dev(&p);
 }
 
+/* The read flags on D, a plain RAM disk with 0x42 at [512, 1536). */
+static void
+read_flags(struct znbd_dev *d)
+{
+  /* Zero-copy reads: the page written before, in place; a hole gives NULL
+   * (the caller copies); a bad range or misalignment is refused. */
+  const void *ref = NULL;
+  CHECK_EQ(znbd_dev_read(d, &ref, 1024, 512, ZNBD_READ_REF), 0);
+  const uint8_t *rb = ref;
+  CHECK(rb != NULL && rb[0] == 0x42 && rb[1023] == 0x42);
+  ref = rb;
+  CHECK(znbd_dev_read(d, &ref, 4096, 4096, ZNBD_READ_REF) == 0 && !ref);
+  ref = rb;
+  CHECK(znbd_dev_read(d, &ref, 512, 1 << 20, ZNBD_READ_REF) == -1 &&
+        errno == EINVAL && !ref);
+  CHECK(znbd_dev_read(d, &ref, 100, 512, ZNBD_READ_REF) == -1 &&
+        errno == EINVAL);
+  /* Check only: the range, BUF unused. */
+  CHECK_EQ(znbd_dev_read(d, NULL, 4096, 4096, ZNBD_READ_CHECK), 0);
+  CHECK(znbd_dev_read(d, NULL, 100, 512, ZNBD_READ_CHECK) == -1 &&
+        errno == EINVAL);
+}
+
 static void
 test_ramdisk(void)
 {
@@ -44,17 +67,11 @@ test_ramdisk(void)
   memset(buf, 0x42, sizeof buf);
   CHECK_EQ(znbd_dev_write(d, buf, 1024, 512, 0), 0);
   memset(got, 0xff, sizeof got);
-  CHECK_EQ(znbd_dev_read(d, got, 2048, 0), 0);
+  CHECK_EQ(znbd_dev_read(d, got, 2048, 0, 0), 0);
   CHECK(got[0] == 0 && got[511] == 0 && got[512] == 0x42 && got[1535] == 0x42 &&
         got[1536] == 0);
 
-  /* Zero-copy reads: the page written above, in place; holes, bad
-   * ranges and misalignment give NULL (the caller copies). */
-  const uint8_t *ref = znbd_dev_read_ref(d, 1024, 512);
-  CHECK(ref != NULL && ref[0] == 0x42 && ref[1023] == 0x42);
-  CHECK(znbd_dev_read_ref(d, 4096, 4096) == NULL);
-  CHECK(znbd_dev_read_ref(d, 512, 1 << 20) == NULL);
-  CHECK(znbd_dev_read_ref(d, 100, 512) == NULL);
+  read_flags(d);
 
   struct znbd_dev_stats st;
   znbd_dev_stats(d, &st);
@@ -70,9 +87,10 @@ test_ramdisk(void)
   CHECK(znbd_dev_write(d, buf, 1024, (1 << 20) - 512, 0) == -1 &&
         errno == EINVAL);
   errno = 0;
-  CHECK(znbd_dev_read(d, got, 512, 1 << 20) == -1 && errno == EINVAL);
+  CHECK(znbd_dev_read(d, got, 512, 1 << 20, 0) == -1 && errno == EINVAL);
   errno = 0;
-  CHECK(znbd_dev_read(d, got, 512, UINT64_MAX - 511) == -1 && errno == EINVAL);
+  CHECK(znbd_dev_read(d, got, 512, UINT64_MAX - 511, 0) == -1 &&
+        errno == EINVAL);
   errno = 0;
   CHECK(znbd_dev_trim(d, 512, 3) == -1 && errno == EINVAL);
   struct ext e = {.n = 0};
@@ -88,7 +106,7 @@ test_ramdisk(void)
   /* WRITE_ZEROES (buf NULL) of the partly written first page: exact bytes
    * only, since the page is not covered whole. */
   CHECK_EQ(znbd_dev_write(d, NULL, 512, 1024, 0), 0);
-  CHECK_EQ(znbd_dev_read(d, got, 2048, 0), 0);
+  CHECK_EQ(znbd_dev_read(d, got, 2048, 0, 0), 0);
   CHECK(got[1023] == 0x42 && got[1024] == 0 && got[1535] == 0);
   CHECK(got[512] == 0x42);
 
@@ -104,7 +122,7 @@ test_ramdisk(void)
   CHECK_EQ(znbd_dev_trim(d, 1 << 20, 0), 0);
   znbd_dev_stats(d, &st);
   CHECK_EQ(st.allocated, 0);
-  CHECK_EQ(znbd_dev_read(d, got, 8192, 0), 0);
+  CHECK_EQ(znbd_dev_read(d, got, 8192, 0, 0), 0);
   int zero = 1;
   for (int i = 0; i < 8192; i++)
     zero &= got[i] == 0;
@@ -135,7 +153,7 @@ test_4k_and_unbacked(void)
   errno = 0;
   CHECK(znbd_dev_write(d, buf, 512, 0, 0) == -1 && errno == EINVAL);
   CHECK_EQ(znbd_dev_write(d, buf, 4096, 4096, 0), 0);
-  CHECK_EQ(znbd_dev_read(d, buf, 4096, 4096), 0);
+  CHECK_EQ(znbd_dev_read(d, buf, 4096, 4096, 0), 0);
   CHECK(buf[0] == 0 && buf[4095] == 0);
   struct znbd_dev_stats st;
   znbd_dev_stats(d, &st);

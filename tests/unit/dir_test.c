@@ -79,7 +79,7 @@ static bool
 reads_back(struct znbd_dev *d, uint64_t off, size_t n, unsigned seed)
 {
   uint8_t *a = malloc(n), *b = malloc(n);
-  bool ok = a && b && znbd_dev_read(d, a, n, off) == 0;
+  bool ok = a && b && znbd_dev_read(d, a, n, off, 0) == 0;
   if (ok) {
     test_fill(b, n, seed);
     ok = memcmp(a, b, n) == 0;
@@ -418,7 +418,7 @@ test_lock(void)
   CHECKF(a != NULL, "format done again: %s", err);
   CHECK(access(mark, F_OK) == -1 && access(meta, F_OK) == 0);
   uint8_t zero[4096] = {0}, got[4096];
-  CHECK(a && znbd_dev_read(a, got, sizeof got, 0) == 0 &&
+  CHECK(a && znbd_dev_read(a, got, sizeof got, 0, 0) == 0 &&
         memcmp(got, zero, sizeof got) == 0);
   znbd_dev_free(a);
   printf("lock: a second user of the directory is refused, also when "
@@ -487,7 +487,7 @@ test_refused_write(void)
   /* Conventional: nothing written either. */
   CHECK(znbd_dev_write(d, b, 32 * K, 24 * K, 0) < 0);
   uint8_t z[32 * K];
-  CHECK(znbd_dev_read(d, z, sizeof z, 24 * K) == 0);
+  CHECK(znbd_dev_read(d, z, sizeof z, 24 * K, 0) == 0);
   bool zero = true;
   for (size_t i = 0; i < sizeof z; i++)
     zero &= z[i] == 0;
@@ -731,7 +731,7 @@ test_direct(void)
   CHECK(reads_back(d, 1 * ZS + 16 * K, 16 * K, 2));
   CHECK(reads_back(d, 8 * K, 2 * K + 512, 3));
   /* A read into an unaligned buffer, past the wp: zeros after the data. */
-  CHECK(znbd_dev_read(d, al + 3, 48 * K, 1 * ZS) == 0);
+  CHECK(znbd_dev_read(d, al + 3, 48 * K, 1 * ZS, 0) == 0);
   uint8_t *want = calloc(1, 48 * K);
   test_fill(want, 16 * K, 1);
   test_fill(want + 16 * K, 16 * K, 2);

@@ -70,7 +70,7 @@ test_io(void)
   memset(buf, 7, sizeof buf);
   int fails = 0;
   for (uint64_t s = 0; s < 64; s++) {
-    int r = znbd_dev_read(d, buf, 512, s * 512);
+    int r = znbd_dev_read(d, buf, 512, s * 512, 0);
     int w = znbd_dev_write(d, buf, 512, s * 512, 0);
     bool bad = s == 8 || s == 17;
     CHECK_EQ(r, bad ? -1 : 0);
@@ -115,7 +115,7 @@ test_once_and_partial(void)
   CHECK_EQ(znbd_dev_write(d, buf, 8192, 4096, 0), -1);
   CHECK_EQ(errno, EIO);
   CHECK_EQ(znbd_dev_badblocks_edit(d, "12", false, NULL, 0), 0);
-  CHECK_EQ(znbd_dev_read(d, got, 8192, 4096), 0);
+  CHECK_EQ(znbd_dev_read(d, got, 8192, 4096, 0), 0);
   CHECK(got[0] == 9 && got[2047] == 9 && got[2048] == 0 && got[8191] == 0);
   znbd_dev_free(d);
 

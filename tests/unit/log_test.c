@@ -65,10 +65,10 @@ test_fault(void)
   struct seen s = {0};
   struct znbd_dev *d = test_dev(&p);
   znbd_log_set_sink(capture, &s);
-  CHECK_EQ(znbd_dev_read(d, buf, 512, 0), 0);
+  CHECK_EQ(znbd_dev_read(d, buf, 512, 0, 0), 0);
   CHECK_EQ(s.n, 0);
   errno = 0;
-  CHECK_EQ(znbd_dev_read(d, buf, 512, 4096), -1);
+  CHECK_EQ(znbd_dev_read(d, buf, 512, 4096, 0), -1);
   CHECK_EQ(errno, EIO);
   expect_one(&s, ZNBD_LOG_FAULT,
              "badblock: read of 512 bytes at 4096: bad sectors from 8; 0 "

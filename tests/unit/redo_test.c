@@ -148,7 +148,7 @@ test_append_done(void)
   CHECK_EQ(znbd_dev_redo_kept(d), 0);
   /* Matched once: the same bytes again are a new append. */
   CHECK_EQ(znbd_dev_redo_append(d, a, 128 * KiB, ZS, 3, &r1), 0);
-  CHECK_EQ(znbd_dev_read(d, got, 128 * KiB, ZS + 64 * KiB), 0);
+  CHECK_EQ(znbd_dev_read(d, got, 128 * KiB, ZS + 64 * KiB, 0), 0);
   CHECK(memcmp(got, a, 128 * KiB) == 0);
   znbd_dev_free(d);
   /* A matched record moved to the slot of the append that matched it,
@@ -258,7 +258,7 @@ test_append_partial(void)
   CHECK_EQ(at, 5 * ZS + 68 * KiB);
   CHECK_EQ(test_wp(d, 5), 5 * ZS + 324 * KiB);
   memset(got, 0, sizeof got);
-  CHECK_EQ(znbd_dev_read(d, got, 256 * KiB, 5 * ZS + 68 * KiB), 0);
+  CHECK_EQ(znbd_dev_read(d, got, 256 * KiB, 5 * ZS + 68 * KiB, 0), 0);
   CHECK(memcmp(got, a, 256 * KiB) == 0);
   /* The whole one matches its reissue. */
   CHECK_EQ(znbd_dev_redo_append(d, b, 64 * KiB, 5 * ZS, 2, &r), 1);
@@ -287,7 +287,7 @@ test_write(void)
   CHECK_EQ(znbd_dev_redo_write(d, a + 64 * KiB, 192 * KiB, 6 * ZS + 64 * KiB),
            1);
   CHECK_EQ(test_wp(d, 6), 6 * ZS + 256 * KiB);
-  CHECK_EQ(znbd_dev_read(d, got, 256 * KiB, 6 * ZS), 0);
+  CHECK_EQ(znbd_dev_read(d, got, 256 * KiB, 6 * ZS, 0), 0);
   CHECK(memcmp(got, a, 256 * KiB) == 0);
   /* Done wholly: taken as done again, nothing changes. */
   CHECK_EQ(znbd_dev_redo_write(d, a + 64 * KiB, 192 * KiB, 6 * ZS + 64 * KiB),

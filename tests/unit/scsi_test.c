@@ -390,7 +390,7 @@ gap_untouched(uint32_t zone)
   static uint8_t buf[(ZLBA - ZCAP) * 512];
   memset(buf, 0xee, sizeof buf);
   if (znbd_dev_read(g.dev, buf, sizeof buf,
-                    ((uint64_t)zone * ZLBA + ZCAP) * 512) != 0)
+                    ((uint64_t)zone * ZLBA + ZCAP) * 512, 0) != 0)
     return false;
   for (size_t i = 0; i < sizeof buf; i++)
     if (buf[i])

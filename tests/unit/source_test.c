@@ -5,7 +5,7 @@
  * no wp; without NOWAIT the flag is refused; a plain RAM disk and a dir=
  * store (through the bounce buffer) take the same writes;
  * badblocks_partial_io fills only the part before the bad block.  Reads
- * into a sink (znbd_dev_read_to): RAM's written bytes drained from the
+ * into a sink (ZNBD_READ_SINK): RAM's written bytes drained from the
  * store in place, zeros past the wp and dir='s bytes through the bounce
  * buffer, every byte where it belongs, a failed drain's errno. */
 #include <errno.h>
@@ -59,7 +59,7 @@ static bool
 reads_as(struct znbd_dev *d, uint64_t len, uint64_t off, uint8_t byte)
 {
   static uint8_t buf[256 * KiB];
-  if (len > sizeof buf || znbd_dev_read(d, buf, len, off) < 0)
+  if (len > sizeof buf || znbd_dev_read(d, buf, len, off, 0) < 0)
     return false;
   for (uint64_t i = 0; i < len; i++)
     if (buf[i] != byte)
@@ -220,7 +220,7 @@ read_sink(struct znbd_dev *d, struct sink *k, uint64_t len, uint64_t off)
   memset(k->out, 0xcc, sizeof k->out);
   k->calls = k->bounced = 0;
   memset(bounce, 0xdd, sizeof bounce);
-  return znbd_dev_read_to(d, &s, len, off);
+  return znbd_dev_read(d, &s, len, off, ZNBD_READ_SINK);
 }
 
 /* Whether LEN bytes of K->out from AT are BYTE. */

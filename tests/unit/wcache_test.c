@@ -107,7 +107,7 @@ reads(struct znbd_dev *d, uint64_t off, size_t n, unsigned seed)
   uint8_t *want = calloc(1, n), *got = malloc(n);
   if (seed)
     test_fill(want, n, seed);
-  bool ok = znbd_dev_read(d, got, n, off) == 0 && memcmp(want, got, n) == 0;
+  bool ok = znbd_dev_read(d, got, n, off, 0) == 0 && memcmp(want, got, n) == 0;
   free(want);
   free(got);
   return ok;

@@ -56,9 +56,9 @@ test_start_lists(void)
   CHECK_EQ(cond(d, 5), ZNBD_ZONE_COND_FULL);
   /* READONLY readable, OFFLINE not (rule `read-offline`), neither
    * writable. */
-  CHECK_EQ(znbd_dev_read(d, buf, 512, 2 * 128 * 1024), 0);
+  CHECK_EQ(znbd_dev_read(d, buf, 512, 2 * 128 * 1024, 0), 0);
   errno = 0;
-  CHECK(znbd_dev_read(d, buf, 512, 3 * 128 * 1024) < 0 && errno == EIO);
+  CHECK(znbd_dev_read(d, buf, 512, 3 * 128 * 1024, 0) < 0 && errno == EIO);
   errno = 0;
   CHECK(znbd_dev_write(d, buf, 512, 2 * 128 * 1024, 0) < 0 && errno == EIO);
   /* Whole-device trim = reset-all, FULL zones reset, faulty ones kept
@@ -120,7 +120,8 @@ test_pipeline(void)
   /* Behind the wp never waits. */
   CHECK_EQ(znbd_dev_write(d, buf, 4096, 0, 0), 0);
   /* Zoned reads depend on the wp: never zero-copy. */
-  CHECK(znbd_dev_read_ref(d, 4096, 0) == NULL);
+  const void *ref = buf;
+  CHECK(znbd_dev_read(d, &ref, 4096, 0, ZNBD_READ_REF) == 0 && !ref);
   errno = 0;
   CHECK(znbd_dev_write(d, buf, 4096, 0, 0) < 0 && errno == EIO);
 
@@ -137,7 +138,7 @@ test_pipeline(void)
   CHECK_EQ(cond(d, 1), ZNBD_ZONE_COND_FULL);
   int bad = 0;
   for (unsigned c = 0; c < 256; c++) {
-    znbd_dev_read(d, got, 4096, (1 << 20) + c * 4096ULL);
+    znbd_dev_read(d, got, 4096, (1 << 20) + c * 4096ULL, 0);
     for (unsigned k = 0; k < 4096; k++)
       bad += got[k] != (uint8_t)c;
   }
@@ -389,6 +390,23 @@ count_bytes(const uint8_t *buf, uint64_t len, uint8_t v)
   return n;
 }
 
+/* The extents znbd_dev_zone_extents() gave, up to 8; with STOP_AT, the
+ * callback returns 7 once it has that many. */
+struct zext {
+  struct znbd_zone_extent e[8];
+  unsigned n, stop_at;
+};
+
+static int
+zext_add(void *opaque, const struct znbd_zone_extent *e)
+{
+  struct zext *z = opaque;
+  if (z->n < 8)
+    z->e[z->n] = *e;
+  z->n++;
+  return z->stop_at && z->n >= z->stop_at ? 7 : 0;
+}
+
 /* Rule `read-past-wp`: zone_read_past_wp=ones with capacity < zone size, as
  * null_blk's null_zone_valid_read_len(): a finished zone's wp is start + zone
  * size and a READONLY zone's wp is invalid, so their [capacity, zone end) gap
@@ -424,20 +442,20 @@ test_ones_gap(void)
   CHECK_EQ(znbd_dev_write(d, buf, 8192, 2 * M, 0), 0);
   CHECK_EQ(znbd_dev_zone_op(d, ZNBD_ZONE_OP_SET_READONLY, 3), 0);
 
-  CHECK_EQ(znbd_dev_read(d, buf, M, 0), 0);
+  CHECK_EQ(znbd_dev_read(d, buf, M, 0, 0), 0);
   CHECK_EQ(count_bytes(buf, 8192, 7), 8192);
   /* [8K, capacity) is below the finished zone's wp, discarded: zeros;
    * so is the gap. */
   CHECK_EQ(count_bytes(buf + 8192, M - 8192, 0), M - 8192);
-  CHECK_EQ(znbd_dev_read(d, buf, M, M), 0);
+  CHECK_EQ(znbd_dev_read(d, buf, M, M, 0), 0);
   CHECK_EQ(count_bytes(buf, cap, 0), cap);
   CHECK_EQ(count_bytes(buf + cap, gap, 0xff), gap);
-  CHECK_EQ(znbd_dev_read(d, buf, M, 2 * M), 0);
+  CHECK_EQ(znbd_dev_read(d, buf, M, 2 * M, 0), 0);
   CHECK_EQ(count_bytes(buf + 8192, M - 8192, 0xff), M - 8192);
-  CHECK_EQ(znbd_dev_read(d, buf, M, 3 * M), 0);
+  CHECK_EQ(znbd_dev_read(d, buf, M, 3 * M, 0), 0);
   CHECK_EQ(count_bytes(buf, M, 0), M);
   /* A read straddling zones 1 and 2 splits at the zone boundary. */
-  CHECK_EQ(znbd_dev_read(d, buf, 8192, 2 * M - 4096), 0);
+  CHECK_EQ(znbd_dev_read(d, buf, 8192, 2 * M - 4096, 0), 0);
   CHECK_EQ(count_bytes(buf, 4096, 0xff), 4096);
   CHECK_EQ(count_bytes(buf + 4096, 4096, 7), 4096);
 
@@ -448,6 +466,34 @@ test_ones_gap(void)
   CHECK(e.off[1] == cap && e.len[1] == gap && e.flags[1] == 3);
   CHECK(e.off[2] == M && e.len[2] == cap && e.flags[2] == 0);
   CHECK(e.off[3] == M + cap && e.len[3] == gap && e.flags[3] == 1);
+
+  /* The zone context: FULL and READONLY zones whole, the open zone split
+   * at its wp; the first extent starts at the offset asked. */
+  struct zext z = {0};
+  CHECK_EQ(znbd_dev_zone_extents(d, 4096, 4 * M - 4096, zext_add, &z), 0);
+  CHECK_EQ(z.n, 5);
+  CHECK(z.e[0].off == 4096 && z.e[0].len == M - 4096 &&
+        z.e[0].cond == ZNBD_ZONE_COND_FULL && !z.e[0].past_wp);
+  CHECK(z.e[1].off == M && z.e[1].len == M &&
+        z.e[1].cond == ZNBD_ZONE_COND_FULL && !z.e[1].past_wp);
+  CHECK(z.e[2].off == 2 * M && z.e[2].len == 8192 &&
+        z.e[2].cond == ZNBD_ZONE_COND_IMP_OPEN && !z.e[2].past_wp &&
+        z.e[2].type == ZNBD_ZONE_TYPE_SEQWRITE_REQ);
+  CHECK(z.e[3].off == 2 * M + 8192 && z.e[3].len == M - 8192 &&
+        z.e[3].cond == ZNBD_ZONE_COND_IMP_OPEN && z.e[3].past_wp);
+  CHECK(z.e[4].off == 3 * M && z.e[4].len == M &&
+        z.e[4].cond == ZNBD_ZONE_COND_READONLY && !z.e[4].past_wp);
+  /* A range inside one zone gives that zone only, to its end; FN's
+   * result stops the walk. */
+  z.n = 0;
+  CHECK_EQ(znbd_dev_zone_extents(d, 2 * M, 4096, zext_add, &z), 0);
+  CHECK(z.n == 2 && z.e[1].off == 2 * M + 8192 && z.e[1].len == M - 8192);
+  z.n = 0;
+  z.stop_at = 1;
+  CHECK_EQ(znbd_dev_zone_extents(d, 0, 4 * M, zext_add, &z), 7);
+  CHECK_EQ(z.n, 1);
+  CHECK(znbd_dev_zone_extents(d, 100, 4096, zext_add, &z) == -1 &&
+        errno == EINVAL);
   znbd_dev_free(d);
 }
 
@@ -492,7 +538,7 @@ test_read_rules(void)
   /* `read-data`: a conventional zone reads what was written, zeros
    * around it (even with zone_read_past_wp=error: it has no wp). */
   memset(buf, 0xaa, 24 * 1024);
-  CHECK_EQ(znbd_dev_read(d, buf, 24 * 1024, 0), 0);
+  CHECK_EQ(znbd_dev_read(d, buf, 24 * 1024, 0, 0), 0);
   CHECK_EQ(count_bytes(buf, 8192, 0), 8192);
   CHECK_EQ(count_bytes(buf + 8192, 8192, 5), 8192);
   CHECK_EQ(count_bytes(buf + 16384, 8192, 0), 8192);
@@ -501,17 +547,17 @@ test_read_rules(void)
    * `read-past-wp` with error refuses the whole read with EIO. */
   memset(pat, 6, sizeof pat);
   CHECK_EQ(znbd_dev_write(d, pat, 8192, M, 0), 0);
-  CHECK_EQ(znbd_dev_read(d, buf, 8192, M), 0);
+  CHECK_EQ(znbd_dev_read(d, buf, 8192, M, 0), 0);
   CHECK_EQ(count_bytes(buf, 8192, 6), 8192);
   errno = 0;
-  CHECK(znbd_dev_read(d, buf, 4096, M + 8192) < 0 && errno == EIO);
+  CHECK(znbd_dev_read(d, buf, 4096, M + 8192, 0) < 0 && errno == EIO);
   errno = 0;
-  CHECK(znbd_dev_read(d, buf, 8192, M + 4096) < 0 && errno == EIO);
+  CHECK(znbd_dev_read(d, buf, 8192, M + 4096, 0) < 0 && errno == EIO);
   /* A READONLY zone reads its data up to its capacity, zeros where
    * nothing was written: no wp to read past any more. */
   CHECK_EQ(znbd_dev_zone_op(d, ZNBD_ZONE_OP_SET_READONLY, 1), 0);
   memset(buf, 0xaa, cap);
-  CHECK_EQ(znbd_dev_read(d, buf, cap, M), 0);
+  CHECK_EQ(znbd_dev_read(d, buf, cap, M, 0), 0);
   CHECK_EQ(count_bytes(buf, 8192, 6), 8192);
   CHECK_EQ(count_bytes(buf + 8192, cap - 8192, 0), cap - 8192);
   znbd_dev_free(d);
@@ -528,10 +574,10 @@ test_read_rules(void)
   CHECK_EQ(test_zone(d, 1).cond, ZNBD_ZONE_COND_IMP_OPEN);
   CHECK_EQ(test_wp(d, 1), M + 8192);
   memset(buf, 0xaa, 8192);
-  CHECK_EQ(znbd_dev_read(d, buf, 8192, M), 0);
+  CHECK_EQ(znbd_dev_read(d, buf, 8192, M, 0), 0);
   CHECK_EQ(count_bytes(buf, 8192, 0), 8192);
   memset(buf, 0xaa, 8192);
-  CHECK_EQ(znbd_dev_read(d, buf, 8192, 0), 0);
+  CHECK_EQ(znbd_dev_read(d, buf, 8192, 0, 0), 0);
   CHECK_EQ(count_bytes(buf, 8192, 0), 8192);
   znbd_dev_stats(d, &st);
   CHECK_EQ(st.allocated, 0);
@@ -557,6 +603,7 @@ test_read_rules(void)
 struct parked {
   _Atomic int calls;
   _Atomic int err;
+  _Atomic int why; /* znbd_req_refusal() in DONE */
 };
 
 static void
@@ -564,6 +611,7 @@ parked_done(void *opaque, int err)
 {
   struct parked *p = opaque;
   p->err = err;
+  p->why = (int)znbd_req_refusal();
   p->calls++;
 }
 
@@ -609,7 +657,7 @@ test_parked_async(void)
   CHECK_EQ(p[1].err, 0);
   CHECK_EQ(p[2].err, 0);
   CHECK_EQ(test_wp(d, 0), 3 * 4096);
-  CHECK_EQ(znbd_dev_read(d, got, sizeof got, 0), 0);
+  CHECK_EQ(znbd_dev_read(d, got, sizeof got, 0, 0), 0);
   for (int i = 0; i < 3; i++)
     CHECK(memcmp(got + i * 4096, a[i], 4096) == 0);
 
@@ -620,15 +668,18 @@ test_parked_async(void)
   CHECK_EQ(znbd_dev_zone_op(d, ZNBD_ZONE_OP_RESET, 1), 0);
   CHECK_EQ(r.calls, 1);
   CHECK_EQ(r.err, EIO);
+  CHECK_EQ(r.why, ZNBD_REFUSAL_NONE); /* no rule: the zone went */
   CHECK_EQ(test_wp(d, 1), 1 << 20);
   /* A write that jumps past a parked one fails it (EIO), and a second
    * write for the same offset runs in its place. */
   struct parked j = {0};
   CHECK_EQ(znbd_req_write(&c, a[0], 4096, (2 << 20) + 4096, 0, parked_done, &j),
            ZNBD_WRITE_PARKED);
-  CHECK_EQ(znbd_dev_write(d, NULL, 8192, 2 << 20, 0), 0);
+  CHECK_EQ(znbd_req_write(&c, NULL, 8192, 2 << 20, 0, NULL, NULL), 0);
   CHECK_EQ(j.calls, 1);
   CHECK_EQ(j.err, EIO);
+  CHECK_EQ(j.why, ZNBD_REFUSAL_UNALIGNED_WRITE);
+  CHECK_EQ(znbd_req_refusal(), ZNBD_REFUSAL_NONE); /* the writer's own */
   CHECK_EQ(test_wp(d, 2), (2 << 20) + 8192);
   /* A bounded caller whose waiting threads are at their limit: refused
    * at once; in order it writes as usual. */
@@ -655,6 +706,20 @@ test_parked_async(void)
   CHECK_EQ(st.park_waits, 0);
   CHECK_EQ(st.park_sleeps, 0);
   znbd_dev_free(d);
+}
+
+/* How a parked write ends when nothing fills its gap: the timeout, and
+ * parking closed. */
+static void
+test_parked_ends(void)
+{
+  static const char *const kv[] = {
+      "size", "4M", "zone_size", "1M", "zone_write_timeout", "60000", NULL};
+  static uint8_t a[2][4096];
+  struct znbd_req_ctx c;
+  struct znbd_dev *d;
+  memset(a[0], 0x11, 4096);
+  memset(a[1], 0x22, 4096);
 
   /* The timeout: nobody fills the gap, the sweeper fails it with EIO and
    * nothing changed. */
@@ -779,5 +844,6 @@ main(void)
   test_ones_gap();
   test_read_rules();
   test_parked_async();
+  test_parked_ends();
   return check_done("zone_dev_test");
 }

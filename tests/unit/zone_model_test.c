@@ -546,7 +546,7 @@ dev_check_zone(const struct model *m, struct znbd_dev *d, const uint8_t *img,
                unsigned i, int past, uint8_t *buf, char *why, size_t n)
 {
   const struct mzone *z = &m->z[i];
-  int r = znbd_dev_read(d, buf, z->len, z->start);
+  int r = znbd_dev_read(d, buf, z->len, z->start, 0);
   int e = r ? errno : 0;
 
   if (z->cond == M_OFF || (past < 0 && m_data_end(m, i) < z->start + z->len)) {
