@@ -1,7 +1,7 @@
 #!/bin/sh
 # make check-tsan: a ThreadSanitizer build (clang -fsanitize=thread) of
-# the library, the server and the unit tests in ${TSAN_BUILD:-build-tsan}/,
-# then the unit tests and a short fio run against znbd --queue-mode=mq
+# the library, the server and the unit tests in ${TSAN_BUILD:-build-tsan}/
+# (scripts/build-tsan.sh), then the unit tests and a short fio run against znbd --queue-mode=mq
 # whose hardware queue's tags are shared by two workers
 # (tests/server/tags.sh fails on any race report in the server log),
 # then znbd bio with two workers serving overlapping reads and writes
@@ -12,7 +12,8 @@
 # (zone_dev_test: writes waiting for the wp, woken by the sweeper) and
 # the control socket's own threads (control_test).  znbd-ublk's queue
 # threads (ublk/queue.c) need the kernel's ublk driver, so they run only
-# in the guest; ublk_test runs its request handler, which has no thread.
+# in a guest (tests/vm/ublk.test, part tsan, on this build's znbd-ublk);
+# ublk_test runs its request handler, which has no thread.
 # store_test is left out: its RSS bounds do not hold with TSan's shadow
 # memory; its concurrency check runs in the normal build.  So are the
 # unit tests that run one thread, which TSan has nothing to check in:
@@ -23,17 +24,8 @@
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${TSAN_BUILD:-$top/build-tsan}
-if [ ! -x "$top/configure" ]; then
-  "$top/autogen.sh"
-fi
-mkdir -p "$build"
+TSAN_BUILD=$build "$top/scripts/build-tsan.sh"
 cd "$build"
-if [ ! -f Makefile ] || [ "$top/configure" -nt Makefile ]; then
-  "$top/configure" -q CC=clang CFLAGS="-g -O1 -fsanitize=thread" \
-    LDFLAGS="-fsanitize=thread"
-fi
-make -s -j"$(nproc)" -C lib
-make -s -j"$(nproc)" -C server
 # check_PROGRAMS as make expands it (conditional parts included).
 # shellcheck disable=SC2016
 units=$(printf 'tsan-units:\n\t@echo $(check_PROGRAMS)\n' |
@@ -90,33 +82,9 @@ timeout 120 fio --name=ctl-io --ioengine=nbd --uri="nbd+unix:///?socket=$tmp/soc
   --runtime=3 >"$tmp/fio2.log" 2>&1 &
 fio=$!
 rc=0
-cat >"$tmp/ctl.py" <<'PY'
-import os, sys
-from znbdctl import control
-ctl, fio = sys.argv[1], int(sys.argv[2])
-reqs = ["open 9", "report 8 4", "close 9", "stats", "finish 10", "reset 10",
-        "open 11", "finish 11", "report", "reset all"]
-
-
-def running(pid):
-    """Whether PID is alive: not gone, not a zombie of the shell."""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-n = 0
-while running(fio):
-    for r in reqs:
-        reply = control(ctl, r)
-        if not reply.startswith("ok"):
-            sys.exit("control %r: %r" % (r, reply))
-        n += 1
-print(n)
-PY
-n=$(PYTHONPATH=$top/tests python3 "$tmp/ctl.py" "$tmp/ctl" "$fio") || rc=$?
+n=$(PYTHONPATH=$top/tests python3 "$top/tests/control_while.py" "$tmp/ctl" "$fio" \
+  "open 9" "report 8 4" "close 9" stats "finish 10" "reset 10" "open 11" \
+  "finish 11" report "reset all") || rc=$?
 fio_rc=0
 wait "$fio" || fio_rc=$?
 kill "$srv" 2>/dev/null || :

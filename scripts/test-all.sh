@@ -47,8 +47,12 @@ step check-format make -s -C "$top/build" check-format
 # it with no test).  Its output follows the host lane's in this log.
 # The guest lane's ublk.test installs the Debian packages the host lane
 # builds first (build/debs): it waits for their build to end, which the
-# host lane says in build/debs/.status (tests/vm/ublk.test).
+# host lane says in build/debs/.status (tests/vm/ublk.test).  Its part
+# tsan runs the ThreadSanitizer build's znbd-ublk, which the host lane
+# makes before the packages (scripts/build-tsan.sh), so it is there once
+# that wait ends.
 debs=$top/build/debs
+tsan_ublk=$top/build-tsan/ublk/znbd-ublk
 rm -f "$debs/.status"
 lane_start=$SECONDS
 if [ "${ZNBD_SKIP_VM:-0}" = 1 ]; then
@@ -57,11 +61,13 @@ if [ "${ZNBD_SKIP_VM:-0}" = 1 ]; then
 else
   make -s -C "$top/build/tests/vm" ublk-features
   (
-    ZNBD_DEBS_WAIT=$debs/.status make -C "$top/build" -k check-vm TEST_SUITE_LOG=check-vm.log
+    ZNBD_DEBS_WAIT=$debs/.status ZNBD_UBLK_TSAN=$tsan_ublk \
+      make -C "$top/build" -k check-vm TEST_SUITE_LOG=check-vm.log
     echo "lane: the guest tests took $((SECONDS - lane_start)) s"
   ) > "$vm_log" 2>&1 &
   vm_pid=$!
 fi
+step build-tsan env TSAN_BUILD="$top/build-tsan" "$top/scripts/build-tsan.sh"
 if step packages env BUILD="$top/build" DEBS="$debs" "$top/scripts/build-debs.sh"; then
   echo ok > "$debs/.status"
 else
@@ -79,7 +85,9 @@ fi
 step build-minimal env MIN_BUILD="$top/build-min" "$top/scripts/check-minimal.sh"
 # ThreadSanitizer on the threaded paths a host runs: the unit tests
 # (parked writes, the control socket's threads), znbd mq's shared tags,
-# bio's two workers, the control socket under I/O (scripts/check-tsan.sh).
+# bio's two workers, the control socket under I/O (scripts/check-tsan.sh,
+# on the build made above; znbd-ublk's queue threads are the guest's,
+# ublk.test part tsan).
 step check-tsan env TSAN_BUILD="$top/build-tsan" "$top/scripts/check-tsan.sh"
 # The README's examples on the programs the packages install: dpkg -i
 # into a throwaway overlay of this machine's root (scripts/debs-installed.sh).

@@ -25,7 +25,7 @@
 . "$top_srcdir/tests/vm/guest-lib.sh"
 want=${1:?usage: guest-ublk.sh KVER [PART...]}
 shift
-all_parts="base fs coherence recover appends latency zerocopy zcap zloop zonefs pkg unit"
+all_parts="base fs coherence recover appends latency zerocopy zcap zloop zonefs pkg unit tsan"
 parts=${*:-$all_parts}
 for part in $parts; do
   case " $all_parts " in
