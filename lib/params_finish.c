@@ -55,6 +55,33 @@ check_list(const char *key, const char *list, uint32_t nr_zones,
   return 0;
 }
 
+/* Whether NAME's value V is a multiple of the block size BS; if not, a
+ * message naming NAME in ERR. */
+static bool
+block_multiple(const char *name, uint64_t v, uint32_t bs, char *err,
+               size_t errlen)
+{
+  if (v % bs == 0)
+    return true;
+  set_err(err, errlen,
+          "%s: %" PRIu64 " is not a multiple of blocksize (%" PRIu32 ")", name,
+          v, bs);
+  return false;
+}
+
+/* Whether NAME's value V fits in what holds it, OUTER of size MAX; if
+ * not, a message naming both in ERR. */
+static bool
+fits_within(const char *name, uint64_t v, const char *outer, uint64_t max,
+            char *err, size_t errlen)
+{
+  if (v <= max)
+    return true;
+  set_err(err, errlen, "%s: %" PRIu64 " is larger than %s (%" PRIu64 ")", name,
+          v, outer, max);
+  return false;
+}
+
 /* What every device needs: a size, a block size dividing it, and each
  * UINT entry at least its table minimum. */
 static int
@@ -68,12 +95,8 @@ check_device(struct znbd_params *p, char *err, size_t errlen)
     set_err(err, errlen, "blocksize: must be 512 or 4096");
     return -1;
   }
-  if (p->size % p->blocksize) {
-    set_err(err, errlen,
-            "size: %" PRIu64 " is not a multiple of blocksize (%" PRIu32 ")",
-            p->size, p->blocksize);
+  if (!block_multiple("size", p->size, p->blocksize, err, errlen))
     return -1;
-  }
   for (size_t k = 0; k < znbd_param_nr; k++) {
     const struct param *e = &znbd_param_table[k];
     if (e->i.type == ZNBD_PARAM_T_UINT &&
@@ -98,25 +121,12 @@ check_zones(struct znbd_params *p, char *err, size_t errlen)
             p->zone_size, p->blocksize);
     return -1;
   }
-  if (p->zone_size > p->size) {
-    set_err(err, errlen,
-            "zone_size: %" PRIu64 " is larger than size (%" PRIu64 ")",
-            p->zone_size, p->size);
+  if (!fits_within("zone_size", p->zone_size, "size", p->size, err, errlen) ||
+      !block_multiple("zone_capacity", p->zone_capacity, p->blocksize, err,
+                      errlen) ||
+      !fits_within("zone_capacity", p->zone_capacity, "zone_size", p->zone_size,
+                   err, errlen))
     return -1;
-  }
-  if (p->zone_capacity % p->blocksize) {
-    set_err(err, errlen,
-            "zone_capacity: %" PRIu64
-            " is not a multiple of blocksize (%" PRIu32 ")",
-            p->zone_capacity, p->blocksize);
-    return -1;
-  }
-  if (p->zone_capacity > p->zone_size) {
-    set_err(err, errlen,
-            "zone_capacity: %" PRIu64 " is larger than zone_size (%" PRIu64 ")",
-            p->zone_capacity, p->zone_size);
-    return -1;
-  }
   uint64_t nz = p->size / p->zone_size + (p->size % p->zone_size != 0);
   if (nz > UINT32_MAX) {
     set_err(err, errlen,
