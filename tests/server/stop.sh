@@ -12,13 +12,30 @@ qd=
 start_frontend size=64M zoned=false $qd
 
 /usr/bin/python3 - "$sock" "$tmpdir/ready" <<'PY' &
-import socket, struct, sys, time
+import select, socket, struct, sys, time
 s = socket.socket(socket.AF_UNIX)
 s.connect(sys.argv[1])
 s.recv(18)
 s.sendall(struct.pack(">I", 3))
 s.sendall(struct.pack(">QII", 0x49484156454F5054, 7, 6) + b"\0" * 6)
-time.sleep(0.3)
+
+
+def exactly(n):
+    b = b""
+    while len(b) < n:
+        c = s.recv(n - len(b))
+        if not c:
+            sys.exit("server closed during negotiation")
+        b += c
+    return b
+
+
+# NBD_OPT_GO's replies (NBD_REP_INFO...) up to NBD_REP_ACK (1).
+while True:
+    _, _, rtype, rlen = struct.unpack(">QIII", exactly(20))
+    exactly(rlen)
+    if rtype == 1:
+        break
 # 200 reads of 32 MiB; replies are never read.
 reqs = b"".join(struct.pack(">IHHQQI", 0x25609513, 0, 0, i, (i % 2) << 25,
                             32 << 20) for i in range(200))
@@ -27,14 +44,17 @@ try:
     s.sendall(reqs)
 except BlockingIOError:
     pass
+# The server is replying (the first reply's bytes are here): it has
+# taken requests and is stuck on a client that does not read.
+if not select.select([s], [], [], 30)[0]:
+    sys.exit("no reply within 30 s")
 open(sys.argv[2], "w").write("sent\n")
 time.sleep(60)
 PY
 cpid=$!
 on_exit "kill $cpid 2>/dev/null"
-for i in $(seq 200); do [ -s "$tmpdir/ready" ] && break; sleep 0.05; done
-[ -s "$tmpdir/ready" ] || die "client did not send its requests"
-sleep 0.5
+for i in $(seq 700); do [ -s "$tmpdir/ready" ] && break; sleep 0.05; done
+[ -s "$tmpdir/ready" ] || die "client did not send its requests, or no reply began"
 pid=$server_pid
 server_pid=
 t0=$EPOCHREALTIME

@@ -57,15 +57,22 @@ k9_flushed() {
   $T dd if="$work/A" of="$DEV" bs=1M count=1 seek=$((2 * ZS >> 20)) oflag=direct \
     conv=fsync status=none && zone_is 2 2048 2
 }
-# k9_kill: dd writes 8 MiB from K9OFF; after 1.5 s znbd-tcmu is killed
-# while dd runs; dd must fail with EIO within cmd_time_out + 5 s.
+# k9_kill: dd writes 8 MiB from K9OFF; once the device has taken its
+# first write (zone 2's wp past K9OFF, on the control socket) znbd-tcmu
+# is killed while dd runs; dd must fail with EIO within cmd_time_out + 5 s.
 k9_kill() {
-  local w t0 t1 st=0 lines
+  local w t0 t1 st=0 lines wp=0
   lines=$(dmesg | wc -l)
   $T dd if="$work/f8" of="$DEV" bs=64k seek=$((K9OFF >> 16)) oflag=direct \
     > "$work/k9.dd" 2>&1 &
   w=$!
-  sleep 1.5
+  for _ in $(seq 300); do
+    wp=$(ctl "report 2 1" | sed -n 's/.* wp=\([0-9]*\).*/\1/p')
+    [ "${wp:-0}" -gt "$K9OFF" ] && break
+    sleep 0.1
+  done
+  echo "zone 2's wp at the kill: byte ${wp:-?} (dd's first at $K9OFF)"
+  [ "${wp:-0}" -gt "$K9OFF" ] || { echo "the device took no write of dd's"; return 1; }
   kill -0 "$w" || { echo "dd ended before the kill"; return 1; }
   kill -KILL "$PID"
   t0=$(date +%s%N)

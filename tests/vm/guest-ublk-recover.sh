@@ -97,7 +97,6 @@ kill_server() {
   DEVT=$(cat /sys/block/ublkb0/dev)
   kill -KILL "$UBLK_PID" && wait "$UBLK_PID"
   echo "znbd-ublk killed (status $?)"
-  sleep 0.5
   for i in $(seq 200); do
     before=$(writer_count)
     pid=$(pgrep -P "$WRITER_PID" -f "of=$MNT/w$((before + 1)) ") &&
@@ -105,7 +104,7 @@ kill_server() {
     sleep 0.1
   done
   echo "writer: file $((before + 1)) being written (dd ${pid:-not found}, state $(awk '{print $3}' "/proc/${pid:-0}/stat" 2> /dev/null))"
-  sleep 2
+  sleep 2 # a window for progress that must not come: measured, not awaited
   after=$(writer_count)
   echo "writer files: $before, 2 s later $after; disk $DEV dev_t $(cat /sys/block/ublkb0/dev)"
   findmnt -n "$MNT" || return 1
@@ -233,7 +232,11 @@ plain_kill() {
   HELD_READ=$!
   on_cpu 0 $((3 * M)) fsync 2> "$work/held.write.err" &
   HELD_WRITE=$!
-  sleep 2
+  # Wait for both to be held in the block layer (at most 30 s).
+  for _ in $(seq 300); do
+    requeued READ WRITE > /dev/null && break
+    sleep 0.1
+  done
   kill -0 $HELD_READ && kill -0 $HELD_WRITE && echo "a read and a write wait" &&
     [ -b /dev/ublkb0 ] && requeued READ WRITE && tag_held "$(queue_of 0)" && tag_held "$(queue_of 1)"
 }
