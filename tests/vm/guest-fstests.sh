@@ -43,6 +43,10 @@ note "kernel $(uname -r), $(. /etc/os-release && echo "$PRETTY_NAME"), fstests $
 # "FS:DISK:TEST" (DISK zloop or nullb, the reference differed from):
 # the reason, shown as the check's TODO.
 declare -A explained=()
+# xfs/643 counts a file's extents after XFS's GC ran beside 200 fills:
+# null_blk of this geometry passes it as znbd-ublk does, zloop failed it
+# in every run (doc/peer-suites.md, XFS's zone group).
+explained[xfs:zloop:xfs/643]="zloop fails xfs/643 where null_blk passes, as znbd-ublk does (doc/peer-suites.md)"
 
 # ------------------------------------------------------------ the disks
 size_mb=2048 zone_mb=64 nconv=8
