@@ -111,14 +111,18 @@ check_server_log "$tmpdir/a.log"
 [ -S "$usock" ] || die "the activated Unix socket file was removed: it is the manager's"
 pass "SIGTERM: the server exits, the manager's socket file stays"
 
-# ---- LISTEN_PID of another process: not activated, -U as usual
-activate "$tmpdir/b.log" - yes LISTEN_PID=1 -- "$server" -U "$tmpdir/b.sock" size=1M zoned=false
+# ---- LISTEN_PID of another process: not activated, -U as usual (-f:
+# not activated, znbd would fork into the background, and PID, its
+# parent, would be gone at once while the server went on)
+activate "$tmpdir/b.log" - yes LISTEN_PID=1 -- "$server" -f -U "$tmpdir/b.sock" size=1M zoned=false
 for _ in $(seq 200); do [ -S "$tmpdir/b.sock" ] && break; sleep 0.05; done
 [ "$(nbdinfo --size "nbd+unix:///?socket=$tmpdir/b.sock")" = 1048576 ] ||
   { cat "$tmpdir/b.log"; die "with LISTEN_PID=1 znbd should serve on -U"; }
 grep -q 'LISTEN_PID=1 is not this process' "$tmpdir/b.log" || die "no note about LISTEN_PID=1: $(cat "$tmpdir/b.log")"
+[ "$(cat "/proc/$PID/comm" 2> /dev/null)" = znbd ] || die "pid $PID is not the server"
 kill -TERM "$PID"
 wait_exit "$PID"
+[ ! -S "$tmpdir/b.sock" ] || die "the server left its -U socket after SIGTERM"
 pass "LISTEN_PID of another process: a note, and -U served"
 
 # ---- refusals
