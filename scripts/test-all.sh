@@ -124,12 +124,21 @@ count() { cat /dev/null $(trs_files) | grep -c "^:test-result: $1" ; }
 pass=$(( $(count PASS) + $(count XFAIL) + extra_pass ))
 fail=$(( $(count FAIL) + $(count XPASS) + $(count ERROR) + extra_fail ))
 skip=$(( $(count SKIP) + extra_skip ))
+# why_failed LOG: its failing lines first (CI's output may keep only the
+# head and the tail of a long report), a dead guest's kernel report
+# (vm-run's), then its last lines.
+why_failed() {
+  grep -a -E '^(not ok|Bail out!)' "$1" | head -n 5
+  grep -a -m1 -A30 "the kernel's first report" "$1"
+  echo "[its last lines:]"
+  tail -n 25 "$1"
+}
 if [ "$fail" -gt 0 ]; then
   echo "failed tests (their logs, each with its last lines, so CI's output alone says why):"
   for log in $(grep -l -E '^:test-result: (FAIL|XPASS|ERROR)' \
     $(trs_files) /dev/null | sed 's/\.trs$/.log/'); do
     echo "== $log"
-    tail -n 40 "$log" 2>/dev/null | sed 's/^/   /'
+    why_failed "$log" | sed 's/^/   /'
   done
   [ "$extra_fail" -eq 0 ] || echo "($extra_fail failed steps: build, format or sanitizer build, above)"
 fi
